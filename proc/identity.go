@@ -1,0 +1,142 @@
+package proc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+const errESRCH = syscall.ESRCH
+
+// MarkerEnv is the environment variable that carries a process's marker. A
+// process is ours only if its initial environment, as /proc/<pid>/environ
+// shows it, holds MarkerEnv=<marker> exactly.
+const MarkerEnv = "AGENT_CONTROL_PLANE_MARKER"
+
+// Identity is what proves that a PID still names the process we started. It
+// is recorded at spawn and persisted so that a restarted daemon can tell its
+// children from strangers that reuse their PIDs.
+type Identity struct {
+	PID       int    `json:"pid"`
+	PGID      int    `json:"pgid"`
+	StartTime uint64 `json:"startTime"` // clock ticks after boot, /proc/<pid>/stat field 22
+	BootID    string `json:"bootId"`
+	Marker    string `json:"marker"`
+}
+
+var (
+	// ErrNotFound means no process has the recorded PID any more.
+	ErrNotFound = errors.New("process not found")
+	// ErrIdentity means a process has the recorded PID but it is not the one
+	// that was recorded (another boot, another start time or no marker).
+	ErrIdentity = errors.New("process identity does not match")
+	// ErrExited means the process has already exited.
+	ErrExited = errors.New("process already exited")
+)
+
+var bootID = sync.OnceValues(func() (string, error) {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return "", fmt.Errorf("read boot id: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+})
+
+// BootID returns the id of the running kernel boot.
+func BootID() (string, error) { return bootID() }
+
+// procStat is the part of /proc/<pid>/stat that identity checks need.
+type procStat struct {
+	state     byte
+	pgid      int
+	startTime uint64
+}
+
+// readStat parses /proc/<pid>/stat. The command name (field 2) may contain
+// spaces and parentheses, so parsing starts after its last ')'.
+func readStat(pid int) (procStat, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, errESRCH) {
+			return procStat{}, ErrNotFound
+		}
+		return procStat{}, err
+	}
+	return parseStat(b)
+}
+
+func parseStat(b []byte) (procStat, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return procStat{}, fmt.Errorf("malformed stat")
+	}
+	f := strings.Fields(string(b[i+2:]))
+	// f[0] is field 3 (state); field N is f[N-3].
+	if len(f) < 20 {
+		return procStat{}, fmt.Errorf("malformed stat: %d fields", len(f))
+	}
+	pgid, err := strconv.Atoi(f[5-3]) // field 5: pgrp
+	if err != nil {
+		return procStat{}, fmt.Errorf("malformed stat pgrp: %w", err)
+	}
+	st, err := strconv.ParseUint(f[22-3], 10, 64)
+	if err != nil {
+		return procStat{}, fmt.Errorf("malformed stat starttime: %w", err)
+	}
+	return procStat{state: f[0][0], pgid: pgid, startTime: st}, nil
+}
+
+// hasMarker reports whether the initial environment of pid holds
+// MarkerEnv=marker.
+func hasMarker(pid int, marker string) (bool, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, errESRCH) {
+			return false, ErrNotFound
+		}
+		return false, err
+	}
+	want := []byte(MarkerEnv + "=" + marker)
+	for _, kv := range bytes.Split(b, []byte{0}) {
+		if bytes.Equal(kv, want) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// verify checks that the process now named id.PID is the one id describes.
+// It must be called after a pidfd for id.PID has been opened: the pidfd then
+// pins that process, and a match proves the pidfd refers to ours.
+func verify(id Identity) error {
+	boot, err := BootID()
+	if err != nil {
+		return err
+	}
+	if id.BootID != boot {
+		return fmt.Errorf("%w: recorded in another boot", ErrIdentity)
+	}
+	st, err := readStat(id.PID)
+	if err != nil {
+		return err
+	}
+	if st.state == 'Z' || st.state == 'X' {
+		return ErrExited
+	}
+	if st.startTime != id.StartTime {
+		return fmt.Errorf("%w: start time %d, recorded %d", ErrIdentity, st.startTime, id.StartTime)
+	}
+	ok, err := hasMarker(id.PID, id.Marker)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: marker missing", ErrIdentity)
+	}
+	return nil
+}

@@ -1,0 +1,294 @@
+package proc
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func newWatcher(t *testing.T) *Watcher {
+	t.Helper()
+	w, err := NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return w
+}
+
+func marker(t *testing.T) string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return t.Name() + "-" + hex.EncodeToString(b)
+}
+
+func shSpec(t *testing.T, script string) Spec {
+	dir := t.TempDir()
+	return Spec{
+		Argv:   []string{"/bin/sh", "-c", script},
+		Env:    []string{"PATH=/usr/bin:/bin"},
+		Dir:    dir,
+		Stdout: filepath.Join(dir, "stdout.log"),
+		Stderr: filepath.Join(dir, "stderr.log"),
+		Marker: marker(t),
+	}
+}
+
+func spawnT(t *testing.T, w *Watcher, spec Spec) *Process {
+	t.Helper()
+	p, err := w.Spawn(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Stop(context.Background(), 0) })
+	return p
+}
+
+func waitDone(t *testing.T, p *Process) ExitStatus {
+	t.Helper()
+	select {
+	case <-p.Done():
+		return p.Status()
+	case <-time.After(30 * time.Second):
+		t.Fatal("process did not exit")
+	}
+	return ExitStatus{}
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	st, err := readStat(pid)
+	return err == nil && st.state != 'Z'
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestExitStatus(t *testing.T) {
+	w := newWatcher(t)
+	tests := []struct {
+		name   string
+		script string
+		want   string
+	}{
+		{"clean exit", "exit 0", "exit code 0"},
+		{"exit code", "exit 3", "exit code 3"},
+		{"killed", "kill -9 $$", "killed by signal SIGKILL"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := spawnT(t, w, shSpec(t, tc.script))
+			if got := waitDone(t, p).String(); got != tc.want {
+				t.Fatalf("status %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSpawnDetachedWithMarkerAndLogs(t *testing.T) {
+	w := newWatcher(t)
+	spec := shSpec(t, `echo out; echo err >&2; read x; echo "stdin:$x:"; exec sleep 60`)
+	p := spawnT(t, w, spec)
+	id := p.Identity()
+	if id.PGID != id.PID {
+		t.Fatalf("pgid %d != pid %d", id.PGID, id.PID)
+	}
+	sid, err := unix.Getsid(id.PID)
+	if err != nil || sid != id.PID {
+		t.Fatalf("child is not a session leader: sid %d, %v", sid, err)
+	}
+	if ok, err := hasMarker(id.PID, spec.Marker); !ok || err != nil {
+		t.Fatalf("marker not in environ: %v", err)
+	}
+	eventually(t, "logs", func() bool {
+		out, _ := os.ReadFile(spec.Stdout)
+		errb, _ := os.ReadFile(spec.Stderr)
+		return string(out) == "out\nstdin::\n" && string(errb) == "err\n"
+	})
+	if fi, _ := os.Stat(spec.Stdout); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("stdout mode %v", fi.Mode().Perm())
+	}
+}
+
+func TestKillNineSeenWithoutPolling(t *testing.T) {
+	w := newWatcher(t)
+	p := spawnT(t, w, shSpec(t, "exec sleep 60"))
+	if err := unix.Kill(p.Identity().PID, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	st := waitDone(t, p)
+	if st.Signal != unix.SIGKILL || st.Code != 137 {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+// A grandchild that keeps stdout open must neither hide the leader's exit
+// nor outlive the sandbox.
+func TestGrandchildHoldingStdout(t *testing.T) {
+	w := newWatcher(t)
+	dir := t.TempDir()
+	spec := shSpec(t, `sleep 300 & echo $! > `+dir+`/gc; exec sleep 300`)
+	p := spawnT(t, w, spec)
+	var gc int
+	eventually(t, "grandchild pid", func() bool {
+		b, _ := os.ReadFile(dir + "/gc")
+		gc, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return gc > 0
+	})
+	unix.Kill(p.Identity().PID, unix.SIGKILL)
+	waitDone(t, p)
+	eventually(t, "grandchild killed", func() bool { return !alive(gc) })
+}
+
+func TestStopEscalatesToSIGKILL(t *testing.T) {
+	w := newWatcher(t)
+	dir := t.TempDir()
+	p := spawnT(t, w, shSpec(t, `trap '' TERM; touch `+dir+`/ready; while :; do sleep 0.05; done`))
+	eventually(t, "trap installed", func() bool { _, err := os.Stat(dir + "/ready"); return err == nil })
+	st, err := p.Stop(context.Background(), 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Signal != unix.SIGKILL {
+		t.Fatalf("status %v, want killed by SIGKILL", st)
+	}
+	pgid := p.Identity().PGID
+	// Killed members linger as zombies until their new parent reaps them.
+	eventually(t, "group gone", func() bool { return errors.Is(unix.Kill(-pgid, 0), unix.ESRCH) })
+}
+
+func TestStopGraceful(t *testing.T) {
+	w := newWatcher(t)
+	p := spawnT(t, w, shSpec(t, "exec sleep 60"))
+	st, err := p.Stop(context.Background(), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Signal != unix.SIGTERM {
+		t.Fatalf("status %v, want killed by SIGTERM", st)
+	}
+	if _, err := p.Stop(context.Background(), time.Second); err != nil {
+		t.Fatalf("second stop: %v", err)
+	}
+}
+
+func TestAdoptAfterWatcherRestart(t *testing.T) {
+	w1, err := NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, err := w1.Spawn(shSpec(t, "exec sleep 60"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := p1.Identity()
+	w1.Close()
+	t.Cleanup(func() {
+		unix.Kill(-id.PGID, unix.SIGKILL)
+		var ws unix.WaitStatus
+		unix.Wait4(id.PID, &ws, 0, nil)
+	})
+
+	w2 := newWatcher(t)
+	p2, err := w2.Adopt(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p2.Stop(context.Background(), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if st := p2.Status(); st.Known {
+		t.Fatalf("adopted process claims a known status: %v", st)
+	}
+}
+
+// A recorded PID that now names a foreign process is never signalled.
+func TestAdoptRefusesForeignProcess(t *testing.T) {
+	foreign := spawnForeign(t)
+	boot, _ := BootID()
+	st, err := readStat(foreign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWatcher(t)
+	cases := []struct {
+		name string
+		id   Identity
+		want error
+	}{
+		{"no marker", Identity{PID: foreign, PGID: foreign, StartTime: st.startTime, BootID: boot, Marker: "m"}, ErrIdentity},
+		{"other start time", Identity{PID: foreign, PGID: foreign, StartTime: st.startTime + 1, BootID: boot, Marker: "m"}, ErrIdentity},
+		{"other boot", Identity{PID: foreign, PGID: foreign, StartTime: st.startTime, BootID: "x", Marker: "m"}, ErrIdentity},
+		{"gone", Identity{PID: 1 << 30, BootID: boot, Marker: "m"}, ErrNotFound},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := w.Adopt(tc.id); !errors.Is(err, tc.want) {
+				t.Fatalf("adopt: %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if err := KillPID(foreign, "m"); !errors.Is(err, ErrIdentity) {
+		t.Fatalf("KillPID on foreign process: %v", err)
+	}
+	if !alive(foreign) {
+		t.Fatal("foreign process was signalled")
+	}
+}
+
+// spawnForeign starts a process without a marker, the way any other program
+// on the machine would.
+func spawnForeign(t *testing.T) int {
+	t.Helper()
+	attr := &syscall.ProcAttr{Sys: &syscall.SysProcAttr{Setsid: true}}
+	pid, err := syscall.ForkExec("/bin/sleep", []string{"sleep", "60"}, attr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		unix.Kill(pid, unix.SIGKILL)
+		var ws unix.WaitStatus
+		unix.Wait4(pid, &ws, 0, nil)
+	})
+	return pid
+}
+
+func TestFindMarked(t *testing.T) {
+	w := newWatcher(t)
+	spec := shSpec(t, "exec sleep 60")
+	p := spawnT(t, w, spec)
+	// While sh execs sleep, environ is briefly unreadable: poll.
+	eventually(t, "marked process found", func() bool {
+		pids := FindMarked(spec.Marker)
+		return len(pids) == 1 && pids[0] == p.Identity().PID
+	})
+}
+
+func TestParseStatOddCommandName(t *testing.T) {
+	line := "42 (a) b (c) S 1 42 42 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 12345 1000 10 0"
+	st, err := parseStat([]byte(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.pgid != 42 || st.startTime != 12345 || st.state != 'S' {
+		t.Fatalf("parsed %+v", st)
+	}
+}

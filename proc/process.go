@@ -1,0 +1,383 @@
+package proc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// ExitStatus says how a process ended.
+type ExitStatus struct {
+	// Known is false for an adopted process: only its parent can learn its
+	// status, and after a daemon restart that parent is not us.
+	Known  bool
+	Code   int            // exit code when Signal is 0
+	Signal syscall.Signal // terminating signal, or 0
+}
+
+// String names how the process ended: "exit code 3", "killed by signal
+// SIGKILL" or "exited; status unknown".
+func (s ExitStatus) String() string {
+	switch {
+	case !s.Known:
+		return "exited; status unknown"
+	case s.Signal != 0:
+		return "killed by signal " + unix.SignalName(s.Signal)
+	default:
+		return "exit code " + strconv.Itoa(s.Code)
+	}
+}
+
+// Process is one pinned process: our child, or one adopted after a restart.
+type Process struct {
+	id    Identity
+	child bool // spawned by us: we reap it and learn its status
+	w     *Watcher
+
+	mu     sync.Mutex // guards pidfd use against close, reaped
+	pidfd  int
+	reaped bool // leader reaped (child) or seen gone (adopted); no group signals by pgid after this
+	status ExitStatus
+
+	done chan struct{}
+}
+
+// Identity returns what proves this process is ours; persist it to adopt the
+// process after a restart.
+func (p *Process) Identity() Identity { return p.id }
+
+// Done is closed once the process has exited and its group has been killed.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Status returns how the process ended. It is meaningful after Done.
+func (p *Process) Status() ExitStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.status
+}
+
+// Exited reports whether Done is closed.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// SignalGroup sends sig to the process's whole group. It returns ErrExited
+// once the leader is gone; the group's leftovers are then killed by the exit
+// handling, not here.
+//
+// For a spawned child the group id is safe to signal until the leader is
+// reaped, and reaping waits for p.mu. For an adopted process the pidfd is
+// polled first: while the leader is alive its PID, and so the group id,
+// cannot be reused.
+func (p *Process) SignalGroup(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reaped || p.pidfd < 0 {
+		return ErrExited
+	}
+	if !p.child && pidfdReadable(p.pidfd) {
+		return ErrExited
+	}
+	if err := unix.Kill(-p.id.PGID, sig); err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return ErrExited
+		}
+		return fmt.Errorf("signal group %d: %w", p.id.PGID, err)
+	}
+	return nil
+}
+
+// Stop ends the process group: SIGTERM to the group, up to grace for the
+// leader to exit, then SIGKILL to the group. A grace of zero or less sends
+// SIGKILL at once. Stop returns when the process has exited and its group has
+// been killed, or when ctx ends first.
+func (p *Process) Stop(ctx context.Context, grace time.Duration) (ExitStatus, error) {
+	if grace > 0 {
+		if err := p.SignalGroup(unix.SIGTERM); err != nil && !errors.Is(err, ErrExited) {
+			return ExitStatus{}, err
+		}
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-p.done:
+			return p.Status(), nil
+		case <-t.C:
+		case <-ctx.Done():
+			return ExitStatus{}, ctx.Err()
+		}
+	}
+	if err := p.SignalGroup(unix.SIGKILL); err != nil && !errors.Is(err, ErrExited) {
+		return ExitStatus{}, err
+	}
+	select {
+	case <-p.done:
+		return p.Status(), nil
+	case <-ctx.Done():
+		return ExitStatus{}, ctx.Err()
+	}
+}
+
+// finish runs on the watcher goroutine once the pidfd is readable: the leader
+// has exited. It kills what is left of the group, reaps the leader if it is
+// our child, releases the pidfd and closes done.
+func (p *Process) finish() {
+	p.mu.Lock()
+	if p.child {
+		// The leader is a zombie until reaped, so its PGID cannot have been
+		// reused: the group kill reaches only its own members.
+		_ = unix.Kill(-p.id.PGID, unix.SIGKILL)
+		var si siginfoChild
+		err := unix.Waitid(unix.P_PIDFD, p.pidfd, (*unix.Siginfo)(unsafe.Pointer(&si)), unix.WEXITED, nil)
+		if err == nil {
+			p.status = si.status()
+		}
+	} else {
+		killMarked(p.id.PGID, p.id.Marker)
+	}
+	p.reaped = true
+	_ = unix.Close(p.pidfd)
+	p.pidfd = -1
+	p.mu.Unlock()
+	close(p.done)
+}
+
+// siginfoChild is the SIGCHLD layout of siginfo_t on Linux.
+type siginfoChild struct {
+	Signo  int32
+	Errno  int32
+	Code   int32
+	_      int32
+	Pid    int32
+	Uid    uint32
+	Status int32
+	_      [100]byte
+}
+
+const (
+	cldExited = 1
+	cldKilled = 2
+	cldDumped = 3
+)
+
+func (si *siginfoChild) status() ExitStatus {
+	switch si.Code {
+	case cldExited:
+		return ExitStatus{Known: true, Code: int(si.Status)}
+	case cldKilled, cldDumped:
+		return ExitStatus{Known: true, Signal: syscall.Signal(si.Status), Code: 128 + int(si.Status)}
+	}
+	return ExitStatus{}
+}
+
+func pidfdReadable(fd int) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0
+}
+
+// killMarked sends SIGKILL to every process in group pgid that carries
+// marker. It is how an adopted process's leftovers are found once its leader
+// is gone and the group id may have been reused. Each candidate is pinned
+// with a pidfd and verified before the signal.
+func killMarked(pgid int, marker string) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		killIfMarked(pid, pgid, marker)
+	}
+}
+
+func killIfMarked(pid, pgid int, marker string) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	st, err := readStat(pid)
+	if err != nil || st.pgid != pgid {
+		return
+	}
+	if ok, _ := hasMarker(pid, marker); ok {
+		_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	}
+}
+
+// FindMarked returns the PIDs of live processes that carry marker. It is
+// used after a restart to find children spawned just before the daemon died,
+// whose identity never reached disk.
+func FindMarked(marker string) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if ok, _ := hasMarker(pid, marker); ok {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// KillPID pins pid with a pidfd, checks that it still carries marker and
+// sends it SIGKILL. It never signals a process without the marker.
+func KillPID(pid int, marker string) error {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return ErrNotFound
+	}
+	defer unix.Close(fd)
+	ok, err := hasMarker(pid, marker)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return ErrIdentity
+	}
+	return unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+}
+
+// Spec describes a process to spawn.
+type Spec struct {
+	Argv   []string // Argv[0] is looked up in PATH
+	Env    []string // the whole environment, KEY=VALUE; MarkerEnv is added
+	Dir    string
+	Stdout string // appended to, created 0600
+	Stderr string // appended to, created 0600
+	Marker string // unique per process; recorded in Identity
+}
+
+func openLog(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_CLOEXEC, 0o600)
+}
+
+func spawnFiles(spec Spec) (files []*os.File, err error) {
+	defer func() {
+		if err != nil {
+			closeAll(files)
+		}
+	}()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, null)
+	for _, path := range []string{spec.Stdout, spec.Stderr} {
+		f, err := openLog(path)
+		if err != nil {
+			return files, fmt.Errorf("open log: %w", err)
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+// spawn starts spec detached: a new session and process group, stdin from
+// /dev/null, stdout and stderr appended to files. It returns the pinned,
+// identified process.
+func spawn(spec Spec) (*Process, error) {
+	if len(spec.Argv) == 0 {
+		return nil, errors.New("empty command")
+	}
+	if spec.Marker == "" {
+		return nil, errors.New("empty marker")
+	}
+	path, err := exec.LookPath(spec.Argv[0])
+	if err != nil {
+		return nil, err
+	}
+	boot, err := BootID()
+	if err != nil {
+		return nil, err
+	}
+	files, err := spawnFiles(spec)
+	if err != nil {
+		return nil, err
+	}
+	defer closeAll(files)
+	env := append(append([]string(nil), spec.Env...), MarkerEnv+"="+spec.Marker)
+	pidfd := -1
+	attr := &syscall.ProcAttr{
+		Dir:   spec.Dir,
+		Env:   env,
+		Files: []uintptr{files[0].Fd(), files[1].Fd(), files[2].Fd()},
+		Sys:   &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd},
+	}
+	pid, err := syscall.ForkExec(path, spec.Argv, attr)
+	if err != nil {
+		return nil, err
+	}
+	if pidfd < 0 {
+		// The kernel has no pidfds (before 5.3). We cannot pin the child;
+		// kill it rather than run it unsupervised.
+		_ = unix.Kill(pid, unix.SIGKILL)
+		var ws unix.WaitStatus
+		_, _ = unix.Wait4(pid, &ws, 0, nil)
+		return nil, errors.New("kernel does not support pidfds (Linux 5.3 or newer is required)")
+	}
+	p := &Process{
+		id:    Identity{PID: pid, PGID: pid, BootID: boot, Marker: spec.Marker},
+		child: true,
+		pidfd: pidfd,
+		done:  make(chan struct{}),
+	}
+	// The child cannot be reaped without us, so its stat is readable even if
+	// it has already exited (as a zombie).
+	st, err := readStat(pid)
+	if err != nil {
+		_ = unix.Kill(-pid, unix.SIGKILL)
+		var si siginfoChild
+		_ = unix.Waitid(unix.P_PIDFD, pidfd, (*unix.Siginfo)(unsafe.Pointer(&si)), unix.WEXITED, nil)
+		unix.Close(pidfd)
+		return nil, fmt.Errorf("read child stat: %w", err)
+	}
+	p.id.StartTime = st.startTime
+	return p, nil
+}
+
+// adopt pins the process id names and verifies it is ours.
+func adopt(id Identity) (*Process, error) {
+	fd, err := unix.PidfdOpen(id.PID, 0)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return nil, ErrNotFound
+		}
+		return nil, fmt.Errorf("pidfd_open %d: %w", id.PID, err)
+	}
+	if err := verify(id); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	// Verified after pinning: fd refers to our process, alive a moment ago.
+	return &Process{id: id, pidfd: fd, done: make(chan struct{})}, nil
+}
