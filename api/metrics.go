@@ -1,0 +1,107 @@
+package api
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
+)
+
+const ns = "agent_control_plane"
+
+// httpMetrics counts requests by route pattern (a closed set: the route
+// table) and status code.
+type httpMetrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
+	m := &httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "http_requests_total",
+			Help: "HTTP requests by route pattern and status code.",
+		}, []string{"route", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: ns, Name: "http_request_duration_seconds",
+			Help:    "HTTP request latency by route pattern (event streams: their whole life).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"route"}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.latency} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *httpMetrics) observe(route string, code int, d time.Duration) {
+	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+	m.latency.WithLabelValues(route).Observe(d.Seconds())
+}
+
+// collector reads the supervisor's state at scrape time, so no gauge goes
+// stale. Every label value comes from a closed set.
+type collector struct {
+	sup        Supervisor
+	sandboxes  *prometheus.Desc
+	creates    *prometheus.Desc
+	stops      *prometheus.Desc
+	rehydrates *prometheus.Desc
+	events     *prometheus.Desc
+	portsInUse *prometheus.Desc
+	portsTotal *prometheus.Desc
+	subs       *prometheus.Desc
+}
+
+func newCollector(sup Supervisor) *collector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(ns+"_"+name, help, labels, nil)
+	}
+	return &collector{
+		sup:        sup,
+		sandboxes:  d("sandboxes", "Sandboxes by state and runtime.", "state", "runtime"),
+		creates:    d("sandbox_creates_total", "Sandbox creates by result.", "result"),
+		stops:      d("sandbox_stops_total", "Sandbox stops by reason.", "reason"),
+		rehydrates: d("rehydrations_total", "Records loaded at daemon start by result.", "result"),
+		events:     d("events_published_total", "Events published on the feed by type.", "type"),
+		portsInUse: d("port_leases", "Sandbox ports leased now."),
+		portsTotal: d("port_range_size", "Ports in the sandbox port range."),
+		subs:       d("event_subscribers", "Open event-stream subscriptions."),
+	}
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.sandboxes, c.creates, c.stops, c.rehydrates, c.events, c.portsInUse, c.portsTotal, c.subs} {
+		ch <- d
+	}
+}
+
+var eventTypes = []string{supervisor.EventCreated, supervisor.EventStarted, supervisor.EventStopped, supervisor.EventDeleted}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	st := c.sup.Stats()
+	for runtime, states := range st.Sandboxes {
+		for _, state := range []supervisor.State{supervisor.Starting, supervisor.Started, supervisor.Stopped} {
+			ch <- prometheus.MustNewConstMetric(c.sandboxes, prometheus.GaugeValue, float64(states[state]), string(state), runtime)
+		}
+	}
+	for _, r := range supervisor.CreateResults {
+		ch <- prometheus.MustNewConstMetric(c.creates, prometheus.CounterValue, float64(st.Creates[r]), r)
+	}
+	for _, r := range supervisor.StopReasons {
+		ch <- prometheus.MustNewConstMetric(c.stops, prometheus.CounterValue, float64(st.Stops[r]), string(r))
+	}
+	for _, r := range supervisor.RehydrateResults {
+		ch <- prometheus.MustNewConstMetric(c.rehydrates, prometheus.CounterValue, float64(st.Rehydrates[r]), r)
+	}
+	for _, t := range eventTypes {
+		ch <- prometheus.MustNewConstMetric(c.events, prometheus.CounterValue, float64(st.Events[t]), t)
+	}
+	ch <- prometheus.MustNewConstMetric(c.portsInUse, prometheus.GaugeValue, float64(st.PortsInUse))
+	ch <- prometheus.MustNewConstMetric(c.portsTotal, prometheus.GaugeValue, float64(st.PortsTotal))
+	ch <- prometheus.MustNewConstMetric(c.subs, prometheus.GaugeValue, float64(st.Subscribers))
+}

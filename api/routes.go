@@ -1,0 +1,296 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
+)
+
+// routes is the whole API, sorted by path then method (a test keeps it so).
+var routes = []route{
+	{"GET", "/v1/events", (*Server).events, false},
+	{"GET", "/v1/info", (*Server).info, false},
+	{"GET", "/v1/sandboxes", (*Server).list, false},
+	{"POST", "/v1/sandboxes", (*Server).create, true},
+	{"DELETE", "/v1/sandboxes/{id}", (*Server).delete, true},
+	{"GET", "/v1/sandboxes/{id}", (*Server).get, false},
+	{"POST", "/v1/sandboxes/{id}/autostop", (*Server).autostop, true},
+	{"POST", "/v1/sandboxes/{id}/autostop/{interval}", (*Server).autostop, true},
+	{"GET", "/v1/sandboxes/{id}/entrypoint-logs", (*Server).logs, false},
+	{"GET", "/v1/sandboxes/{id}/preview-url", (*Server).previewURL, false},
+	{"POST", "/v1/sandboxes/{id}/refresh-activity", (*Server).refreshActivity, false},
+	{"POST", "/v1/sandboxes/{id}/resize", (*Server).resize, true},
+	{"POST", "/v1/sandboxes/{id}/start", (*Server).start, false},
+	{"POST", "/v1/sandboxes/{id}/stop", (*Server).stop, true},
+}
+
+func (s *Server) info(w http.ResponseWriter, r *http.Request) {
+	lo, hi := s.sup.PortRange()
+	writeJSON(w, http.StatusOK, Info{
+		Name: Name, Version: s.opts.Version, APIVersion: APIVersion, PID: pid,
+		StartedAt: Time{s.startedAt}, Root: s.sup.Root(), PortRange: fmt.Sprintf("%d-%d", lo, hi),
+	})
+}
+
+// labelFilter reads label.k=v query parameters (and Daytona's
+// labels={"k":"v"}) into a filter.
+func labelFilter(q map[string][]string) (supervisor.Filter, error) {
+	f := supervisor.Filter{}
+	for key, vals := range q {
+		switch {
+		case strings.HasPrefix(key, "label."):
+			if len(vals) != 1 {
+				return nil, fmt.Errorf("%s given %d times", key, len(vals))
+			}
+			f[strings.TrimPrefix(key, "label.")] = vals[0]
+		case key == "labels":
+			for _, v := range vals {
+				var m map[string]string
+				if err := json.Unmarshal([]byte(v), &m); err != nil {
+					return nil, errors.New(`labels must be a JSON object of strings, e.g. {"origin":"cli"}`)
+				}
+				for k, v := range m {
+					f[k] = v
+				}
+			}
+		}
+	}
+	if err := supervisor.ValidateLabels(f); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	f, err := labelFilter(r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return
+	}
+	list := s.sup.List(f)
+	out := ListResponse{Sandboxes: make([]SandboxInfo, 0, len(list))}
+	for _, sb := range list {
+		out.Sandboxes = append(out.Sandboxes, ToInfo(sb))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	sb, err := s.sup.Get(r.PathValue("id"))
+	if err != nil {
+		s.writeSupervisorError(w, err, "internal")
+		return
+	}
+	writeJSON(w, http.StatusOK, ToInfo(sb))
+}
+
+// minutesToDuration converts a wire interval in minutes.
+func minutesToDuration(field string, m float64) (time.Duration, error) {
+	if math.IsNaN(m) || math.IsInf(m, 0) || m < 0 || m > 1e8 {
+		return 0, fmt.Errorf("%s must be between 0 and 1e8 minutes", field)
+	}
+	return time.Duration(m * float64(time.Minute)), nil
+}
+
+// DecodeCreate turns a create body into a supervisor request. It enforces
+// the wire rules (JSON shape, interval ranges); the supervisor validates
+// names, labels and env.
+func DecodeCreate(r *http.Request) (supervisor.CreateRequest, error) {
+	var body struct {
+		CreateSandboxRequest
+		daytonaCompat
+	}
+	if err := decodeJSON(r, &body); err != nil {
+		return supervisor.CreateRequest{}, err
+	}
+	return body.CreateSandboxRequest.toSupervisor()
+}
+
+func (b CreateSandboxRequest) toSupervisor() (supervisor.CreateRequest, error) {
+	req := supervisor.CreateRequest{
+		Name: b.Name, Runtime: b.Runtime, Snapshot: b.Snapshot,
+		Env: b.EnvVars, Labels: b.Labels, Public: b.Public,
+	}
+	if b.Name == "" {
+		return req, errors.New("name is required")
+	}
+	switch b.Runtime {
+	case "", "native", "docker":
+	default:
+		return req, fmt.Errorf(`runtime %q: want "native" or "docker"`, b.Runtime)
+	}
+	if b.AutoStopInterval != nil {
+		d, err := minutesToDuration("autoStopInterval", *b.AutoStopInterval)
+		if err != nil {
+			return req, err
+		}
+		req.AutoStopInterval = &d
+	}
+	if b.AutoDeleteInterval != nil {
+		m := *b.AutoDeleteInterval
+		if m != -1 {
+			d, err := minutesToDuration("autoDeleteInterval", m)
+			if err != nil {
+				return req, errors.New("autoDeleteInterval must be -1 (never), 0 (right after stop) or a positive number of minutes")
+			}
+			req.AutoDeleteInterval = &d
+		}
+	}
+	return req, nil
+}
+
+func (s *Server) create(w http.ResponseWriter, r *http.Request) {
+	req, err := DecodeCreate(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return
+	}
+	sb, err := s.sup.Create(r.Context(), req)
+	if err != nil {
+		s.writeSupervisorError(w, err, "create_failed")
+		return
+	}
+	writeJSON(w, http.StatusCreated, ToInfo(sb))
+}
+
+func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
+	force := false
+	if v := r.URL.Query().Get("force"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request", "force must be true or false")
+			return
+		}
+		force = b
+	}
+	sb, err := s.sup.Stop(r.Context(), r.PathValue("id"), force)
+	if err != nil {
+		s.writeSupervisorError(w, err, "stop_failed")
+		return
+	}
+	writeJSON(w, http.StatusOK, ToInfo(sb))
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
+	if err := s.sup.Delete(r.Context(), r.PathValue("id")); err != nil {
+		s.writeSupervisorError(w, err, "delete_failed")
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) start(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.sup.Get(r.PathValue("id")); err != nil {
+		s.writeSupervisorError(w, err, "internal")
+		return
+	}
+	writeError(w, http.StatusConflict, "unsupported_lifecycle", "stop is terminal for local sandboxes; create a new sandbox instead")
+}
+
+func (s *Server) resize(w http.ResponseWriter, r *http.Request) {
+	sb, err := s.sup.Touch(r.PathValue("id"))
+	if err != nil {
+		s.writeSupervisorError(w, err, "internal")
+		return
+	}
+	writeJSON(w, http.StatusOK, ToInfo(sb))
+}
+
+func (s *Server) refreshActivity(w http.ResponseWriter, r *http.Request) {
+	if err := s.sup.RefreshActivity(r.PathValue("id")); err != nil {
+		s.writeSupervisorError(w, err, "internal")
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) autostop(w http.ResponseWriter, r *http.Request) {
+	var minutes float64
+	if v := r.PathValue("interval"); v != "" {
+		m, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request", "interval must be a number of minutes")
+			return
+		}
+		minutes = m
+	} else {
+		var body AutostopRequest
+		if err := decodeJSON(r, &body); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+			return
+		}
+		if body.Interval == nil {
+			writeError(w, http.StatusBadRequest, "invalid_request", "interval is required")
+			return
+		}
+		minutes = *body.Interval
+	}
+	if minutes != math.Trunc(minutes) {
+		writeError(w, http.StatusBadRequest, "invalid_request", "interval must be a whole number of minutes ≥ 0")
+		return
+	}
+	d, err := minutesToDuration("interval", minutes)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return
+	}
+	sb, err := s.sup.SetAutoStop(r.PathValue("id"), d)
+	if err != nil {
+		s.writeSupervisorError(w, err, "internal")
+		return
+	}
+	writeJSON(w, http.StatusOK, ToInfo(sb))
+}
+
+// PreviewPort is the only sandbox port a preview URL can be asked for: the
+// agent-server's.
+const PreviewPort = 4000
+
+func (s *Server) previewURL(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if p := q.Get("port"); p != "" && p != strconv.Itoa(PreviewPort) {
+		writeError(w, http.StatusBadRequest, "invalid_request", "only port 4000 has a preview URL")
+		return
+	}
+	if t := q.Get("ttl"); t != "" {
+		if n, err := strconv.Atoi(t); err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, "invalid_request", "ttl must be a whole number of seconds ≥ 0")
+			return
+		}
+	}
+	sb, err := s.sup.Get(r.PathValue("id"))
+	if err != nil {
+		s.writeSupervisorError(w, err, "internal")
+		return
+	}
+	if !sb.State.Live() {
+		writeError(w, http.StatusConflict, "sandbox_not_running", "sandbox "+sb.ID+" is "+string(sb.State)+"; it has no preview")
+		return
+	}
+	writeJSON(w, http.StatusOK, PreviewURLResponse{URL: PreviewURL(sb.Port)})
+}
+
+func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
+	tail := supervisor.DefaultLogTail
+	if v := r.URL.Query().Get("tailBytes"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1<<20 {
+			writeError(w, http.StatusBadRequest, "invalid_request", "tailBytes must be between 1 and 1048576")
+			return
+		}
+		tail = n
+	}
+	l, err := s.sup.EntrypointLogs(r.PathValue("id"), tail)
+	if err != nil {
+		s.writeSupervisorError(w, err, "internal")
+		return
+	}
+	writeJSON(w, http.StatusOK, LogsResponse{Output: l.Stdout + l.Stderr, Stdout: l.Stdout, Stderr: l.Stderr})
+}

@@ -1,0 +1,332 @@
+// Package api serves the daemon's Daytona-shaped /v1 HTTP API, its SSE
+// event feed and /metrics over a Supervisor interface it declares itself.
+// It owns the wire shapes, the browser guard and input decoding; the
+// supervisor owns every decision about sandboxes.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/agent-control-plane/agent-control-plane/conf"
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
+)
+
+// Supervisor is what the API needs from the sandbox supervisor. Each
+// method's contract is the one documented on supervisor.Supervisor.
+type Supervisor interface {
+	Create(ctx context.Context, req supervisor.CreateRequest) (supervisor.Sandbox, error)
+	Get(id string) (supervisor.Sandbox, error)
+	List(f supervisor.Filter) []supervisor.Sandbox
+	Stop(ctx context.Context, id string, force bool) (supervisor.Sandbox, error)
+	Delete(ctx context.Context, id string) error
+	RefreshActivity(id string) error
+	SetAutoStop(id string, interval time.Duration) (supervisor.Sandbox, error)
+	Touch(id string) (supervisor.Sandbox, error)
+	EntrypointLogs(id string, tail int) (supervisor.Logs, error)
+	Subscribe(f supervisor.Filter, after *uint64) (*supervisor.Subscription, []supervisor.Event)
+	Stats() supervisor.Stats
+	Root() string
+	PortRange() (lo, hi int)
+}
+
+// Options configure a Server.
+type Options struct {
+	Version   string
+	Logger    *slog.Logger
+	Registry  *prometheus.Registry // metrics are registered here; nil: none
+	Heartbeat time.Duration        // SSE comment period; default 15s
+	// AllowHosts are host names accepted besides loopback ones (the
+	// listen host when the daemon is exposed on purpose).
+	AllowHosts []string
+}
+
+// MaxBodyBytes bounds every request body.
+const MaxBodyBytes = 1 << 20
+
+// Server is the HTTP face of one Supervisor.
+type Server struct {
+	sup       Supervisor
+	opts      Options
+	log       *slog.Logger
+	startedAt time.Time
+	handler   http.Handler
+	metrics   *httpMetrics
+}
+
+// New builds the server and registers its metrics.
+func New(sup Supervisor, opts Options) (*Server, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = 15 * time.Second
+	}
+	s := &Server{sup: sup, opts: opts, log: opts.Logger, startedAt: time.Now()}
+	mux := http.NewServeMux()
+	for path, methods := range routesByPath() {
+		mux.Handle(path, s.dispatch(path, methods))
+	}
+	if opts.Registry != nil {
+		m, err := newHTTPMetrics(opts.Registry)
+		if err != nil {
+			return nil, err
+		}
+		s.metrics = m
+		if err := opts.Registry.Register(newCollector(sup)); err != nil {
+			return nil, err
+		}
+		mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry}))
+	}
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no route "+r.URL.Path)
+	}))
+	s.handler = s.guard(mux)
+	return s, nil
+}
+
+// ServeHTTP serves the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// Run serves on ln until ctx ends, then shuts down gracefully: open event
+// streams end with ctx, in-flight requests get up to 10 s. Cancellation is
+// not an error.
+func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err := srv.Shutdown(shutdown)
+	<-errc
+	return err
+}
+
+// route is one API endpoint. The table in routes.go is sorted by a test.
+type route struct {
+	method  string
+	path    string
+	handler func(*Server, http.ResponseWriter, *http.Request)
+	mutates bool // logged when it succeeds
+}
+
+func routesByPath() map[string]map[string]route {
+	out := map[string]map[string]route{}
+	for _, rt := range routes {
+		if out[rt.path] == nil {
+			out[rt.path] = map[string]route{}
+		}
+		out[rt.path][rt.method] = rt
+	}
+	return out
+}
+
+// dispatch serves one path: it picks the handler by method (405 with Allow
+// otherwise) and records metrics under the route's pattern.
+func (s *Server) dispatch(path string, methods map[string]route) http.Handler {
+	var allow []string
+	for m := range methods {
+		allow = append(allow, m)
+	}
+	slices.Sort(allow)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rt, ok := methods[r.Method]
+		if !ok && r.Method == http.MethodHead {
+			rt, ok = methods[http.MethodGet]
+		}
+		if !ok {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+path)
+			return
+		}
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		start := time.Now()
+		rt.handler(s, rec, r)
+		if s.metrics != nil {
+			s.metrics.observe(rt.method+" "+path, rec.code, time.Since(start))
+		}
+		if rt.mutates && rec.code < 300 {
+			s.log.Info("request", "method", r.Method, "route", path, "sandbox", r.PathValue("id"), "status", rec.code)
+		}
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	code    int
+	written bool
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if !r.written {
+		r.code, r.written = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	r.written = true
+	return r.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach Flush and SetWriteDeadline.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// guard runs before any handler. It answers only requests addressed to a
+// loopback host (a DNS-rebinding page names its own host), refuses
+// cross-site browser requests (an Origin other than a localhost one), and
+// makes any request that carries a body declare JSON, so that a simple
+// form post from another site cannot pass.
+func (s *Server) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.allowedHost(r.Host) {
+			writeError(w, http.StatusForbidden, "forbidden_host", "host "+strconv.Quote(r.Host)+" is not allowed; use 127.0.0.1 or localhost")
+			return
+		}
+		if origin := r.Header.Get("Origin"); origin != "" {
+			if !allowedOrigin(origin) {
+				writeError(w, http.StatusForbidden, "forbidden_origin", "origin "+strconv.Quote(origin)+" is not allowed; only http://localhost:* and http://127.0.0.1:* may call this daemon")
+				return
+			}
+			h := w.Header()
+			h.Set("Access-Control-Allow-Origin", origin)
+			h.Add("Vary", "Origin")
+			h.Set("Access-Control-Expose-Headers", "Content-Type")
+			if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+				h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
+				h.Set("Access-Control-Allow-Headers", "Content-Type, Last-Event-ID")
+				h.Set("Access-Control-Max-Age", "600")
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+		}
+		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+			mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+			if err != nil || mt != "application/json" {
+				writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "a request with a body must have Content-Type: application/json")
+				return
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) allowedHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	if conf.IsLoopbackHost(host) {
+		return true
+	}
+	for _, a := range s.opts.AllowHosts {
+		if strings.EqualFold(a, host) {
+			return true
+		}
+	}
+	return false
+}
+
+func allowedOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Scheme != "http" || u.Path != "" && u.Path != "/" {
+		return false
+	}
+	switch u.Hostname() {
+	case "localhost", "127.0.0.1", "::1":
+		return true
+	}
+	return false
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, errCode, msg string) {
+	writeJSON(w, code, ErrorBody{Error: ErrorDetail{Code: errCode, Message: msg}})
+}
+
+// writeSupervisorError maps a supervisor error to its answer. create names
+// the code for failures that are not the caller's fault.
+func (s *Server) writeSupervisorError(w http.ResponseWriter, err error, failCode string) {
+	switch {
+	case errors.Is(err, supervisor.ErrInvalid):
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+	case errors.Is(err, supervisor.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.Is(err, supervisor.ErrConflict):
+		writeError(w, http.StatusConflict, "name_conflict", err.Error())
+	case errors.Is(err, supervisor.ErrUnsupportedRuntime):
+		writeError(w, http.StatusBadRequest, "unsupported_runtime", err.Error()+": this daemon runs native sandboxes only")
+	case errors.Is(err, supervisor.ErrPortsExhausted):
+		writeError(w, http.StatusServiceUnavailable, "preflight_failed", err.Error())
+	case errors.Is(err, supervisor.ErrNotRunning):
+		writeError(w, http.StatusConflict, "sandbox_not_running", err.Error())
+	case errors.Is(err, supervisor.ErrClosed):
+		writeError(w, http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down")
+	default:
+		s.log.Error("request failed", "code", failCode, "err", err)
+		writeError(w, http.StatusInternalServerError, failCode, err.Error())
+	}
+}
+
+// decodeJSON reads exactly one JSON value into v, refusing unknown fields.
+func decodeJSON(r *http.Request, v any) error {
+	if r.Body == nil || r.Body == http.NoBody {
+		return errors.New("request body is required")
+	}
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return fmt.Errorf("body larger than %d bytes", MaxBodyBytes)
+		}
+		if errors.Is(err, io.EOF) {
+			return errors.New("request body is required")
+		}
+		return fmt.Errorf("malformed JSON body: %v", err)
+	}
+	if dec.More() {
+		return errors.New("malformed JSON body: more than one value")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("malformed JSON body: trailing data")
+	}
+	return nil
+}
+
+var pid = os.Getpid()

@@ -1,0 +1,208 @@
+package api
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
+)
+
+// APIVersion is the version of the /v1 contract this daemon speaks. It
+// changes when a response shape changes incompatibly.
+const APIVersion = "1"
+
+// Name is what /v1/info answers as the daemon's name; clients use it to
+// tell agent-control-plane from whatever else holds the port.
+const Name = "agent-control-plane"
+
+// TimeFormat is the wire format of every timestamp: RFC 3339, UTC,
+// milliseconds.
+const TimeFormat = "2006-01-02T15:04:05.000Z"
+
+// Time is a timestamp in TimeFormat.
+type Time struct{ time.Time }
+
+// MarshalJSON writes t in TimeFormat.
+func (t Time) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + t.UTC().Format(TimeFormat) + `"`), nil
+}
+
+// UnmarshalJSON reads any RFC 3339 time.
+func (t *Time) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.Parse(time.RFC3339Nano, s)
+	t.Time = v
+	return err
+}
+
+func ptrTime(t time.Time) *Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &Time{t}
+}
+
+// SandboxInfo is the wire shape of a sandbox. It never carries env values.
+type SandboxInfo struct {
+	ID               string            `json:"id"`
+	Name             string            `json:"name"`
+	State            string            `json:"state"`
+	Runtime          string            `json:"runtime"`
+	SessionID        *string           `json:"sessionId"`
+	Port             int               `json:"port"`
+	PreviewURL       string            `json:"previewUrl"`
+	Labels           map[string]string `json:"labels"`
+	Snapshot         string            `json:"snapshot,omitempty"`
+	Public           bool              `json:"public"`
+	CreatedAt        Time              `json:"createdAt"`
+	UpdatedAt        Time              `json:"updatedAt"`
+	LastActivityAt   Time              `json:"lastActivityAt"`
+	StartedAt        *Time             `json:"startedAt"`
+	StoppedAt        *Time             `json:"stoppedAt"`
+	AutoStopInterval float64           `json:"autoStopInterval"` // minutes; 0 disabled
+	AutoStopAt       *Time             `json:"autoStopAt"`
+	// AutoDeleteInterval in minutes: -1 never, 0 right after stop.
+	AutoDeleteInterval float64 `json:"autoDeleteInterval"`
+	ErrorReason        *string `json:"errorReason,omitempty"`
+}
+
+// PreviewURL is the URL of a sandbox's agent-server.
+func PreviewURL(port int) string { return "http://localhost:" + strconv.Itoa(port) }
+
+func minutes(d time.Duration) float64 {
+	m := d.Minutes()
+	// Keep whole-millisecond durations tidy on the wire (0.5, not 0.50000001).
+	return math.Round(m*1e6) / 1e6
+}
+
+// ToInfo converts the supervisor's view of a sandbox to its wire shape.
+func ToInfo(sb supervisor.Sandbox) SandboxInfo {
+	info := SandboxInfo{
+		ID: sb.ID, Name: sb.Name(), State: string(sb.State), Runtime: sb.Runtime,
+		Port: sb.Port, PreviewURL: PreviewURL(sb.Port), Labels: sb.Labels,
+		Snapshot: sb.Snapshot, Public: sb.Public,
+		CreatedAt: Time{sb.CreatedAt}, UpdatedAt: Time{sb.UpdatedAt}, LastActivityAt: Time{sb.LastActivityAt},
+		StartedAt: ptrTime(sb.StartedAt), StoppedAt: ptrTime(sb.StoppedAt),
+		AutoStopInterval: minutes(sb.AutoStopInterval), AutoStopAt: ptrTime(sb.AutoStopAt()),
+		AutoDeleteInterval: -1,
+	}
+	if info.Labels == nil {
+		info.Labels = map[string]string{}
+	}
+	if v, ok := sb.Labels["harnessSessionId"]; ok {
+		info.SessionID = &v
+	}
+	if sb.AutoDeleteInterval != nil {
+		info.AutoDeleteInterval = minutes(*sb.AutoDeleteInterval)
+	}
+	if sb.ErrorReason != "" {
+		r := sb.ErrorReason
+		info.ErrorReason = &r
+	}
+	return info
+}
+
+// CreateSandboxRequest is the body of POST /v1/sandboxes.
+type CreateSandboxRequest struct {
+	Name     string            `json:"name"`
+	Runtime  string            `json:"runtime,omitempty"`
+	Snapshot string            `json:"snapshot,omitempty"`
+	EnvVars  map[string]string `json:"envVars,omitempty"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	Public   bool              `json:"public,omitempty"`
+	// AutoStopInterval in minutes; absent takes the daemon default, 0
+	// disables.
+	AutoStopInterval *float64 `json:"autoStopInterval,omitempty"`
+	// AutoDeleteInterval in minutes; absent or -1 never, 0 right after
+	// stop.
+	AutoDeleteInterval *float64 `json:"autoDeleteInterval,omitempty"`
+}
+
+// daytonaCompat lists create fields Daytona accepts that mean nothing
+// locally; they are accepted and ignored rather than refused.
+type daytonaCompat struct {
+	Target              json.RawMessage `json:"target,omitempty"`
+	User                json.RawMessage `json:"user,omitempty"`
+	CPU                 json.RawMessage `json:"cpu,omitempty"`
+	GPU                 json.RawMessage `json:"gpu,omitempty"`
+	Memory              json.RawMessage `json:"memory,omitempty"`
+	Disk                json.RawMessage `json:"disk,omitempty"`
+	Class               json.RawMessage `json:"class,omitempty"`
+	AutoArchiveInterval json.RawMessage `json:"autoArchiveInterval,omitempty"`
+	Volumes             json.RawMessage `json:"volumes,omitempty"`
+	NetworkBlockAll     json.RawMessage `json:"networkBlockAll,omitempty"`
+	NetworkAllowList    json.RawMessage `json:"networkAllowList,omitempty"`
+}
+
+// Info is the body of GET /v1/info.
+type Info struct {
+	Name       string `json:"name"`
+	Version    string `json:"version"`
+	APIVersion string `json:"apiVersion"`
+	PID        int    `json:"pid"`
+	StartedAt  Time   `json:"startedAt"`
+	Root       string `json:"root"`
+	PortRange  string `json:"portRange"`
+}
+
+// ErrorBody is every error answer: {"error":{"code","message"}}.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the code and message of an error answer.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// ListResponse is the body of GET /v1/sandboxes.
+type ListResponse struct {
+	Sandboxes []SandboxInfo `json:"sandboxes"`
+}
+
+// StreamEvent is the data of one SSE event on /v1/events.
+type StreamEvent struct {
+	Type      string        `json:"type"`
+	Seq       uint64        `json:"seq"`
+	Time      Time          `json:"time"`
+	Sandbox   *SandboxInfo  `json:"sandbox,omitempty"`   // sandbox.* events
+	Sandboxes []SandboxInfo `json:"sandboxes,omitempty"` // sandboxes_replaced
+}
+
+// ToStreamEvent converts a supervisor event to its wire shape.
+func ToStreamEvent(ev supervisor.Event) StreamEvent {
+	out := StreamEvent{Type: ev.Type, Seq: ev.Seq, Time: Time{ev.Time}}
+	if ev.Type == supervisor.EventSnapshot {
+		out.Sandboxes = make([]SandboxInfo, 0, len(ev.All))
+		for _, sb := range ev.All {
+			out.Sandboxes = append(out.Sandboxes, ToInfo(sb))
+		}
+		return out
+	}
+	info := ToInfo(ev.Sandbox)
+	out.Sandbox = &info
+	return out
+}
+
+// PreviewURLResponse is the body of GET .../preview-url.
+type PreviewURLResponse struct {
+	URL string `json:"url"`
+}
+
+// LogsResponse is the body of GET .../entrypoint-logs.
+type LogsResponse struct {
+	Output string `json:"output"`
+	Stdout string `json:"stdout"`
+	Stderr string `json:"stderr"`
+}
+
+// AutostopRequest is the body of POST .../autostop.
+type AutostopRequest struct {
+	Interval *float64 `json:"interval"`
+}

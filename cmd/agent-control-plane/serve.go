@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/agent-control-plane/agent-control-plane/api"
+	"github.com/agent-control-plane/agent-control-plane/conf"
+	"github.com/agent-control-plane/agent-control-plane/proc"
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
+)
+
+// baseEnvKeys are passed from the daemon to every child: what a program
+// needs to run, and nothing secret.
+var baseEnvKeys = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"}
+
+// nonInteractive keeps children from hanging on a prompt nobody can answer.
+var nonInteractive = map[string]string{
+	"GIT_TERMINAL_PROMPT": "0",
+	"GCM_INTERACTIVE":     "never",
+	"DEBIAN_FRONTEND":     "noninteractive",
+}
+
+func runServe(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "TOML config `file` (default: $AGENT_CONTROL_PLANE_CONFIG)")
+	fs.String("listen", conf.DefaultListen, "listen `address` (loopback only unless the config allows otherwise)")
+	fs.String("root", "", "sandbox root `dir` (default $XDG_STATE_HOME/agent-control-plane/sandboxes)")
+	fs.String("port-range", "4100-4999", "sandbox port `range` LO-HI")
+	fs.String("log-format", "text", "log format: text or json")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: agent-control-plane serve [flags]\n\nRuns the daemon in the foreground. Precedence: flag > environment > config file > default.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	flags := map[string]string{}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name != "config" && f.Name != "log-format" {
+			flags[f.Name] = f.Value.String()
+		}
+	})
+	cfg, err := conf.Load(conf.Sources{File: *configPath, Flags: flags})
+	if err != nil {
+		fmt.Fprintln(stderr, "agent-control-plane:", err)
+		return exitUsage
+	}
+	if f := fs.Lookup("log-format"); isSet(fs, "log-format") {
+		cfg.LogFormat = f.Value.String()
+		if err := cfg.Validate(); err != nil {
+			fmt.Fprintln(stderr, "agent-control-plane:", err)
+			return exitUsage
+		}
+	}
+	if err := serve(cfg, stderr); err != nil {
+		fmt.Fprintln(stderr, "agent-control-plane:", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+func newLogger(cfg conf.Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// serve runs the daemon until SIGINT or SIGTERM.
+func serve(cfg conf.Config, logw io.Writer) error {
+	log := newLogger(cfg, logw)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	ln, err := listen(cfg.Listen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+
+	argv := cfg.NativeCommand
+	if len(argv) == 0 {
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find own executable for the stub agent: %w", err)
+		}
+		argv = []string{self, "stub-agent"}
+	}
+	watcher, err := proc.NewWatcher()
+	if err != nil {
+		return err
+	}
+	defer watcher.Close()
+	forward, err := forwardEnv(cfg)
+	if err != nil {
+		return err
+	}
+	sup, err := supervisor.New(ctx, supervisor.Options{
+		Root: cfg.Root, PortLo: cfg.Ports.Lo, PortHi: cfg.Ports.Hi,
+		Runtimes:  map[string]supervisor.Runtime{"native": &supervisor.NativeRuntime{Watcher: watcher, Argv: argv}},
+		ReadyPath: cfg.ReadyPath, StartupTimeout: cfg.StartupTimeout, StopGrace: cfg.StopGrace,
+		ReapInterval: cfg.ReapInterval, AutoStop: cfg.AutoStop, MaxLifetime: cfg.MaxLifetime,
+		EventBuffer: cfg.EventBuffer, ReapOnExit: cfg.ReapOnExit,
+		BaseEnv: baseEnv(), ForwardEnv: forward, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var allow []string
+	if host, _, _ := net.SplitHostPort(cfg.Listen); !conf.IsLoopbackHost(host) {
+		allow = append(allow, host)
+	}
+	srv, err := api.New(sup, api.Options{Version: version, Logger: log, Registry: reg, Heartbeat: cfg.EventHeartbeat, AllowHosts: allow})
+	if err != nil {
+		sup.Close(context.Background())
+		return err
+	}
+	log.Info("agent-control-plane serving", "version", version, "listen", "http://"+ln.Addr().String(), "root", sup.Root(), "portRange", cfg.Ports.String(), "pid", os.Getpid())
+	go sup.Run(ctx)
+	err = srv.Run(ctx, ln)
+	closeCtx, cancel := context.WithTimeout(context.Background(), cfg.StopGrace+30*time.Second)
+	defer cancel()
+	sup.Close(closeCtx)
+	log.Info("agent-control-plane stopped", "reapedChildren", cfg.ReapOnExit)
+	return err
+}
+
+// listen binds the API address, and when it is taken says by whom.
+func listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		return ln, nil
+	}
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	if info, ok := probeInfo(addr); ok {
+		return nil, fmt.Errorf("listen on %s: another agent-control-plane (pid %d, root %s) is already serving there", addr, info.PID, info.Root)
+	}
+	return nil, fmt.Errorf("listen on %s: the address is in use by another program", addr)
+}
+
+// probeInfo asks addr for /v1/info and reports whether it is ours.
+func probeInfo(addr string) (api.Info, bool) {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + addr + "/v1/info")
+	if err != nil {
+		return api.Info{}, false
+	}
+	defer resp.Body.Close()
+	var info api.Info
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&info) != nil {
+		return api.Info{}, false
+	}
+	return info, info.Name == api.Name
+}
+
+func baseEnv() map[string]string {
+	env := map[string]string{}
+	for _, k := range baseEnvKeys {
+		if v, ok := os.LookupEnv(k); ok {
+			env[k] = v
+		}
+	}
+	for k, v := range nonInteractive {
+		env[k] = v
+	}
+	return env
+}
+
+// forwardEnv collects the forwarded credentials: the env file's values,
+// overridden by the daemon's own environment.
+func forwardEnv(cfg conf.Config) (map[string]string, error) {
+	out := map[string]string{}
+	var file map[string]string
+	if cfg.EnvFile != "" {
+		var err error
+		if file, err = conf.ReadEnvFile(cfg.EnvFile); err != nil {
+			return nil, fmt.Errorf("env.file: %w", err)
+		}
+	}
+	for _, k := range cfg.EnvForward {
+		if v, ok := os.LookupEnv(k); ok && strings.TrimSpace(v) != "" {
+			out[k] = v
+		} else if v, ok := file[k]; ok && v != "" {
+			out[k] = v
+		}
+	}
+	return out, nil
+}

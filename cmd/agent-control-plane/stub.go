@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// runStub is a minimal agent-server: it listens on 127.0.0.1:$PORT and
+// answers GET /api/info with its sandbox id. It behaves like the real
+// agent-server at the points the daemon touches. Environment knobs, for
+// tests and demos:
+//
+//	STUB_AGENT_READY_DELAY_MS   wait before listening
+//	STUB_AGENT_IGNORE_SIGTERM=1 ignore SIGTERM (exercise the SIGKILL path)
+//	STUB_AGENT_EXIT_AFTER_MS    exit with code 3 after this long
+//	STUB_AGENT_GRANDCHILD=1     start a grandchild that shares stdout/stderr
+//	STUB_AGENT_PRINT            a line printed to stdout at start
+func runStub(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("stub-agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	id := os.Getenv("AGENT_SANDBOX_ID")
+	port, err := strconv.Atoi(os.Getenv("PORT"))
+	if err != nil || port <= 0 {
+		fmt.Fprintln(stderr, "stub-agent: PORT must be set to a port number")
+		return exitUsage
+	}
+	if line := os.Getenv("STUB_AGENT_PRINT"); line != "" {
+		fmt.Fprintln(stdout, line)
+	}
+	sigs := []os.Signal{os.Interrupt}
+	if os.Getenv("STUB_AGENT_IGNORE_SIGTERM") == "1" {
+		signal.Ignore(syscall.SIGTERM)
+	} else {
+		sigs = append(sigs, syscall.SIGTERM)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), sigs...)
+	defer stop()
+	if os.Getenv("STUB_AGENT_GRANDCHILD") == "1" {
+		gc := exec.Command("sleep", "3600")
+		gc.Stdout, gc.Stderr = os.Stdout, os.Stderr
+		if err := gc.Start(); err != nil {
+			fmt.Fprintln(stderr, "stub-agent: grandchild:", err)
+			return exitFailure
+		}
+		fmt.Fprintf(stdout, "stub-agent: grandchild pid %d\n", gc.Process.Pid)
+	}
+	if ms, _ := strconv.Atoi(os.Getenv("STUB_AGENT_READY_DELAY_MS")); ms > 0 {
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+	}
+	if ms, _ := strconv.Atoi(os.Getenv("STUB_AGENT_EXIT_AFTER_MS")); ms > 0 {
+		time.AfterFunc(time.Duration(ms)*time.Millisecond, func() { os.Exit(3) })
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		fmt.Fprintln(stderr, "stub-agent:", err)
+		return exitFailure
+	}
+	started := time.Now().UTC()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/info", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		json.NewEncoder(w).Encode(map[string]any{
+			"name": "stub-agent", "sandboxId": id, "pid": os.Getpid(),
+			"startedAt": started.Format(time.RFC3339Nano), "status": "ok",
+		})
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	fmt.Fprintf(stdout, "stub-agent: sandbox %s listening on http://127.0.0.1:%d\n", id, port)
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(shutdown)
+	}()
+	if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+		fmt.Fprintln(stderr, "stub-agent:", err)
+		return exitFailure
+	}
+	fmt.Fprintln(stdout, "stub-agent: stopped")
+	return exitOK
+}

@@ -1,0 +1,369 @@
+// Package conf turns a TOML file, the environment and command-line flags into
+// one validated, plain Config. Precedence is flag > environment > file >
+// default. It does no I/O beyond reading the named file.
+package conf
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+)
+
+// EnvPrefix starts every environment variable the daemon reads.
+const EnvPrefix = "AGENT_CONTROL_PLANE_"
+
+// DefaultListen is the daemon's loopback address.
+const DefaultListen = "127.0.0.1:4025"
+
+// Config is the daemon's whole configuration.
+type Config struct {
+	Listen           string
+	AllowNonLoopback bool
+	Root             string
+	Ports            PortRange
+
+	// NativeCommand is the child argv; empty means the bundled stub agent.
+	NativeCommand  []string
+	ReadyPath      string        // readiness probe path on the child
+	StartupTimeout time.Duration // starting → stopped if not ready by then
+	StopGrace      time.Duration // SIGTERM → SIGKILL
+
+	ReapInterval time.Duration // auto-stop and auto-delete sweep period
+	ReapOnExit   bool          // stop children when the daemon exits (tests)
+	AutoStop     time.Duration // default idle interval; 0 disables
+	MaxLifetime  time.Duration // hard cap on a sandbox's life; 0 is off
+
+	EventBuffer    int           // events kept for Last-Event-ID replay
+	EventHeartbeat time.Duration // SSE comment period on idle streams
+
+	EnvForward []string // model-auth keys merged into standalone sandboxes
+	EnvFile    string   // KEY=VALUE file read for EnvForward keys
+
+	LogFormat string // text or json
+	LogLevel  string // debug, info, warn, error
+}
+
+// PortRange is an inclusive range of TCP ports.
+type PortRange struct{ Lo, Hi int }
+
+func (r PortRange) String() string { return fmt.Sprintf("%d-%d", r.Lo, r.Hi) }
+
+// Size is the number of ports in the range.
+func (r PortRange) Size() int { return r.Hi - r.Lo + 1 }
+
+// ParsePortRange parses "LO-HI".
+func ParsePortRange(s string) (PortRange, error) {
+	lo, hi, ok := strings.Cut(strings.TrimSpace(s), "-")
+	if !ok {
+		return PortRange{}, fmt.Errorf("port range %q: want LO-HI", s)
+	}
+	l, err1 := strconv.Atoi(lo)
+	h, err2 := strconv.Atoi(hi)
+	if err1 != nil || err2 != nil {
+		return PortRange{}, fmt.Errorf("port range %q: want LO-HI", s)
+	}
+	r := PortRange{l, h}
+	if l < 1 || h > 65535 || l > h {
+		return PortRange{}, fmt.Errorf("port range %q: want 1 <= LO <= HI <= 65535", s)
+	}
+	return r, nil
+}
+
+// DefaultEnvForward lists the model-provider keys forwarded by default.
+var DefaultEnvForward = []string{
+	"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
+	"GOOGLE_GENERATIVE_AI_API_KEY", "OPENROUTER_API_KEY", "MISTRAL_API_KEY",
+	"GROQ_API_KEY", "XAI_API_KEY", "DEEPSEEK_API_KEY",
+}
+
+// Default returns the configuration used when nothing else is said. getenv
+// supplies HOME and XDG_STATE_HOME for the default root.
+func Default(getenv func(string) string) Config {
+	return Config{
+		Listen:         DefaultListen,
+		Root:           defaultRoot(getenv),
+		Ports:          PortRange{4100, 4999},
+		ReadyPath:      "/api/info",
+		StartupTimeout: 60 * time.Second,
+		StopGrace:      5 * time.Second,
+		ReapInterval:   60 * time.Second,
+		AutoStop:       15 * time.Minute,
+		EventBuffer:    1024,
+		EventHeartbeat: 15 * time.Second,
+		EnvForward:     append([]string(nil), DefaultEnvForward...),
+		LogFormat:      "text",
+		LogLevel:       "info",
+	}
+}
+
+func defaultRoot(getenv func(string) string) string {
+	state := getenv("XDG_STATE_HOME")
+	if state == "" {
+		home := getenv("HOME")
+		if home == "" {
+			home = os.TempDir()
+		}
+		state = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(state, "agent-control-plane", "sandboxes")
+}
+
+// Sources are the inputs to Load besides the defaults.
+type Sources struct {
+	// File is the TOML config path; empty means none (or the value of
+	// AGENT_CONTROL_PLANE_CONFIG).
+	File string
+	// Getenv reads the environment; nil means os.Getenv.
+	Getenv func(string) string
+	// Flags holds the flags set on the command line by name: listen, root,
+	// port-range.
+	Flags map[string]string
+}
+
+// Load builds and validates the configuration. Its errors are one line each
+// and name the source and key at fault.
+func Load(src Sources) (Config, error) {
+	getenv := src.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	c := Default(getenv)
+	path := src.File
+	if path == "" {
+		path = getenv(EnvPrefix + "CONFIG")
+	}
+	if path != "" {
+		if err := c.applyFile(path); err != nil {
+			return Config{}, err
+		}
+	}
+	for _, s := range envSetters {
+		name := EnvPrefix + s.name
+		if v := getenv(name); v != "" {
+			if err := s.set(&c, v); err != nil {
+				return Config{}, fmt.Errorf("environment %s: %w", name, err)
+			}
+		}
+	}
+	for _, s := range flagSetters {
+		if v, ok := src.Flags[s.name]; ok {
+			if err := s.set(&c, v); err != nil {
+				return Config{}, fmt.Errorf("flag --%s: %w", s.name, err)
+			}
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+type setter struct {
+	name string
+	set  func(*Config, string) error
+}
+
+var flagSetters = []setter{
+	{"listen", func(c *Config, v string) error { c.Listen = v; return nil }},
+	{"root", func(c *Config, v string) error { c.Root = v; return nil }},
+	{"port-range", func(c *Config, v string) (err error) { c.Ports, err = ParsePortRange(v); return }},
+}
+
+// EnvVars lists every environment variable Load reads, for documentation and
+// tests.
+func EnvVars() []string {
+	names := []string{EnvPrefix + "CONFIG"}
+	for _, s := range envSetters {
+		names = append(names, EnvPrefix+s.name)
+	}
+	return names
+}
+
+var envSetters = []setter{
+	{"LISTEN", func(c *Config, v string) error { c.Listen = v; return nil }},
+	{"ROOT", func(c *Config, v string) error { c.Root = v; return nil }},
+	{"PORT_RANGE", func(c *Config, v string) (err error) { c.Ports, err = ParsePortRange(v); return }},
+	{"NATIVE_COMMAND", func(c *Config, v string) error {
+		var argv []string
+		if err := json.Unmarshal([]byte(v), &argv); err != nil {
+			return errors.New(`want a JSON array of strings, e.g. ["my-agent","--flag"]`)
+		}
+		c.NativeCommand = argv
+		return nil
+	}},
+	{"REAP_INTERVAL_MS", msSetter(func(c *Config) *time.Duration { return &c.ReapInterval })},
+	{"STOP_GRACE_MS", msSetter(func(c *Config) *time.Duration { return &c.StopGrace })},
+	{"STARTUP_TIMEOUT_MS", msSetter(func(c *Config) *time.Duration { return &c.StartupTimeout })},
+	{"REAP_ON_EXIT", func(c *Config, v string) (err error) { c.ReapOnExit, err = parseBool(v); return }},
+	{"AUTOSTOP_MINUTES", minutesSetter(func(c *Config) *time.Duration { return &c.AutoStop })},
+	{"MAX_LIFETIME_MINUTES", minutesSetter(func(c *Config) *time.Duration { return &c.MaxLifetime })},
+	{"LOG_FORMAT", func(c *Config, v string) error { c.LogFormat = v; return nil }},
+	{"LOG_LEVEL", func(c *Config, v string) error { c.LogLevel = v; return nil }},
+}
+
+func parseBool(v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "1", "true", "yes", "on":
+		return true, nil
+	case "0", "false", "no", "off":
+		return false, nil
+	}
+	return false, fmt.Errorf("%q is not a boolean (use 1 or 0)", v)
+}
+
+func msSetter(field func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > math.MaxInt64/int64(time.Millisecond) {
+			return fmt.Errorf("%q is not a non-negative number of milliseconds", v)
+		}
+		*field(c) = time.Duration(n) * time.Millisecond
+		return nil
+	}
+}
+
+func minutesSetter(field func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := ParseMinutes(v)
+		*field(c) = d
+		return err
+	}
+}
+
+// ParseMinutes parses a non-negative, possibly fractional number of minutes.
+func ParseMinutes(v string) (time.Duration, error) {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) || f > 1e9 {
+		return 0, fmt.Errorf("%q is not a non-negative number of minutes", v)
+	}
+	return time.Duration(f * float64(time.Minute)), nil
+}
+
+// Validate checks the whole configuration.
+func (c *Config) Validate() error {
+	host, port, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %q: want HOST:PORT", c.Listen)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("listen %q: bad port", c.Listen)
+	}
+	if !c.AllowNonLoopback && !IsLoopbackHost(host) {
+		return fmt.Errorf("listen %q is not a loopback address; set allow_non_loopback = true in the config file to expose the daemon (it has no authentication)", c.Listen)
+	}
+	if p >= c.Ports.Lo && p <= c.Ports.Hi {
+		return fmt.Errorf("listen port %d lies inside the sandbox port range %s", p, c.Ports)
+	}
+	if c.Ports.Lo < 1 || c.Ports.Hi > 65535 || c.Ports.Lo > c.Ports.Hi {
+		return fmt.Errorf("port range %s: want 1 <= LO <= HI <= 65535", c.Ports)
+	}
+	if c.Root == "" {
+		return errors.New("root must not be empty")
+	}
+	if !filepath.IsAbs(c.Root) {
+		abs, err := filepath.Abs(c.Root)
+		if err != nil {
+			return fmt.Errorf("root %q: %w", c.Root, err)
+		}
+		c.Root = abs
+	}
+	if !strings.HasPrefix(c.ReadyPath, "/") {
+		return fmt.Errorf("native.ready_path %q must start with /", c.ReadyPath)
+	}
+	if c.ReapInterval <= 0 {
+		return errors.New("reap interval must be positive")
+	}
+	if c.StartupTimeout <= 0 {
+		return errors.New("startup timeout must be positive")
+	}
+	if c.EventBuffer < 1 || c.EventBuffer > 1<<20 {
+		return fmt.Errorf("events.buffer %d: want 1 to %d", c.EventBuffer, 1<<20)
+	}
+	if c.EventHeartbeat <= 0 {
+		return errors.New("events.heartbeat must be positive")
+	}
+	for _, a := range c.NativeCommand {
+		if a == "" {
+			return errors.New("native.command has an empty argument")
+		}
+	}
+	for _, k := range c.EnvForward {
+		if !ValidEnvName(k) {
+			return fmt.Errorf("env.forward: %q is not a valid variable name", k)
+		}
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		return fmt.Errorf("log format %q: want text or json", c.LogFormat)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("log level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	return nil
+}
+
+// IsLoopbackHost reports whether host is "localhost" or a loopback IP.
+func IsLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	return err == nil && a.IsLoopback()
+}
+
+// ValidEnvName reports whether k is a portable environment variable name.
+func ValidEnvName(k string) bool {
+	if k == "" || len(k) > 256 {
+		return false
+	}
+	for i, r := range k {
+		switch {
+		case r == '_', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z':
+		case r >= '0' && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// ReadEnvFile reads KEY=VALUE lines (blank lines and # comments skipped,
+// optional "export " prefix and surrounding quotes removed).
+func ReadEnvFile(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		line = strings.TrimPrefix(line, "export ")
+		k, v, ok := strings.Cut(line, "=")
+		k = strings.TrimSpace(k)
+		if !ok || !ValidEnvName(k) {
+			return nil, fmt.Errorf("%s:%d: want KEY=VALUE", path, i+1)
+		}
+		v = strings.TrimSpace(v)
+		if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
+			v = v[1 : len(v)-1]
+		}
+		out[k] = v
+	}
+	return out, nil
+}

@@ -1,0 +1,120 @@
+package conf
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// fileConfig is the TOML file's shape. Pointers tell "absent" from zero.
+type fileConfig struct {
+	Listen           *string   `toml:"listen"`
+	AllowNonLoopback *bool     `toml:"allow_non_loopback"`
+	Root             *string   `toml:"root"`
+	PortRange        *string   `toml:"port_range"`
+	StopGrace        *duration `toml:"stop_grace"`
+	StartupTimeout   *duration `toml:"startup_timeout"`
+	ReapInterval     *duration `toml:"reap_interval"`
+	AutoStopMinutes  *float64  `toml:"autostop_minutes"`
+	MaxLifetime      *duration `toml:"max_lifetime"`
+	LogFormat        *string   `toml:"log_format"`
+	LogLevel         *string   `toml:"log_level"`
+	Native           struct {
+		Command   []string `toml:"command"`
+		ReadyPath *string  `toml:"ready_path"`
+	} `toml:"native"`
+	Events struct {
+		Buffer    *int      `toml:"buffer"`
+		Heartbeat *duration `toml:"heartbeat"`
+	} `toml:"events"`
+	Env struct {
+		Forward []string `toml:"forward"`
+		File    *string  `toml:"file"`
+	} `toml:"env"`
+}
+
+// duration is a TOML string such as "5s" or "1m30s".
+type duration struct{ time.Duration }
+
+func (d *duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	if v < 0 {
+		return fmt.Errorf("%s is negative", b)
+	}
+	d.Duration = v
+	return nil
+}
+
+func (c *Config) applyFile(path string) error {
+	var f fileConfig
+	md, err := toml.DecodeFile(path, &f)
+	if err != nil {
+		return fmt.Errorf("config %s: %v", path, oneLine(err))
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		return fmt.Errorf("config %s: unknown key %s", path, strings.Join(keys, ", "))
+	}
+	set(&c.Listen, f.Listen)
+	set(&c.AllowNonLoopback, f.AllowNonLoopback)
+	set(&c.Root, f.Root)
+	if f.PortRange != nil {
+		r, err := ParsePortRange(*f.PortRange)
+		if err != nil {
+			return fmt.Errorf("config %s: port_range: %w", path, err)
+		}
+		c.Ports = r
+	}
+	setDur(&c.StopGrace, f.StopGrace)
+	setDur(&c.StartupTimeout, f.StartupTimeout)
+	setDur(&c.ReapInterval, f.ReapInterval)
+	setDur(&c.MaxLifetime, f.MaxLifetime)
+	if f.AutoStopMinutes != nil {
+		d, err := ParseMinutes(fmt.Sprint(*f.AutoStopMinutes))
+		if err != nil {
+			return fmt.Errorf("config %s: autostop_minutes: %w", path, err)
+		}
+		c.AutoStop = d
+	}
+	set(&c.LogFormat, f.LogFormat)
+	set(&c.LogLevel, f.LogLevel)
+	if f.Native.Command != nil {
+		c.NativeCommand = f.Native.Command
+	}
+	set(&c.ReadyPath, f.Native.ReadyPath)
+	set(&c.EventBuffer, f.Events.Buffer)
+	setDur(&c.EventHeartbeat, f.Events.Heartbeat)
+	if f.Env.Forward != nil {
+		c.EnvForward = f.Env.Forward
+	}
+	set(&c.EnvFile, f.Env.File)
+	return nil
+}
+
+func set[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
+func setDur(dst *time.Duration, v *duration) {
+	if v != nil {
+		*dst = v.Duration
+	}
+}
+
+func oneLine(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}

@@ -1,0 +1,130 @@
+package supervisor
+
+import (
+	"sync"
+	"time"
+)
+
+// RefreshActivity is the keep-alive: it moves lastActivityAt to now and
+// changes nothing else. Only live sandboxes can be kept alive: a failed
+// keep-alive must not hide that a sandbox was stopped.
+func (s *Supervisor) RefreshActivity(id string) error {
+	_, err := s.mutate(id, true, func(*Sandbox) {})
+	return err
+}
+
+// SetAutoStop sets the idle interval (0 disables) and counts as activity.
+func (s *Supervisor) SetAutoStop(id string, interval time.Duration) (Sandbox, error) {
+	if interval < 0 {
+		return Sandbox{}, invalid("interval must be ≥ 0 minutes")
+	}
+	return s.mutate(id, true, func(sb *Sandbox) {
+		sb.AutoStopInterval = interval
+		sb.UpdatedAt = s.clock()
+	})
+}
+
+// Touch is a mutating no-op (resize): on a live sandbox it counts as
+// activity; on a stopped one it changes nothing.
+func (s *Supervisor) Touch(id string) (Sandbox, error) {
+	return s.mutate(id, false, func(*Sandbox) {})
+}
+
+// mutate applies change to a sandbox and bumps its activity, persisting the
+// result. With mustLive, a sandbox that is not running is refused with
+// ErrNotRunning.
+func (s *Supervisor) mutate(id string, mustLive bool, change func(*Sandbox)) (Sandbox, error) {
+	e, err := s.lookup(id)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	e.op.Lock()
+	defer e.op.Unlock()
+	s.mu.Lock()
+	next := s.view(e)
+	s.mu.Unlock()
+	if !next.State.Live() {
+		if mustLive {
+			return next, ErrNotRunning
+		}
+		return next, nil
+	}
+	change(&next)
+	next.LastActivityAt = s.clock()
+	s.commit(e, next, "")
+	return next, nil
+}
+
+// Reap runs one sweep of the periodic work: it stops started sandboxes idle
+// past their auto-stop interval (never starting ones), stops live ones past
+// the maximum lifetime, and deletes stopped ones past their auto-delete
+// interval. It returns when that work is done.
+func (s *Supervisor) Reap() {
+	type job struct {
+		e      *sandbox
+		delete bool
+	}
+	now := s.clock()
+	var jobs []job
+	s.mu.Lock()
+	for _, e := range s.sandboxes {
+		if e.pending {
+			continue
+		}
+		sb := e.info
+		switch {
+		case s.idle(sb, now) || s.tooOld(sb, now):
+			jobs = append(jobs, job{e: e})
+		case sb.State == Stopped && sb.AutoDeleteInterval != nil && !now.Before(sb.StoppedAt.Add(*sb.AutoDeleteInterval)):
+			jobs = append(jobs, job{e: e, delete: true})
+		}
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Go(func() {
+			if j.delete {
+				if err := s.delete(j.e); err != nil {
+					s.log.Error("auto-delete", "sandbox", j.e.id, "err", err)
+				}
+				return
+			}
+			s.reapOne(j.e)
+		})
+	}
+	wg.Wait()
+}
+
+func (s *Supervisor) idle(sb Sandbox, now time.Time) bool {
+	return sb.State == Started && sb.AutoStopInterval > 0 && !now.Before(sb.LastActivityAt.Add(sb.AutoStopInterval))
+}
+
+func (s *Supervisor) tooOld(sb Sandbox, now time.Time) bool {
+	return sb.State.Live() && s.opts.MaxLifetime > 0 && !now.Before(sb.CreatedAt.Add(s.opts.MaxLifetime))
+}
+
+// reapOne re-checks under the sandbox's lock (a keep-alive may have landed
+// since the sweep looked) and stops it through the same path as an
+// explicit stop.
+func (s *Supervisor) reapOne(e *sandbox) {
+	e.op.Lock()
+	now := s.clock()
+	s.mu.Lock()
+	sb := e.info
+	s.mu.Unlock()
+	var stopped bool
+	var err error
+	switch {
+	case s.tooOld(sb, now):
+		stopped, err = s.stopLocked(e, StopOther, ReasonMaxLifetime, e.grace)
+	case s.idle(sb, now):
+		stopped, err = s.stopLocked(e, StopAutoStopped, ReasonAutoStopped, e.grace)
+	}
+	e.op.Unlock()
+	if err != nil {
+		s.log.Error("auto-stop", "sandbox", e.id, "err", err)
+	}
+	if stopped {
+		s.afterStop(e)
+	}
+}

@@ -1,0 +1,83 @@
+package supervisor
+
+import (
+	"net"
+	"strconv"
+	"sync"
+)
+
+// ports leases TCP ports from a range. A port is handed out only after a
+// bind proves it free, and never to two holders at once.
+type ports struct {
+	lo, hi int
+	mu     sync.Mutex
+	used   map[int]string // port → sandbox id
+	next   int
+	probe  func(port int) bool
+}
+
+func newPorts(lo, hi int) *ports {
+	return &ports{lo: lo, hi: hi, used: map[int]string{}, next: lo, probe: portFree}
+}
+
+// portFree reports whether 127.0.0.1:port can be bound now.
+func portFree(port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+// lease returns a free port for id, or ErrPortsExhausted. Ports held by
+// foreign processes are skipped. The search starts after the last port
+// handed out, so a just-released port is not reused at once.
+func (p *ports) lease(id string) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.hi - p.lo + 1
+	for i := 0; i < n; i++ {
+		port := p.next
+		p.next++
+		if p.next > p.hi {
+			p.next = p.lo
+		}
+		if _, taken := p.used[port]; taken {
+			continue
+		}
+		if !p.probe(port) {
+			continue
+		}
+		p.used[port] = id
+		return port, nil
+	}
+	return 0, ErrPortsExhausted
+}
+
+// claim records port as held by id without probing: a re-adopted child is
+// listening on it. It reports false if another sandbox holds it.
+func (p *ports) claim(port int, id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if holder, taken := p.used[port]; taken && holder != id {
+		return false
+	}
+	p.used[port] = id
+	return true
+}
+
+// release frees port if id holds it.
+func (p *ports) release(port int, id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.used[port] == id {
+		delete(p.used, port)
+	}
+}
+
+func (p *ports) inUse() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.used)
+}

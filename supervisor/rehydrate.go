@@ -1,0 +1,142 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Rehydration results, for metrics.
+const (
+	RehydrateAdopted   = "adopted"   // live and verified: re-adopted
+	RehydrateStopped   = "stopped"   // was live, found dead or not ours: flipped to stopped
+	RehydrateKept      = "kept"      // already stopped: loaded as is
+	RehydrateAbandoned = "abandoned" // create never finished: swept and removed
+	RehydrateCorrupt   = "corrupt"   // unreadable record: moved aside
+)
+
+// RehydrateResults lists every rehydration result.
+var RehydrateResults = []string{RehydrateAdopted, RehydrateStopped, RehydrateKept, RehydrateAbandoned, RehydrateCorrupt}
+
+// rehydrate loads every <root>/<id>/sandbox.json. A live record is trusted
+// only once its workload is verified; the failure of one record is logged
+// and never stops the daemon.
+func (s *Supervisor) rehydrate(ctx context.Context) {
+	ents, err := os.ReadDir(s.opts.Root)
+	if err != nil {
+		s.log.Error("read root", "root", s.opts.Root, "err", err)
+		return
+	}
+	for _, ent := range ents {
+		name := ent.Name()
+		if !ent.IsDir() {
+			continue
+		}
+		dir := filepath.Join(s.opts.Root, name)
+		if strings.HasPrefix(name, trashPrefix) {
+			_ = os.RemoveAll(dir) // a delete interrupted by a crash
+			continue
+		}
+		if !validName(name) {
+			continue
+		}
+		s.rehydrateOne(ctx, name, dir)
+	}
+}
+
+func (s *Supervisor) rehydrateOne(ctx context.Context, name, dir string) {
+	log := s.log.With("sandbox", name)
+	path := filepath.Join(dir, RecordFile)
+	r, err := readRecord(path, name)
+	if errors.Is(err, os.ErrNotExist) {
+		if matches, _ := filepath.Glob(path + ".corrupt-*"); len(matches) > 0 {
+			return // already set aside; left for a person to look at
+		}
+		// Our create died between mkdir and its first record: nothing
+		// was started, since the record precedes the spawn.
+		log.Warn("removing sandbox directory without a record")
+		_ = removeDir(dir)
+		return
+	}
+	if err != nil {
+		aside := path + ".corrupt-" + time.Now().UTC().Format("20060102T150405.000")
+		log.Warn("corrupt sandbox record moved aside", "err", err, "movedTo", aside)
+		if rerr := os.Rename(path, aside); rerr != nil {
+			log.Error("move corrupt record aside", "err", rerr)
+		}
+		s.stats.rehydrated(RehydrateCorrupt)
+		return
+	}
+	e := &sandbox{id: r.ID, dir: dir, marker: r.Marker, grace: time.Duration(r.StopGraceMs) * time.Millisecond, info: r.sandbox()}
+	rt, haveRuntime := s.opts.Runtimes[r.Runtime]
+	if r.State.Live() {
+		if r.Handle == nil {
+			// Created but never recorded as started: the workload, if
+			// any, was spawned just before the daemon died. No client
+			// was told it exists.
+			if haveRuntime {
+				rt.Sweep(ctx, r.Marker)
+			}
+			log.Warn("removing sandbox whose create was interrupted")
+			_ = removeDir(dir)
+			s.stats.rehydrated(RehydrateAbandoned)
+			return
+		}
+		var reason string
+		if !haveRuntime {
+			reason = "runtime " + r.Runtime + " not available after restart"
+		} else if h, err := rt.Adopt(ctx, r.Handle); err == nil {
+			if s.ports.claim(e.info.Port, e.id) {
+				e.handle = h
+				s.register(e)
+				log.Info("sandbox re-adopted", "port", e.info.Port, "state", e.info.State)
+				s.stats.rehydrated(RehydrateAdopted)
+				s.watch(e, h, e.info.CreatedAt.Add(s.opts.StartupTimeout))
+				return
+			}
+			// Two records claim one port: keep the first, stop this one.
+			_ = h.Stop(ctx, e.grace)
+			reason = "port conflict after restart"
+		} else {
+			rt.Sweep(ctx, r.Marker) // leftovers whose leader is gone
+			switch {
+			case errors.Is(err, ErrGone):
+				reason = "exited; status unknown"
+			case errors.Is(err, ErrNotOurs):
+				reason = "process not verifiable after restart (pid reused); not signalled"
+			default:
+				reason = "not re-adopted after restart: " + err.Error()
+			}
+		}
+		now := s.clock()
+		if e.info.State == Starting {
+			e.info.ErrorReason = ReasonExitedStartup + ": " + reason
+			e.info.StopReason = StopStartupFailed
+		} else {
+			e.info.ErrorReason = reason
+			e.info.StopReason = StopCrashed
+		}
+		e.info.State = Stopped
+		e.info.StoppedAt = now
+		e.info.UpdatedAt = now
+		s.stats.stopped(e.info.StopReason)
+		if err := writeRecord(dir, toRecord(e.info, e.marker, e.grace, r.Handle)); err != nil {
+			log.Error("persist sandbox record", "err", err)
+		}
+		log.Warn("sandbox found dead on restart", "errorReason", e.info.ErrorReason)
+		s.register(e)
+		s.stats.rehydrated(RehydrateStopped)
+		return
+	}
+	s.register(e)
+	s.stats.rehydrated(RehydrateKept)
+}
+
+func (s *Supervisor) register(e *sandbox) {
+	s.mu.Lock()
+	s.sandboxes[e.id] = e
+	s.mu.Unlock()
+}

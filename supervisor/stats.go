@@ -1,0 +1,125 @@
+package supervisor
+
+import (
+	"errors"
+	"sync"
+)
+
+// Create results, for metrics.
+const (
+	CreateOK                 = "ok"
+	CreateInvalid            = "invalid"
+	CreateConflict           = "conflict"
+	CreateUnsupportedRuntime = "unsupported_runtime"
+	CreatePreflightFailed    = "preflight_failed"
+	CreateFailed             = "failed"
+)
+
+// CreateResults lists every create result.
+var CreateResults = []string{CreateOK, CreateInvalid, CreateConflict, CreateUnsupportedRuntime, CreatePreflightFailed, CreateFailed}
+
+// CreateResult classifies a Create error into the closed set.
+func CreateResult(err error) string {
+	switch {
+	case err == nil:
+		return CreateOK
+	case errors.Is(err, ErrInvalid):
+		return CreateInvalid
+	case errors.Is(err, ErrConflict):
+		return CreateConflict
+	case errors.Is(err, ErrUnsupportedRuntime):
+		return CreateUnsupportedRuntime
+	case errors.Is(err, ErrPortsExhausted):
+		return CreatePreflightFailed
+	default:
+		return CreateFailed
+	}
+}
+
+type stats struct {
+	mu         sync.Mutex
+	creates    map[string]uint64
+	stops      map[StopReason]uint64
+	rehydrates map[string]uint64
+	events     map[string]uint64
+}
+
+func newStats() *stats {
+	return &stats{creates: map[string]uint64{}, stops: map[StopReason]uint64{}, rehydrates: map[string]uint64{}, events: map[string]uint64{}}
+}
+
+func (st *stats) created(err error) {
+	st.mu.Lock()
+	st.creates[CreateResult(err)]++
+	st.mu.Unlock()
+}
+
+func (st *stats) stopped(r StopReason) {
+	st.mu.Lock()
+	st.stops[r]++
+	st.mu.Unlock()
+}
+
+func (st *stats) rehydrated(r string) {
+	st.mu.Lock()
+	st.rehydrates[r]++
+	st.mu.Unlock()
+}
+
+func (st *stats) eventPublished(t string) {
+	st.mu.Lock()
+	st.events[t]++
+	st.mu.Unlock()
+}
+
+// Stats is a point-in-time copy of the supervisor's counters and gauges.
+// Every key comes from a closed set.
+type Stats struct {
+	Sandboxes   map[string]map[State]int // runtime → state → count
+	Creates     map[string]uint64        // CreateResults
+	Stops       map[StopReason]uint64
+	Rehydrates  map[string]uint64 // RehydrateResults
+	Events      map[string]uint64 // event type → published
+	PortsInUse  int
+	PortsTotal  int
+	Subscribers int
+}
+
+// Stats returns the current counters and gauges.
+func (s *Supervisor) Stats() Stats {
+	out := Stats{Sandboxes: map[string]map[State]int{}}
+	for name := range s.opts.Runtimes {
+		out.Sandboxes[name] = map[State]int{Starting: 0, Started: 0, Stopped: 0}
+	}
+	s.mu.Lock()
+	for _, e := range s.sandboxes {
+		if e.pending {
+			continue
+		}
+		sb := s.view(e)
+		if out.Sandboxes[sb.Runtime] == nil {
+			out.Sandboxes[sb.Runtime] = map[State]int{}
+		}
+		out.Sandboxes[sb.Runtime][sb.State]++
+	}
+	s.mu.Unlock()
+	st := s.stats
+	st.mu.Lock()
+	out.Creates = copyMap(st.creates)
+	out.Stops = copyMap(st.stops)
+	out.Rehydrates = copyMap(st.rehydrates)
+	out.Events = copyMap(st.events)
+	st.mu.Unlock()
+	out.PortsInUse = s.ports.inUse()
+	out.PortsTotal = s.opts.PortHi - s.opts.PortLo + 1
+	out.Subscribers = s.events.subscribers()
+	return out
+}
+
+func copyMap[K comparable, V any](m map[K]V) map[K]V {
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,98 @@
+package supervisor
+
+import (
+	"fmt"
+	"regexp"
+	"unicode/utf8"
+
+	"github.com/agent-control-plane/agent-control-plane/conf"
+)
+
+// Bounds on what a create may carry. Oversize input is refused, never
+// truncated.
+const (
+	MaxLabels        = 64
+	MaxLabelKeyLen   = 128
+	MaxLabelValueLen = 512
+	MaxEnvVars       = 256
+	MaxEnvValueLen   = 32 << 10
+	MaxSnapshotLen   = 256
+)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+// validName reports whether name is a valid sandbox name. Names become
+// directory names, so the pattern admits no separators and no leading dot.
+func validName(name string) bool { return nameRE.MatchString(name) }
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}
+
+// ValidateName returns an ErrInvalid error if name is not a valid sandbox
+// name.
+func ValidateName(name string) error {
+	if !validName(name) {
+		return invalid("name %q must match %s", truncate(name, 80), nameRE)
+	}
+	return nil
+}
+
+// ValidateLabels checks label count, key and value sizes.
+func ValidateLabels(labels map[string]string) error {
+	if len(labels) > MaxLabels {
+		return invalid("%d labels; at most %d", len(labels), MaxLabels)
+	}
+	for k, v := range labels {
+		if k == "" || len(k) > MaxLabelKeyLen || !utf8.ValidString(k) {
+			return invalid("label key %q must be 1 to %d bytes of UTF-8", truncate(k, 80), MaxLabelKeyLen)
+		}
+		if len(v) > MaxLabelValueLen || !utf8.ValidString(v) {
+			return invalid("label %q: value must be at most %d bytes of UTF-8", truncate(k, 80), MaxLabelValueLen)
+		}
+	}
+	return nil
+}
+
+func (r *CreateRequest) validate() error {
+	if err := ValidateName(r.Name); err != nil {
+		return err
+	}
+	if err := ValidateLabels(r.Labels); err != nil {
+		return err
+	}
+	if len(r.Env) > MaxEnvVars {
+		return invalid("%d envVars; at most %d", len(r.Env), MaxEnvVars)
+	}
+	for k, v := range r.Env {
+		// Never echo a value: it may be a secret.
+		if !conf.ValidEnvName(k) {
+			return invalid("envVars key %q is not a valid variable name", truncate(k, 80))
+		}
+		if len(v) > MaxEnvValueLen {
+			return invalid("envVars %s: value longer than %d bytes", k, MaxEnvValueLen)
+		}
+		for i := 0; i < len(v); i++ {
+			if v[i] == 0 {
+				return invalid("envVars %s: value contains a NUL byte", k)
+			}
+		}
+	}
+	if len(r.Snapshot) > MaxSnapshotLen {
+		return invalid("snapshot longer than %d bytes", MaxSnapshotLen)
+	}
+	if r.AutoStopInterval != nil && *r.AutoStopInterval < 0 {
+		return invalid("autoStopInterval must be ≥ 0 minutes")
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
