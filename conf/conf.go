@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
 )
 
 // EnvPrefix starts every environment variable the daemon reads.

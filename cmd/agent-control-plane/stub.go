@@ -58,11 +58,11 @@ func runStub(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "stub-agent: grandchild pid %d\n", gc.Process.Pid)
 	}
-	if ms, _ := strconv.Atoi(os.Getenv("STUB_AGENT_READY_DELAY_MS")); ms > 0 {
-		time.Sleep(time.Duration(ms) * time.Millisecond)
-	}
 	if ms, _ := strconv.Atoi(os.Getenv("STUB_AGENT_EXIT_AFTER_MS")); ms > 0 {
 		time.AfterFunc(time.Duration(ms)*time.Millisecond, func() { os.Exit(3) })
+	}
+	if ms, _ := strconv.Atoi(os.Getenv("STUB_AGENT_READY_DELAY_MS")); ms > 0 {
+		time.Sleep(time.Duration(ms) * time.Millisecond)
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {

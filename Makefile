@@ -1,0 +1,31 @@
+# agent-control-plane — see README.md.
+GO      ?= go
+BIN     := bin/agent-control-plane
+VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+PKGS    := ./...
+
+.PHONY: all build run test vet fmt-check clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/agent-control-plane
+
+# The daemon in the foreground with the bundled stub agent as the child.
+run: build
+	$(BIN) serve
+
+# Every test, under the race detector, against the binary just built.
+test: build vet fmt-check
+	ACP_TEST_BINARY=$(abspath $(BIN)) $(GO) test -race -count=1 -timeout 12m $(PKGS)
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+clean:
+	rm -rf bin

@@ -1,0 +1,141 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/proc"
+	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
+)
+
+// Supervisor tests lease ports from 21000 up, 40 at a time.
+var portBlock = testenv.PortBlock{Base: 21000, Size: 40}
+
+type harness struct {
+	t       *testing.T
+	opts    Options
+	sup     *Supervisor
+	watcher *proc.Watcher
+}
+
+// newHarness starts an in-process supervisor that spawns the real stub
+// agent. Periodic work never runs by itself: tests call Reap.
+func newHarness(t *testing.T, tweak func(*Options)) *harness {
+	t.Helper()
+	lo, hi := portBlock.Next()
+	h := &harness{t: t, opts: Options{
+		Root: t.TempDir(), PortLo: lo, PortHi: hi,
+		StopGrace: 2 * time.Second, StartupTimeout: 30 * time.Second,
+		ReapInterval: time.Hour, AutoStop: 0,
+		BaseEnv: map[string]string{"PATH": "/usr/bin:/bin"},
+	}}
+	if tweak != nil {
+		tweak(&h.opts)
+	}
+	h.start()
+	root := h.opts.Root
+	t.Cleanup(func() {
+		h.close(true)
+		testenv.KillSandboxes(root)
+	})
+	return h
+}
+
+func (h *harness) start() {
+	h.t.Helper()
+	w, err := proc.NewWatcher()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	opts := h.opts
+	if opts.Runtimes == nil {
+		opts.Runtimes = map[string]Runtime{"native": &NativeRuntime{Watcher: w, Argv: testenv.StubArgv(h.t)}}
+	}
+	sup, err := New(context.Background(), opts)
+	if err != nil {
+		w.Close()
+		h.t.Fatal(err)
+	}
+	h.sup, h.watcher = sup, w
+}
+
+// close stops the supervisor; with reap, its children too.
+func (h *harness) close(reap bool) {
+	if h.sup == nil {
+		return
+	}
+	h.sup.opts.ReapOnExit = reap
+	h.sup.Close(context.Background())
+	h.watcher.Close()
+	h.sup = nil
+}
+
+// restart closes the supervisor without stopping children and starts a new
+// one on the same root, as a daemon restart would.
+func (h *harness) restart() {
+	h.close(false)
+	h.start()
+}
+
+func (h *harness) create(name string, env map[string]string, labels map[string]string) Sandbox {
+	h.t.Helper()
+	sb, err := h.sup.Create(context.Background(), CreateRequest{Name: name, Env: env, Labels: labels})
+	if err != nil {
+		h.t.Fatalf("create %s: %v", name, err)
+	}
+	return sb
+}
+
+func (h *harness) waitState(id string, want State) Sandbox {
+	h.t.Helper()
+	var sb Sandbox
+	testenv.Eventually(h.t, id+" "+string(want), func() bool {
+		var err error
+		sb, err = h.sup.Get(id)
+		return err == nil && sb.State == want
+	})
+	return sb
+}
+
+func (h *harness) pid(id string) int {
+	h.sup.mu.Lock()
+	defer h.sup.mu.Unlock()
+	return h.sup.sandboxes[id].handle.(nativeHandle).p.Identity().PID
+}
+
+// answers reports whether something serves HTTP on the port.
+func answers(port int) bool {
+	c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+func isErr(err, target error) bool { return errors.Is(err, target) }
+
+// fakeClock is a settable clock.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }

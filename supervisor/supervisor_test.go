@@ -1,0 +1,389 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
+)
+
+func TestLifecycle(t *testing.T) {
+	h := newHarness(t, nil)
+	sb := h.create("alpha", map[string]string{"FOO": "bar"}, map[string]string{"origin": "cli", "team": "a"})
+	if sb.State != Starting || sb.Port < h.opts.PortLo || sb.Port > h.opts.PortHi {
+		t.Fatalf("created %+v", sb)
+	}
+	h.create("beta", nil, map[string]string{"origin": "web-ui", "team": "a"})
+	sb = h.waitState("alpha", Started)
+	if !answers(sb.Port) {
+		t.Fatal("started sandbox does not answer on its port")
+	}
+
+	for _, tc := range []struct {
+		filter Filter
+		want   []string
+	}{
+		{Filter{}, []string{"alpha", "beta"}},
+		{Filter{"team": "a"}, []string{"alpha", "beta"}},
+		{Filter{"team": "a", "origin": "cli"}, []string{"alpha"}},
+		{Filter{"origin": "nobody"}, nil},
+	} {
+		var got []string
+		for _, s := range h.sup.List(tc.filter) {
+			got = append(got, s.ID)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("List(%v) = %v, want %v", tc.filter, got, tc.want)
+		}
+	}
+
+	// The record is on disk and holds no env value; the env file is 0600.
+	rec, _ := os.ReadFile(filepath.Join(h.opts.Root, "alpha", RecordFile))
+	if strings.Contains(string(rec), "bar") {
+		t.Fatalf("sandbox.json holds an env value:\n%s", rec)
+	}
+	fi, err := os.Stat(filepath.Join(h.opts.Root, "alpha", EnvFile))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("runtime-env.json: %v %v", fi, err)
+	}
+	var env map[string]string
+	b, _ := os.ReadFile(filepath.Join(h.opts.Root, "alpha", EnvFile))
+	json.Unmarshal(b, &env)
+	if env["FOO"] != "bar" || env["AGENT_SANDBOX_ID"] != "alpha" || env["PORT"] != fmt.Sprint(sb.Port) || env["AGENT_WORKSPACE_DIR"] == "" {
+		t.Fatalf("child env %v", env)
+	}
+
+	stopped, err := h.sup.Stop(context.Background(), "alpha", false)
+	if err != nil || stopped.State != Stopped || stopped.ErrorReason != "" {
+		t.Fatalf("stop: %+v %v", stopped, err)
+	}
+	if answers(sb.Port) {
+		t.Fatal("stopped sandbox still answers")
+	}
+	if h.sup.ports.inUse() != 1 {
+		t.Fatalf("ports in use after stop: %d, want 1", h.sup.ports.inUse())
+	}
+	// Stop is idempotent and terminal.
+	if again, err := h.sup.Stop(context.Background(), "alpha", false); err != nil || again.State != Stopped {
+		t.Fatalf("second stop: %+v %v", again, err)
+	}
+	if err := h.sup.Delete(context.Background(), "alpha"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(h.opts.Root, "alpha")); !os.IsNotExist(err) {
+		t.Fatalf("directory left after delete: %v", err)
+	}
+	if _, err := h.sup.Get("alpha"); !isErr(err, ErrNotFound) {
+		t.Fatalf("get after delete: %v", err)
+	}
+	if err := h.sup.Delete(context.Background(), "alpha"); err != nil {
+		t.Fatalf("delete of a missing sandbox: %v", err)
+	}
+	// A live sandbox is stopped by delete, and its port freed.
+	if err := h.sup.Delete(context.Background(), "beta"); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.sup.ports.inUse(); n != 0 {
+		t.Fatalf("ports in use after deleting all: %d", n)
+	}
+}
+
+func TestNameConflict(t *testing.T) {
+	h := newHarness(t, nil)
+	h.create("same", nil, nil)
+	_, err := h.sup.Create(context.Background(), CreateRequest{Name: "same"})
+	if !isErr(err, ErrConflict) {
+		t.Fatalf("second create: %v, want ErrConflict", err)
+	}
+}
+
+func TestCrashSeenAtOnce(t *testing.T) {
+	h := newHarness(t, nil)
+	sub, _ := h.sup.Subscribe(nil, nil)
+	defer sub.Close()
+	h.create("crashy", nil, nil)
+	sb := h.waitState("crashy", Started)
+	syscall.Kill(h.pid("crashy"), syscall.SIGKILL)
+	// No reap tick runs (interval 1h) and nobody polls: the exit arrives
+	// as an event.
+	for ev := range sub.C {
+		if ev.Type == EventStopped {
+			if ev.Sandbox.ErrorReason != "killed by signal SIGKILL" || ev.Sandbox.StopReason != StopCrashed {
+				t.Fatalf("stopped event %+v", ev.Sandbox)
+			}
+			break
+		}
+	}
+	testenv.Eventually(t, "port released", func() bool { return h.sup.ports.inUse() == 0 })
+	if answers(sb.Port) {
+		t.Fatal("crashed sandbox's port still answers")
+	}
+}
+
+func TestSIGTERMIgnoredThenKilled(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.StopGrace = 300 * time.Millisecond })
+	h.create("stubborn", map[string]string{"STUB_AGENT_IGNORE_SIGTERM": "1"}, nil)
+	h.waitState("stubborn", Started)
+	pid := h.pid("stubborn")
+	if _, err := h.sup.Stop(context.Background(), "stubborn", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(-pid, 0); err != syscall.ESRCH {
+		// Members may linger briefly as zombies of their new parent.
+		testenv.Eventually(t, "group gone", func() bool { return syscall.Kill(-pid, 0) == syscall.ESRCH })
+	}
+}
+
+func TestStartupFailures(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.StartupTimeout = 500 * time.Millisecond })
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"never-ready", map[string]string{"STUB_AGENT_READY_DELAY_MS": "60000"}, ReasonStartupTimeout},
+		{"exits-early", map[string]string{"STUB_AGENT_READY_DELAY_MS": "60000", "STUB_AGENT_EXIT_AFTER_MS": "1"}, "exited_during_startup: exit code 3"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h.create(tc.name, tc.env, nil)
+			sb := h.waitState(tc.name, Stopped)
+			if sb.ErrorReason != tc.want || sb.StopReason != StopStartupFailed {
+				t.Fatalf("errorReason %q (%s), want %q", sb.ErrorReason, sb.StopReason, tc.want)
+			}
+		})
+	}
+	testenv.Eventually(t, "ports released", func() bool { return h.sup.ports.inUse() == 0 })
+}
+
+func TestFailedCreateLeavesNothing(t *testing.T) {
+	t.Run("spawn fails", func(t *testing.T) {
+		h := newHarness(t, nil)
+		h.sup.opts.Runtimes["native"].(*NativeRuntime).Argv = []string{"/nonexistent/agent"}
+		_, err := h.sup.Create(context.Background(), CreateRequest{Name: "broken"})
+		if err == nil || CreateResult(err) != CreateFailed {
+			t.Fatalf("create: %v", err)
+		}
+		assertNothingLeft(t, h, "broken")
+	})
+	t.Run("ports exhausted", func(t *testing.T) {
+		h := newHarness(t, func(o *Options) { o.PortHi = o.PortLo })
+		h.create("first", nil, nil)
+		_, err := h.sup.Create(context.Background(), CreateRequest{Name: "second"})
+		if !isErr(err, ErrPortsExhausted) {
+			t.Fatalf("create: %v, want ErrPortsExhausted", err)
+		}
+		assertNothingLeft(t, h, "second")
+	})
+	t.Run("unsupported runtime", func(t *testing.T) {
+		h := newHarness(t, nil)
+		_, err := h.sup.Create(context.Background(), CreateRequest{Name: "dock", Runtime: "docker"})
+		if !isErr(err, ErrUnsupportedRuntime) {
+			t.Fatalf("create: %v", err)
+		}
+		assertNothingLeft(t, h, "dock")
+	})
+}
+
+func assertNothingLeft(t *testing.T, h *harness, name string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(h.opts.Root, name)); !os.IsNotExist(err) {
+		t.Fatalf("directory left behind: %v", err)
+	}
+	if _, err := h.sup.Get(name); !isErr(err, ErrNotFound) {
+		t.Fatalf("registry entry left behind: %v", err)
+	}
+	h.sup.ports.mu.Lock()
+	defer h.sup.ports.mu.Unlock()
+	for port, id := range h.sup.ports.used {
+		if id == name {
+			t.Fatalf("port %d leased to %s", port, name)
+		}
+	}
+}
+
+func TestConcurrentCreatesGetDistinctPorts(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.PortHi = o.PortLo + 59 })
+	const n = 50
+	var wg sync.WaitGroup
+	ports := make([]int, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			sb, err := h.sup.Create(context.Background(), CreateRequest{Name: fmt.Sprintf("c%02d", i)})
+			ports[i], errs[i] = sb.Port, err
+		})
+	}
+	wg.Wait()
+	seen := map[int]int{}
+	for i, p := range ports {
+		if errs[i] != nil {
+			t.Fatalf("create c%02d: %v", i, errs[i])
+		}
+		if j, dup := seen[p]; dup {
+			t.Fatalf("c%02d and c%02d share port %d", i, j, p)
+		}
+		seen[p] = i
+	}
+	for i := range n {
+		h.waitState(fmt.Sprintf("c%02d", i), Started)
+	}
+}
+
+func TestRestartReadoptsAndFlipsDead(t *testing.T) {
+	h := newHarness(t, nil)
+	live := h.create("live", nil, nil)
+	h.create("doomed", nil, nil)
+	h.waitState("live", Started)
+	h.waitState("doomed", Started)
+	doomedPID := h.pid("doomed")
+	h.close(false)
+	syscall.Kill(doomedPID, syscall.SIGKILL)
+	testenv.Eventually(t, "doomed gone", func() bool {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", doomedPID))
+		return len(b) == 0 || strings.Contains(string(b), ") Z ")
+	})
+	h.start()
+
+	got, err := h.sup.Get("live")
+	if err != nil || got.State != Started || got.Port != live.Port {
+		t.Fatalf("live after restart: %+v %v (port was %d)", got, err, live.Port)
+	}
+	dead, _ := h.sup.Get("doomed")
+	if dead.State != Stopped || dead.ErrorReason != "exited; status unknown" {
+		t.Fatalf("doomed after restart: %+v", dead)
+	}
+	// The adopted child is watched: stopping it works and frees its port.
+	if _, err := h.sup.Stop(context.Background(), "live", false); err != nil {
+		t.Fatal(err)
+	}
+	if answers(live.Port) {
+		t.Fatal("re-adopted sandbox still answers after stop")
+	}
+	st := h.sup.Stats()
+	if st.Rehydrates[RehydrateAdopted] != 1 || st.Rehydrates[RehydrateStopped] != 1 {
+		t.Fatalf("rehydrate stats %v", st.Rehydrates)
+	}
+}
+
+// A record whose PID now belongs to a foreign process flips to stopped and
+// that process is never signalled.
+func TestForeignPIDNeverSignalled(t *testing.T) {
+	h := newHarness(t, nil)
+	h.close(false)
+	foreign := spawnForeign(t)
+	dir := filepath.Join(h.opts.Root, "victim")
+	os.MkdirAll(dir, 0o755)
+	now := time.Now().UTC()
+	rec := record{
+		Version: recordVersion, ID: "victim", Runtime: "native", State: Started, Port: h.opts.PortLo,
+		CreatedAt: now, UpdatedAt: now, LastActivityAt: now, Marker: "victim.deadbeef", StopGraceMs: 100,
+		Handle: json.RawMessage(fmt.Sprintf(`{"pid":%d,"pgid":%d,"startTime":1,"bootId":"x","marker":"victim.deadbeef"}`, foreign, foreign)),
+	}
+	if err := writeRecord(dir, rec); err != nil {
+		t.Fatal(err)
+	}
+	h.start()
+	sb, err := h.sup.Get("victim")
+	if err != nil || sb.State != Stopped || !strings.Contains(sb.ErrorReason, "not signalled") {
+		t.Fatalf("victim: %+v %v", sb, err)
+	}
+	// Stopping and deleting it must not touch the foreign process either.
+	h.sup.Stop(context.Background(), "victim", true)
+	h.sup.Delete(context.Background(), "victim")
+	time.Sleep(50 * time.Millisecond) // give a wrongly sent signal time to land
+	if err := syscall.Kill(foreign, 0); err != nil {
+		t.Fatalf("foreign process is gone: %v", err)
+	}
+	var ws syscall.WaitStatus
+	if wpid, _ := syscall.Wait4(foreign, &ws, syscall.WNOHANG, nil); wpid != 0 {
+		t.Fatalf("foreign process exited: %v", ws)
+	}
+}
+
+func spawnForeign(t *testing.T) int {
+	t.Helper()
+	pid, err := syscall.ForkExec("/bin/sleep", []string{"sleep", "120"}, &syscall.ProcAttr{Sys: &syscall.SysProcAttr{Setsid: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(pid, syscall.SIGKILL)
+		var ws syscall.WaitStatus
+		syscall.Wait4(pid, &ws, 0, nil)
+	})
+	return pid
+}
+
+func TestCorruptRecordMovedAside(t *testing.T) {
+	h := newHarness(t, nil)
+	h.create("good", nil, nil)
+	h.waitState("good", Started)
+	h.close(false)
+	bad := filepath.Join(h.opts.Root, "bad")
+	os.MkdirAll(bad, 0o755)
+	os.WriteFile(filepath.Join(bad, RecordFile), []byte(`{"version":1,"id":"bad",`), 0o644)
+	h.start()
+	if _, err := h.sup.Get("good"); err != nil {
+		t.Fatalf("good record lost: %v", err)
+	}
+	if _, err := h.sup.Get("bad"); !isErr(err, ErrNotFound) {
+		t.Fatalf("corrupt record loaded: %v", err)
+	}
+	aside, _ := filepath.Glob(filepath.Join(bad, RecordFile+".corrupt-*"))
+	if len(aside) != 1 {
+		t.Fatalf("corrupt record not moved aside: %v", aside)
+	}
+	// A second restart leaves the set-aside record alone.
+	h.restart()
+	if _, err := os.Stat(aside[0]); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A create interrupted after its intent record but before the handle was
+// recorded is swept: its process (found by marker) killed, its directory
+// removed.
+func TestInterruptedCreateSwept(t *testing.T) {
+	h := newHarness(t, nil)
+	h.create("half", nil, nil)
+	h.waitState("half", Started)
+	pid := h.pid("half")
+	h.close(false)
+	path := filepath.Join(h.opts.Root, "half", RecordFile)
+	r, err := readRecord(path, "half")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Handle = nil
+	r.State = Starting
+	writeRecord(filepath.Dir(path), r)
+	h.start()
+	if _, err := h.sup.Get("half"); !isErr(err, ErrNotFound) {
+		t.Fatalf("interrupted create still listed: %v", err)
+	}
+	testenv.Eventually(t, "orphan killed", func() bool {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		return len(b) == 0 || strings.Contains(string(b), ") Z ")
+	})
+	if _, err := os.Stat(filepath.Dir(path)); !os.IsNotExist(err) {
+		t.Fatal("directory of interrupted create left behind")
+	}
+}
+
+func TestSecondSupervisorRefused(t *testing.T) {
+	h := newHarness(t, nil)
+	_, err := New(context.Background(), Options{Root: h.opts.Root, PortLo: 1, PortHi: 2})
+	var locked *ErrRootLocked
+	if !errorsAs(err, &locked) || locked.PID != os.Getpid() {
+		t.Fatalf("second supervisor on the same root: %v", err)
+	}
+}

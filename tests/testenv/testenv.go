@@ -1,0 +1,277 @@
+// Package testenv builds the agent-control-plane binary once per test
+// process and starts real daemons for tests: each on its own root, listen
+// port and sandbox port range, killed (with its children) when the test
+// ends.
+package testenv
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// Binary returns the path of an agent-control-plane binary: the one named
+// by $ACP_TEST_BINARY (make test builds it), or one built now into a
+// temporary directory, once per test process.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		if p := os.Getenv("ACP_TEST_BINARY"); p != "" {
+			binPath, buildErr = filepath.Abs(p)
+			return
+		}
+		dir, err := os.MkdirTemp("", "acp-test-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "agent-control-plane")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/agent-control-plane")
+		cmd.Dir = moduleRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func moduleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// StubArgv is the native command that runs the bundled stub agent.
+func StubArgv(t testing.TB) []string { return []string{Binary(t), "stub-agent"} }
+
+// PortBlock hands out disjoint port ranges below the kernel's ephemeral
+// range, so that tests running at once never lease the same port. Each
+// package passes its own base.
+type PortBlock struct {
+	Base, Size int
+	next       atomic.Int64
+}
+
+// Next returns the next unused range.
+func (b *PortBlock) Next() (lo, hi int) {
+	i := int(b.next.Add(1)) - 1
+	lo = b.Base + i*b.Size
+	return lo, lo + b.Size - 1
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Daemon is a running agent-control-plane serve process.
+type Daemon struct {
+	t       testing.TB
+	Root    string
+	Addr    string // host:port
+	URL     string // http://host:port
+	Env     []string
+	Args    []string
+	Cmd     *exec.Cmd
+	LogPath string
+	exited  chan struct{}
+}
+
+// Options for StartDaemon.
+type Options struct {
+	Root   string // default t.TempDir()
+	PortLo int    // sandbox range
+	PortHi int
+	Env    []string // extra environment, KEY=VALUE
+	Args   []string // extra serve flags
+	Listen string   // default 127.0.0.1:<free port>
+}
+
+// StartDaemon starts `agent-control-plane serve` and waits until /v1/info
+// answers. The daemon and every process under its root carrying a sandbox
+// marker are killed when the test ends.
+func StartDaemon(t testing.TB, o Options) *Daemon {
+	t.Helper()
+	if o.Root == "" {
+		o.Root = t.TempDir()
+	}
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:" + strconv.Itoa(FreePort(t))
+	}
+	d := &Daemon{t: t, Root: o.Root, Addr: o.Listen, URL: "http://" + o.Listen,
+		Env: o.Env, Args: o.Args, LogPath: filepath.Join(t.TempDir(), "daemon.log")}
+	if o.PortLo > 0 {
+		d.Env = append(d.Env, fmt.Sprintf("AGENT_CONTROL_PLANE_PORT_RANGE=%d-%d", o.PortLo, o.PortHi))
+	}
+	d.Start()
+	t.Cleanup(func() {
+		d.Kill()
+		KillSandboxes(d.Root)
+	})
+	return d
+}
+
+// Start (re)starts the daemon process on the same root and address.
+func (d *Daemon) Start() {
+	d.t.Helper()
+	args := append([]string{"serve", "--root", d.Root, "--listen", d.Addr}, d.Args...)
+	cmd := exec.Command(Binary(d.t), args...)
+	cmd.Env = append(os.Environ(), d.Env...)
+	logf, err := os.OpenFile(d.LogPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		d.t.Fatal(err)
+	}
+	logf.Close()
+	d.Cmd = cmd
+	d.exited = make(chan struct{})
+	go func(c chan struct{}) { cmd.Wait(); close(c) }(d.exited)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := d.Info(); err == nil {
+			return
+		}
+		select {
+		case <-d.exited:
+			d.t.Fatalf("daemon exited during startup:\n%s", d.Log())
+		default:
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("daemon did not answer /v1/info:\n%s", d.Log())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Log returns what the daemon has logged so far.
+func (d *Daemon) Log() string {
+	b, _ := os.ReadFile(d.LogPath)
+	return string(b)
+}
+
+// Kill sends SIGKILL to the daemon (not its children) and waits for it.
+func (d *Daemon) Kill() {
+	if d.Cmd == nil || d.Cmd.Process == nil {
+		return
+	}
+	d.Cmd.Process.Signal(syscall.SIGKILL)
+	<-d.exited
+}
+
+// Signal sends sig to the daemon.
+func (d *Daemon) Signal(sig os.Signal) { d.Cmd.Process.Signal(sig) }
+
+// Wait waits for the daemon to exit and returns its exit code.
+func (d *Daemon) Wait(timeout time.Duration) (int, bool) {
+	select {
+	case <-d.exited:
+		return d.Cmd.ProcessState.ExitCode(), true
+	case <-time.After(timeout):
+		return 0, false
+	}
+}
+
+// Info fetches /v1/info.
+func (d *Daemon) Info() (map[string]any, error) {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get(d.URL + "/v1/info")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// KillSandboxes SIGKILLs every process group whose leader's record lies
+// under root: a test's cleanup, so children never outlive it.
+func KillSandboxes(root string) {
+	recs, _ := filepath.Glob(filepath.Join(root, "*", "sandbox.json"))
+	for _, path := range recs {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		var r struct {
+			Marker string `json:"marker"`
+		}
+		if json.Unmarshal(b, &r) != nil || r.Marker == "" {
+			continue
+		}
+		killMarked(r.Marker)
+	}
+}
+
+func killMarked(marker string) {
+	ents, _ := os.ReadDir("/proc")
+	want := "AGENT_CONTROL_PLANE_MARKER=" + marker
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		for _, kv := range strings.Split(string(b), "\x00") {
+			if kv == want {
+				syscall.Kill(pid, syscall.SIGKILL)
+				break
+			}
+		}
+	}
+}
+
+// Eventually polls cond until it holds or a generous deadline passes.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Context returns a context that ends with the test or after a generous
+// deadline.
+func Context(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
