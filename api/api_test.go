@@ -1,0 +1,266 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agent-control-plane/agent-control-plane/proc"
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
+	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
+)
+
+var portBlock = testenv.PortBlock{Base: 28000, Size: 40}
+
+type env struct {
+	t   *testing.T
+	sup *supervisor.Supervisor
+	srv *httptest.Server
+	reg *prometheus.Registry
+}
+
+func newEnv(t *testing.T, tweak func(*supervisor.Options)) *env {
+	t.Helper()
+	w, err := proc.NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := portBlock.Next()
+	opts := supervisor.Options{
+		Root: t.TempDir(), PortLo: lo, PortHi: hi, StopGrace: 2 * time.Second,
+		ReapInterval: time.Hour, AutoStop: 15 * time.Minute,
+		Runtimes: map[string]supervisor.Runtime{"native": &supervisor.NativeRuntime{Watcher: w, Argv: testenv.StubArgv(t)}},
+		BaseEnv:  map[string]string{"PATH": "/usr/bin:/bin"},
+	}
+	if tweak != nil {
+		tweak(&opts)
+	}
+	sup, err := supervisor.New(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	s, err := New(sup, Options{Version: "test", Registry: reg, Heartbeat: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		sup.Close(context.Background())
+		w.Close()
+		testenv.KillSandboxes(opts.Root)
+	})
+	return &env{t: t, sup: sup, srv: srv, reg: reg}
+}
+
+type resp struct {
+	code int
+	hdr  http.Header
+	body []byte
+}
+
+func (r resp) errCode() string {
+	var e ErrorBody
+	json.Unmarshal(r.body, &e)
+	return e.Error.Code
+}
+
+func (e *env) do(method, path string, body string, hdr ...string) resp {
+	e.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, e.srv.URL+path, rd)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i] == "Host" {
+			req.Host = hdr[i+1]
+		} else {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return resp{res.StatusCode, res.Header, b}
+}
+
+func (e *env) info(id string) SandboxInfo {
+	e.t.Helper()
+	r := e.do("GET", "/v1/sandboxes/"+id, "")
+	var info SandboxInfo
+	if r.code != 200 || json.Unmarshal(r.body, &info) != nil {
+		e.t.Fatalf("get %s: %d %s", id, r.code, r.body)
+	}
+	return info
+}
+
+func (e *env) waitState(id, state string) SandboxInfo {
+	e.t.Helper()
+	var info SandboxInfo
+	testenv.Eventually(e.t, id+" "+state, func() bool { info = e.info(id); return info.State == state })
+	return info
+}
+
+func TestRoutesSorted(t *testing.T) {
+	if !slices.IsSortedFunc(routes, func(a, b route) int {
+		if c := strings.Compare(a.path, b.path); c != 0 {
+			return c
+		}
+		return strings.Compare(a.method, b.method)
+	}) {
+		t.Fatal("routes table is not sorted by path, then method")
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	e := newEnv(t, nil)
+	big := `{"name":"big","envVars":{"A":"` + strings.Repeat("x", MaxBodyBytes) + `"}}`
+	tests := []struct {
+		why     string
+		method  string
+		path    string
+		body    string
+		hdr     []string
+		code    int
+		errCode string
+	}{
+		{"traversal in name", "POST", "/v1/sandboxes", `{"name":"../etc"}`, nil, 400, "invalid_request"},
+		{"name too long", "POST", "/v1/sandboxes", `{"name":"` + strings.Repeat("a", 64) + `"}`, nil, 400, "invalid_request"},
+		{"leading dot", "POST", "/v1/sandboxes", `{"name":".hidden"}`, nil, 400, "invalid_request"},
+		{"missing name", "POST", "/v1/sandboxes", `{}`, nil, 400, "invalid_request"},
+		{"not JSON", "POST", "/v1/sandboxes", `{"name":`, nil, 400, "invalid_request"},
+		{"two values", "POST", "/v1/sandboxes", `{"name":"a"}{"name":"b"}`, nil, 400, "invalid_request"},
+		{"unknown field", "POST", "/v1/sandboxes", `{"name":"a","bogus":1}`, nil, 400, "invalid_request"},
+		{"bad env key", "POST", "/v1/sandboxes", `{"name":"a","envVars":{"1BAD":"x"}}`, nil, 400, "invalid_request"},
+		{"env key with =", "POST", "/v1/sandboxes", `{"name":"a","envVars":{"A=B":"x"}}`, nil, 400, "invalid_request"},
+		{"label value too long", "POST", "/v1/sandboxes", `{"name":"a","labels":{"k":"` + strings.Repeat("v", 513) + `"}}`, nil, 400, "invalid_request"},
+		{"negative autostop", "POST", "/v1/sandboxes", `{"name":"a","autoStopInterval":-1}`, nil, 400, "invalid_request"},
+		{"autodelete -2", "POST", "/v1/sandboxes", `{"name":"a","autoDeleteInterval":-2}`, nil, 400, "invalid_request"},
+		{"unknown runtime", "POST", "/v1/sandboxes", `{"name":"a","runtime":"vm"}`, nil, 400, "invalid_request"},
+		{"docker not yet", "POST", "/v1/sandboxes", `{"name":"a","runtime":"docker"}`, nil, 400, "unsupported_runtime"},
+		{"body too large", "POST", "/v1/sandboxes", big, nil, 400, "invalid_request"},
+		{"form post", "POST", "/v1/sandboxes", `name=a`, []string{"Content-Type", "application/x-www-form-urlencoded"}, 415, "unsupported_media_type"},
+		{"text/plain", "POST", "/v1/sandboxes", `{"name":"a"}`, []string{"Content-Type", "text/plain"}, 415, "unsupported_media_type"},
+		{"rebinding host", "GET", "/v1/info", "", []string{"Host", "attacker.example:4025"}, 403, "forbidden_host"},
+		{"foreign origin", "GET", "/v1/sandboxes", "", []string{"Origin", "https://evil.example"}, 403, "forbidden_origin"},
+		{"https localhost origin", "GET", "/v1/sandboxes", "", []string{"Origin", "https://localhost:3000"}, 403, "forbidden_origin"},
+		{"null origin", "POST", "/v1/sandboxes/x/stop", "", []string{"Origin", "null"}, 403, "forbidden_origin"},
+		{"unknown sandbox", "GET", "/v1/sandboxes/nope", "", nil, 404, "not_found"},
+		{"unknown route", "GET", "/v2/things", "", nil, 404, "not_found"},
+		{"wrong method", "PUT", "/v1/sandboxes", "", nil, 405, "method_not_allowed"},
+		{"bad filter", "GET", "/v1/sandboxes?labels=notjson", "", nil, 400, "invalid_request"},
+		{"stop unknown", "POST", "/v1/sandboxes/nope/stop", "", nil, 404, "not_found"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.why, func(t *testing.T) {
+			r := e.do(tc.method, tc.path, tc.body, tc.hdr...)
+			if r.code != tc.code || r.errCode() != tc.errCode {
+				t.Fatalf("%s %s: %d %s, want %d %s", tc.method, tc.path, r.code, r.body, tc.code, tc.errCode)
+			}
+			if ct := r.hdr.Get("Content-Type"); ct != "application/json" {
+				t.Fatalf("error Content-Type %q", ct)
+			}
+		})
+	}
+	// None of those left anything.
+	if list := e.sup.List(nil); len(list) != 0 {
+		t.Fatalf("bad requests created sandboxes: %v", list)
+	}
+}
+
+func TestLocalOriginsGetCORS(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, origin := range []string{"http://localhost:4000", "http://127.0.0.1:5173", "http://[::1]:3000"} {
+		r := e.do("GET", "/v1/info", "", "Origin", origin)
+		if r.code != 200 || r.hdr.Get("Access-Control-Allow-Origin") != origin {
+			t.Fatalf("origin %s: %d, ACAO %q", origin, r.code, r.hdr.Get("Access-Control-Allow-Origin"))
+		}
+	}
+	r := e.do("OPTIONS", "/v1/sandboxes", "", "Origin", "http://localhost:4000", "Access-Control-Request-Method", "POST")
+	if r.code != 204 || !strings.Contains(r.hdr.Get("Access-Control-Allow-Methods"), "POST") {
+		t.Fatalf("preflight: %d %v", r.code, r.hdr)
+	}
+	if r := e.do("GET", "/v1/info", ""); r.hdr.Get("Access-Control-Allow-Origin") != "" {
+		t.Fatal("CORS header without an Origin")
+	}
+}
+
+func TestCRUDOverHTTP(t *testing.T) {
+	e := newEnv(t, nil)
+	r := e.do("POST", "/v1/sandboxes", `{"name":"web1","labels":{"origin":"web-ui","harnessSessionId":"s-1"},"envVars":{"SECRET_TOKEN":"hunter2hunter2"}}`)
+	if r.code != 201 {
+		t.Fatalf("create: %d %s", r.code, r.body)
+	}
+	if bytes.Contains(r.body, []byte("hunter2")) {
+		t.Fatal("create answer holds an env value")
+	}
+	var created SandboxInfo
+	json.Unmarshal(r.body, &created)
+	if created.ID != "web1" || created.Name != "web1" || created.SessionID == nil || *created.SessionID != "s-1" ||
+		created.PreviewURL != PreviewURL(created.Port) || created.AutoStopInterval != 15 || created.AutoDeleteInterval != -1 {
+		t.Fatalf("created %+v", created)
+	}
+	if r := e.do("POST", "/v1/sandboxes", `{"name":"web1"}`); r.code != 409 || r.errCode() != "name_conflict" {
+		t.Fatalf("conflict: %d %s", r.code, r.body)
+	}
+	e.do("POST", "/v1/sandboxes", `{"name":"cli1","labels":{"origin":"cli"}}`)
+	e.waitState("web1", "started")
+
+	var list ListResponse
+	json.Unmarshal(e.do("GET", "/v1/sandboxes?label.origin=web-ui", "").body, &list)
+	if len(list.Sandboxes) != 1 || list.Sandboxes[0].ID != "web1" {
+		t.Fatalf("filtered list %+v", list)
+	}
+	json.Unmarshal(e.do("GET", `/v1/sandboxes?labels={"origin":"cli"}`, "").body, &list)
+	if len(list.Sandboxes) != 1 || list.Sandboxes[0].ID != "cli1" {
+		t.Fatalf("Daytona-style filtered list %+v", list)
+	}
+
+	r = e.do("POST", "/v1/sandboxes/web1/stop", "")
+	var stopped SandboxInfo
+	json.Unmarshal(r.body, &stopped)
+	if r.code != 200 || stopped.State != "stopped" || stopped.AutoStopAt != nil {
+		t.Fatalf("stop: %d %s", r.code, r.body)
+	}
+	if r := e.do("POST", "/v1/sandboxes/web1/start", ""); r.code != 409 || r.errCode() != "unsupported_lifecycle" {
+		t.Fatalf("start: %d %s", r.code, r.body)
+	}
+	for _, id := range []string{"web1", "cli1", "never-existed"} {
+		if r := e.do("DELETE", "/v1/sandboxes/"+id, ""); r.code != 204 {
+			t.Fatalf("delete %s: %d %s", id, r.code, r.body)
+		}
+	}
+	if r := e.do("GET", "/v1/sandboxes/web1", ""); r.code != 404 {
+		t.Fatalf("get after delete: %d", r.code)
+	}
+}
+
+func TestInfo(t *testing.T) {
+	e := newEnv(t, nil)
+	var info Info
+	json.Unmarshal(e.do("GET", "/v1/info", "").body, &info)
+	lo, hi := e.sup.PortRange()
+	if info.Name != Name || info.APIVersion != APIVersion || info.PID == 0 || info.Root != e.sup.Root() ||
+		info.PortRange != strconv.Itoa(lo)+"-"+strconv.Itoa(hi) || info.StartedAt.IsZero() {
+		t.Fatalf("info %+v", info)
+	}
+}

@@ -1,0 +1,227 @@
+// Package tests holds end-to-end tests that drive the built binary.
+package tests
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
+)
+
+// End-to-end tests lease sandbox ports from 24000 up.
+var portBlock = testenv.PortBlock{Base: 24000, Size: 40}
+
+type sandboxInfo struct {
+	ID          string `json:"id"`
+	State       string `json:"state"`
+	Port        int    `json:"port"`
+	ErrorReason string `json:"errorReason"`
+}
+
+func call(t *testing.T, d *testenv.Daemon, method, path, body string) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, d.URL+path, rd)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	c := http.Client{Timeout: 30 * time.Second}
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, b
+}
+
+func get(t *testing.T, d *testenv.Daemon, id string) sandboxInfo {
+	t.Helper()
+	code, b := call(t, d, "GET", "/v1/sandboxes/"+id, "")
+	var info sandboxInfo
+	if code != 200 || json.Unmarshal(b, &info) != nil {
+		t.Fatalf("get %s: %d %s", id, code, b)
+	}
+	return info
+}
+
+func waitState(t *testing.T, d *testenv.Daemon, id, state string) sandboxInfo {
+	t.Helper()
+	var info sandboxInfo
+	testenv.Eventually(t, id+" "+state, func() bool { info = get(t, d, id); return info.State == state })
+	return info
+}
+
+func startDaemon(t *testing.T, env ...string) *testenv.Daemon {
+	lo, hi := portBlock.Next()
+	return testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi, Env: env})
+}
+
+func childPID(t *testing.T, d *testenv.Daemon, id string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(d.Root, id, "sandbox.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Handle struct {
+			PID int `json:"pid"`
+		} `json:"handle"`
+	}
+	json.Unmarshal(b, &r)
+	return r.Handle.PID
+}
+
+func gone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return err != nil || bytes.Contains(b, []byte(") Z "))
+}
+
+// A daemon killed with -9 and restarted re-adopts its live children on the
+// same ports and flips the dead ones to stopped.
+func TestDaemonKill9Restart(t *testing.T) {
+	d := startDaemon(t)
+	for _, id := range []string{"keep1", "keep2", "dies"} {
+		if code, b := call(t, d, "POST", "/v1/sandboxes", `{"name":"`+id+`"}`); code != 201 {
+			t.Fatalf("create %s: %d %s", id, code, b)
+		}
+	}
+	before := map[string]sandboxInfo{}
+	for _, id := range []string{"keep1", "keep2", "dies"} {
+		before[id] = waitState(t, d, id, "started")
+	}
+	d.Kill()
+	// Children outlive the daemon by design.
+	for id, info := range before {
+		if gone(childPID(t, d, id)) {
+			t.Fatalf("%s died with the daemon", id)
+		}
+		_ = info
+	}
+	dies := childPID(t, d, "dies")
+	syscall.Kill(dies, syscall.SIGKILL)
+	testenv.Eventually(t, "child gone", func() bool { return gone(dies) })
+
+	d.Start()
+	for _, id := range []string{"keep1", "keep2"} {
+		info := get(t, d, id)
+		if info.State != "started" || info.Port != before[id].Port {
+			t.Fatalf("%s after restart: %+v, want started on %d", id, info, before[id].Port)
+		}
+		if _, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", info.Port), time.Second); err != nil {
+			t.Fatalf("%s not serving after restart: %v", id, err)
+		}
+	}
+	if info := get(t, d, "dies"); info.State != "stopped" || info.ErrorReason != "exited; status unknown" {
+		t.Fatalf("dead child after restart: %+v", info)
+	}
+	// A re-adopted child's crash is still seen without polling.
+	keep1 := childPID(t, d, "keep1")
+	syscall.Kill(keep1, syscall.SIGKILL)
+	info := waitState(t, d, "keep1", "stopped")
+	if info.ErrorReason != "exited; status unknown" {
+		t.Fatalf("re-adopted crash reason %q", info.ErrorReason)
+	}
+	// Stopping a re-adopted child stops it.
+	keep2 := childPID(t, d, "keep2")
+	if code, b := call(t, d, "POST", "/v1/sandboxes/keep2/stop", ""); code != 200 {
+		t.Fatalf("stop: %d %s", code, b)
+	}
+	testenv.Eventually(t, "keep2 gone", func() bool { return gone(keep2) })
+}
+
+// SIGTERM stops the daemon, not the children, unless REAP_ON_EXIT is set.
+func TestDaemonSignalLeavesChildren(t *testing.T) {
+	for _, reap := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reap=%v", reap), func(t *testing.T) {
+			var env []string
+			if reap {
+				env = append(env, "AGENT_CONTROL_PLANE_REAP_ON_EXIT=1")
+			}
+			d := startDaemon(t, env...)
+			call(t, d, "POST", "/v1/sandboxes", `{"name":"child"}`)
+			waitState(t, d, "child", "started")
+			pid := childPID(t, d, "child")
+			d.Signal(syscall.SIGTERM)
+			code, ok := d.Wait(60 * time.Second)
+			if !ok || code != 0 {
+				t.Fatalf("daemon exit: %d %v\n%s", code, ok, d.Log())
+			}
+			if reap {
+				testenv.Eventually(t, "child reaped", func() bool { return gone(pid) })
+			} else if gone(pid) {
+				t.Fatal("child died with the daemon")
+			}
+		})
+	}
+}
+
+func runBinary(t *testing.T, env []string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(testenv.Binary(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, string(out)
+}
+
+// Every startup problem ends the daemon with one clear line.
+func TestDaemonRefusesBadStartup(t *testing.T) {
+	d := startDaemon(t)
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(body), 0o644)
+		return p
+	}
+	busy, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer busy.Close()
+	tests := []struct {
+		why  string
+		env  []string
+		args []string
+		want string
+	}{
+		{"config does not parse", nil, []string{"--config", write("bad.toml", "listen = ")}, "config "},
+		{"unknown key", nil, []string{"--config", write("unknown.toml", "lisen = \"127.0.0.1:1\"\n")}, "unknown key lisen"},
+		{"bad port range", nil, []string{"--port-range", "5000-4000"}, "port range"},
+		{"bad env range", []string{"AGENT_CONTROL_PLANE_PORT_RANGE=abc"}, nil, "AGENT_CONTROL_PLANE_PORT_RANGE"},
+		{"not loopback", nil, []string{"--listen", "0.0.0.0:4025"}, "not a loopback address"},
+		{"bad native command", []string{`AGENT_CONTROL_PLANE_NATIVE_COMMAND=not json`}, nil, "JSON array"},
+		{"port taken by another program", nil, []string{"--listen", busy.Addr().String()}, "in use by another program"},
+		{"port taken by agent-control-plane", nil, []string{"--listen", d.Addr}, "another agent-control-plane"},
+		{"root locked", nil, []string{"--root", d.Root}, "in use by another agent-control-plane"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.why, func(t *testing.T) {
+			args := append([]string{"serve", "--root", filepath.Join(dir, "root-"+strings.ReplaceAll(tc.why, " ", "-")),
+				"--listen", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))}, tc.args...)
+			code, out := runBinary(t, tc.env, args...)
+			if code == 0 || !strings.Contains(out, tc.want) {
+				t.Fatalf("exit %d, output:\n%s\nwant it to mention %q", code, out, tc.want)
+			}
+			if lines := strings.Count(strings.TrimSpace(out), "\n") + 1; lines != 1 && !strings.Contains(out, "Usage") {
+				t.Fatalf("want one line, got %d:\n%s", lines, out)
+			}
+		})
+	}
+}
