@@ -38,9 +38,12 @@ var tokenRE = regexp.MustCompile(strings.Join([]string{
 // its closing quote, so \" and \\ inside it do not end the match.
 var assignRE = regexp.MustCompile(`(?i)` +
 	// "api_key": "v\"al\\ue"  or  api_key="..."
-	`([A-Za-z0-9_.-]*(?:key|token|secret|passw(?:or)?d|auth|credential)[A-Za-z0-9_.-]*"?\s*[:=]\s*)` +
-	`("(?:[^"\\]|\\.)*"` + // JSON string
-	`|\\"(?:[^"\\]|\\\\.|\\[^"\\])*?\\"` + // escaped JSON string: \"…\"
+	`([A-Za-z0-9_.-]*(?:key|token|secret|passw(?:or)?d|auth|credential)[A-Za-z0-9_.-]*(?:\\?")?\s*[:=]\s*)` +
+	`("(?:[^"\\]|\\.)*"` + // JSON string: units are a plain char or \ and any char
+	// The same string inside another JSON string: \" … \", whose units
+	// are a plain char, \\\" (an escaped quote), \\\\ (an escaped
+	// backslash) or \\ and another char.
+	`|\\"(?:[^"\\]|\\\\\\"|\\\\\\\\|\\\\[^"\\])*\\"` +
 	`|[^\s"',;&]+)`) // bare value
 
 // Redactor removes secrets from text: the given values in their plain,

@@ -94,7 +94,7 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name, dir string) {
 				s.register(e)
 				log.Info("sandbox re-adopted", "port", e.info.Port, "state", e.info.State)
 				s.stats.rehydrated(RehydrateAdopted)
-				s.watch(e, h, e.info.CreatedAt.Add(s.opts.StartupTimeout))
+				s.watch(e, h, s.opts.StartupTimeout-s.clock().Sub(e.info.CreatedAt))
 				return
 			}
 			// Two records claim one port: keep the first, stop this one.
@@ -111,17 +111,7 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name, dir string) {
 				reason = "not re-adopted after restart: " + err.Error()
 			}
 		}
-		now := s.clock()
-		if e.info.State == Starting {
-			e.info.ErrorReason = ReasonExitedStartup + ": " + reason
-			e.info.StopReason = StopStartupFailed
-		} else {
-			e.info.ErrorReason = reason
-			e.info.StopReason = StopCrashed
-		}
-		e.info.State = Stopped
-		e.info.StoppedAt = now
-		e.info.UpdatedAt = now
+		markExited(&e.info, reason, s.clock())
 		s.stats.stopped(e.info.StopReason)
 		if err := writeRecord(dir, toRecord(e.info, e.marker, e.grace, r.Handle)); err != nil {
 			log.Error("persist sandbox record", "err", err)

@@ -283,7 +283,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	s.events.publish(Event{Type: EventCreated, Time: now, Sandbox: info})
 	s.mu.Unlock()
 	s.log.Info("sandbox created", "sandbox", req.Name, "runtime", req.Runtime, "port", port, "labels", req.Labels)
-	s.watch(e, h, now.Add(s.opts.StartupTimeout))
+	s.watch(e, h, s.opts.StartupTimeout)
 	return info, nil
 }
 
@@ -343,13 +343,13 @@ func removeDir(dir string) error {
 	return os.RemoveAll(trash)
 }
 
-// watch starts the goroutine that follows a live workload: readiness until
-// deadline, then exit.
-func (s *Supervisor) watch(e *sandbox, h Handle, deadline time.Time) {
+// watch starts the goroutine that follows a live workload: readiness for up
+// to timeout (measured on the real clock), then exit.
+func (s *Supervisor) watch(e *sandbox, h Handle, timeout time.Duration) {
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		s.awaitReady(e, h, deadline)
+		s.awaitReady(e, h, timeout)
 		select {
 		case <-h.Done():
 			s.exited(e, h)
@@ -361,7 +361,7 @@ func (s *Supervisor) watch(e *sandbox, h Handle, deadline time.Time) {
 // awaitReady polls the readiness path until it answers 2xx, the workload
 // exits, the deadline passes or the supervisor closes. There is no kernel
 // event for "serving HTTP", so it polls, starting fast and backing off.
-func (s *Supervisor) awaitReady(e *sandbox, h Handle, deadline time.Time) {
+func (s *Supervisor) awaitReady(e *sandbox, h Handle, timeout time.Duration) {
 	s.mu.Lock()
 	state, port := e.info.State, e.info.Port
 	s.mu.Unlock()
@@ -369,7 +369,7 @@ func (s *Supervisor) awaitReady(e *sandbox, h Handle, deadline time.Time) {
 		return
 	}
 	url := "http://127.0.0.1:" + strconv.Itoa(port) + s.opts.ReadyPath
-	timer := time.NewTimer(time.Until(deadline))
+	timer := time.NewTimer(max(timeout, 0))
 	defer timer.Stop()
 	wait := time.Millisecond
 	for {
@@ -471,15 +471,7 @@ func (s *Supervisor) exited(e *sandbox, h Handle) {
 		if !sb.State.Live() {
 			return "", false
 		}
-		if sb.State == Starting {
-			sb.ErrorReason = ReasonExitedStartup + ": " + how
-			sb.StopReason = StopStartupFailed
-		} else {
-			sb.ErrorReason = how
-			sb.StopReason = StopCrashed
-		}
-		sb.State = Stopped
-		sb.StoppedAt = s.clock()
+		markExited(sb, how, s.clock())
 		port = sb.Port
 		s.stats.stopped(sb.StopReason)
 		return EventStopped, true
@@ -488,6 +480,20 @@ func (s *Supervisor) exited(e *sandbox, h Handle) {
 		s.ports.release(port, e.id)
 		s.afterStop(e)
 	}
+}
+
+// markExited records in sb that its workload ended by itself, how, at now.
+func markExited(sb *Sandbox, how string, now time.Time) {
+	if sb.State == Starting {
+		sb.ErrorReason = ReasonExitedStartup + ": " + how
+		sb.StopReason = StopStartupFailed
+	} else {
+		sb.ErrorReason = how
+		sb.StopReason = StopCrashed
+	}
+	sb.State = Stopped
+	sb.StoppedAt = now
+	sb.UpdatedAt = now
 }
 
 // Get returns one sandbox by id or name.
@@ -510,12 +516,7 @@ func (s *Supervisor) view(e *sandbox) Sandbox {
 	if sb.State.Live() && e.handle != nil {
 		select {
 		case <-e.handle.Done():
-			if sb.State == Starting {
-				sb.ErrorReason = ReasonExitedStartup + ": " + e.handle.ExitReason()
-			} else {
-				sb.ErrorReason = e.handle.ExitReason()
-			}
-			sb.State = Stopped
+			markExited(&sb, e.handle.ExitReason(), s.clock())
 		default:
 		}
 	}
@@ -571,7 +572,10 @@ func (s *Supervisor) Stop(ctx context.Context, id string, force bool) (Sandbox, 
 	if err := s.stop(e, StopExplicit, "", grace); err != nil {
 		return Sandbox{}, err
 	}
-	return s.Get(id)
+	// Not Get: a sandbox with auto-delete 0 is already gone (destroyed).
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.view(e), nil
 }
 
 // stop ends e's workload and marks it stopped; see stopLocked.

@@ -1,0 +1,166 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+type sseEvent struct {
+	id, event string
+	data      StreamEvent
+}
+
+type sseStream struct {
+	t      *testing.T
+	resp   *http.Response
+	sc     *bufio.Scanner
+	cancel context.CancelFunc
+	events chan sseEvent
+}
+
+func (e *env) watch(query, lastID string) *sseStream {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/v1/events"+query, nil)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		e.t.Fatalf("events: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	s := &sseStream{t: e.t, resp: resp, sc: bufio.NewScanner(resp.Body), cancel: cancel, events: make(chan sseEvent, 1000)}
+	s.sc.Buffer(make([]byte, 1<<20), 1<<20)
+	go s.read()
+	e.t.Cleanup(s.close)
+	return s
+}
+
+func (s *sseStream) read() {
+	defer close(s.events)
+	var cur sseEvent
+	for s.sc.Scan() {
+		line := s.sc.Text()
+		switch {
+		case line == "":
+			if cur.event != "" {
+				s.events <- cur
+			}
+			cur = sseEvent{}
+		case strings.HasPrefix(line, "id: "):
+			cur.id = line[4:]
+		case strings.HasPrefix(line, "event: "):
+			cur.event = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			json.Unmarshal([]byte(line[6:]), &cur.data)
+		}
+	}
+}
+
+func (s *sseStream) close() { s.cancel(); s.resp.Body.Close() }
+
+func (s *sseStream) next() sseEvent {
+	s.t.Helper()
+	select {
+	case ev, ok := <-s.events:
+		if !ok {
+			s.t.Fatal("stream ended")
+		}
+		return ev
+	case <-time.After(60 * time.Second):
+		s.t.Fatal("no event")
+	}
+	return sseEvent{}
+}
+
+// nextFor skips events about other sandboxes.
+func (s *sseStream) nextFor(id string) sseEvent {
+	s.t.Helper()
+	for {
+		ev := s.next()
+		if ev.data.Sandbox != nil && ev.data.Sandbox.ID == id {
+			return ev
+		}
+	}
+}
+
+func TestSSE(t *testing.T) {
+	e := newEnv(t, nil)
+	e.do("POST", "/v1/sandboxes", `{"name":"pre","labels":{"origin":"cli"}}`)
+	w := e.watch("", "")
+	filtered := e.watch("?label.origin=web-ui", "")
+
+	snap := w.next()
+	if snap.event != "sandboxes_replaced" || len(snap.data.Sandboxes) != 1 || snap.id != fmt.Sprint(snap.data.Seq) {
+		t.Fatalf("first event %+v", snap)
+	}
+	if fs := filtered.next(); fs.event != "sandboxes_replaced" || len(fs.data.Sandboxes) != 0 {
+		t.Fatalf("filtered snapshot %+v", fs)
+	}
+
+	// A client that connects and never reads must not hold anyone up.
+	stalled, err := net.Dial("tcp", e.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	fmt.Fprintf(stalled, "GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+
+	e.do("POST", "/v1/sandboxes", `{"name":"ui1","labels":{"origin":"web-ui"}}`)
+	e.waitState("ui1", "started")
+	e.do("POST", "/v1/sandboxes/ui1/stop", "")
+	var got []sseEvent
+	for range 3 {
+		got = append(got, w.nextFor("ui1"))
+	}
+	for i, want := range []string{"sandbox.created", "sandbox.started", "sandbox.stopped"} {
+		if got[i].event != want || got[i].data.Type != want {
+			t.Fatalf("event %d: %s, want %s", i, got[i].event, want)
+		}
+	}
+	if fe := filtered.next(); fe.event != "sandbox.created" || fe.data.Sandbox.ID != "ui1" {
+		t.Fatalf("filtered stream got %+v", fe)
+	}
+
+	// Reconnect with Last-Event-ID after "created": started and stopped
+	// are replayed, nothing else first.
+	w.close()
+	again := e.watch("", got[0].id)
+	r1, r2 := again.nextFor("ui1"), again.nextFor("ui1")
+	if r1.id != got[1].id || r2.id != got[2].id {
+		t.Fatalf("replay %s,%s want %s,%s", r1.id, r2.id, got[1].id, got[2].id)
+	}
+	// Garbage ids get a snapshot.
+	if ev := e.watch("", "not-a-number").next(); ev.event != "sandboxes_replaced" {
+		t.Fatalf("garbage Last-Event-ID gave %s", ev.event)
+	}
+}
+
+func TestSSEHeartbeat(t *testing.T) {
+	e := newEnv(t, nil)
+	req, _ := http.NewRequest("GET", e.srv.URL+"/v1/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	deadline := time.Now().Add(60 * time.Second)
+	for sc.Scan() && time.Now().Before(deadline) {
+		if strings.HasPrefix(sc.Text(), ": keep-alive") {
+			return
+		}
+	}
+	t.Fatal("no heartbeat comment on an idle stream")
+}

@@ -1,0 +1,214 @@
+package supervisor
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
+)
+
+func dur(d time.Duration) *time.Duration { return &d }
+
+// clockHarness is a harness whose clock only moves when the test says.
+func clockHarness(t *testing.T, tweak func(*Options)) (*harness, *fakeClock) {
+	clock := &fakeClock{t: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}
+	h := newHarness(t, func(o *Options) {
+		o.Now = clock.Now
+		o.AutoStop = 15 * time.Minute
+		if tweak != nil {
+			tweak(o)
+		}
+	})
+	return h, clock
+}
+
+func TestAutoStopIdle(t *testing.T) {
+	h, clock := clockHarness(t, nil)
+	sb := h.create("idle", nil, nil)
+	h.waitState("idle", Started)
+	if sb.AutoStopInterval != 15*time.Minute || !sb.AutoStopAt().Equal(sb.LastActivityAt.Add(15*time.Minute)) {
+		t.Fatalf("default auto-stop not applied: %v at %v", sb.AutoStopInterval, sb.AutoStopAt())
+	}
+	clock.Advance(15*time.Minute - time.Millisecond)
+	h.sup.Reap()
+	if got, _ := h.sup.Get("idle"); got.State != Started {
+		t.Fatalf("stopped before its interval: %+v", got)
+	}
+	clock.Advance(time.Millisecond)
+	h.sup.Reap()
+	got, _ := h.sup.Get("idle")
+	if got.State != Stopped || got.ErrorReason != ReasonAutoStopped || got.StopReason != StopAutoStopped {
+		t.Fatalf("after interval: %+v", got)
+	}
+	if answers(got.Port) || h.sup.ports.inUse() != 0 {
+		t.Fatal("auto-stopped sandbox still holds its port")
+	}
+	// Persisted: the reason survives a restart.
+	h.restart()
+	if got, _ := h.sup.Get("idle"); got.ErrorReason != ReasonAutoStopped {
+		t.Fatalf("after restart: %+v", got)
+	}
+}
+
+func TestRefreshActivityResetsTimerReadsDoNot(t *testing.T) {
+	h, clock := clockHarness(t, nil)
+	h.create("kept", nil, nil)
+	h.waitState("kept", Started)
+	sub, _ := h.sup.Subscribe(nil, nil)
+	defer sub.Close()
+	clock.Advance(10 * time.Minute)
+	if err := h.sup.RefreshActivity("kept"); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(10 * time.Minute) // 20 min since create, 10 since keep-alive
+	h.sup.Reap()
+	if got, _ := h.sup.Get("kept"); got.State != Started {
+		t.Fatalf("stopped despite keep-alive: %+v", got)
+	}
+	// Reads of every kind, then the timer runs out anyway.
+	for range 5 {
+		h.sup.Get("kept")
+		h.sup.List(nil)
+		h.sup.EntrypointLogs("kept", 0)
+		s, _ := h.sup.Subscribe(nil, nil)
+		s.Close()
+		h.sup.Stats()
+	}
+	clock.Advance(5 * time.Minute)
+	h.sup.Reap()
+	if got, _ := h.sup.Get("kept"); got.State != Stopped || got.ErrorReason != ReasonAutoStopped {
+		t.Fatalf("reads kept it alive: %+v", got)
+	}
+	// A keep-alive on a stopped sandbox fails rather than masking the stop.
+	if err := h.sup.RefreshActivity("kept"); !isErr(err, ErrNotRunning) {
+		t.Fatalf("refresh of a stopped sandbox: %v", err)
+	}
+}
+
+// The daemon is blind to the workload: a sandbox serving traffic with no
+// keep-alive caller stops on schedule, as on Daytona.
+func TestBusySandboxWithoutKeepAliveStops(t *testing.T) {
+	h, clock := clockHarness(t, nil)
+	sb := h.create("busy", nil, nil)
+	h.waitState("busy", Started)
+	url := "http://127.0.0.1:" + strconv.Itoa(sb.Port) + "/api/info"
+	for range 20 {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	clock.Advance(15 * time.Minute)
+	h.sup.Reap()
+	if got, _ := h.sup.Get("busy"); got.State != Stopped || got.ErrorReason != ReasonAutoStopped {
+		t.Fatalf("busy sandbox: %+v", got)
+	}
+}
+
+func TestAutoStopZeroDisablesAndStartingIsSpared(t *testing.T) {
+	h, clock := clockHarness(t, func(o *Options) { o.StartupTimeout = time.Hour })
+	sb, err := h.sup.Create(context.Background(), CreateRequest{Name: "forever", AutoStopInterval: dur(0)})
+	if err != nil || !sb.AutoStopAt().IsZero() {
+		t.Fatalf("create: %+v %v", sb, err)
+	}
+	h.create("slow", map[string]string{"STUB_AGENT_READY_DELAY_MS": "600000"}, nil)
+	h.waitState("forever", Started)
+	// A non-zero interval set later counts as activity and applies.
+	clock.Advance(24 * time.Hour)
+	h.sup.Reap()
+	if got, _ := h.sup.Get("forever"); got.State != Started {
+		t.Fatalf("autostop 0 stopped: %+v", got)
+	}
+	if got, _ := h.sup.Get("slow"); got.State != Starting {
+		t.Fatalf("a starting sandbox was auto-stopped: %+v", got)
+	}
+	got, err := h.sup.SetAutoStop("forever", time.Minute)
+	if err != nil || got.AutoStopInterval != time.Minute || !got.LastActivityAt.Equal(clock.Now()) {
+		t.Fatalf("set autostop: %+v %v", got, err)
+	}
+	clock.Advance(time.Minute)
+	h.sup.Reap()
+	if got, _ := h.sup.Get("forever"); got.State != Stopped {
+		t.Fatalf("after setting 1 min: %+v", got)
+	}
+}
+
+func TestMaxLifetime(t *testing.T) {
+	h, clock := clockHarness(t, func(o *Options) { o.MaxLifetime = time.Hour })
+	h.create("old", nil, nil)
+	h.waitState("old", Started)
+	for range 6 {
+		clock.Advance(10 * time.Minute)
+		h.sup.RefreshActivity("old")
+		h.sup.Reap()
+	}
+	if got, _ := h.sup.Get("old"); got.State != Stopped || got.ErrorReason != ReasonMaxLifetime {
+		t.Fatalf("kept-alive sandbox past max lifetime: %+v", got)
+	}
+}
+
+func TestAutoDelete(t *testing.T) {
+	h, clock := clockHarness(t, nil)
+	cases := []struct {
+		name   string
+		ad     *time.Duration
+		exists func(elapsed time.Duration) bool
+	}{
+		{"absent", nil, func(time.Duration) bool { return true }},
+		{"never", dur(-time.Minute), func(time.Duration) bool { return true }},
+		{"immediately", dur(0), func(time.Duration) bool { return false }},
+		{"after-ten", dur(10 * time.Minute), func(e time.Duration) bool { return e < 10*time.Minute }},
+	}
+	for _, c := range cases {
+		if _, err := h.sup.Create(context.Background(), CreateRequest{Name: c.name, AutoDeleteInterval: c.ad}); err != nil {
+			t.Fatal(err)
+		}
+		h.waitState(c.name, Started)
+		if _, err := h.sup.Stop(context.Background(), c.name, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(elapsed time.Duration) {
+		t.Helper()
+		for _, c := range cases {
+			_, err := h.sup.Get(c.name)
+			_, statErr := os.Stat(filepath.Join(h.opts.Root, c.name))
+			if exists := err == nil; exists != c.exists(elapsed) || exists != (statErr == nil) {
+				t.Fatalf("%s at +%v: exists=%v dir=%v, want %v", c.name, elapsed, exists, statErr == nil, c.exists(elapsed))
+			}
+		}
+	}
+	check(0)
+	clock.Advance(9 * time.Minute)
+	h.sup.Reap()
+	check(9 * time.Minute)
+	clock.Advance(time.Minute)
+	h.sup.Reap()
+	check(10 * time.Minute)
+	clock.Advance(1000 * time.Hour)
+	h.sup.Reap()
+	check(1000 * time.Hour)
+}
+
+// The reap loop runs by itself at the configured interval.
+func TestReapLoopRuns(t *testing.T) {
+	h := newHarness(t, func(o *Options) {
+		o.ReapInterval = 20 * time.Millisecond
+		o.AutoStop = 300 * time.Millisecond
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go h.sup.Run(ctx)
+	h.create("brief", nil, nil)
+	sb := h.waitState("brief", Stopped)
+	if sb.ErrorReason != ReasonAutoStopped {
+		t.Fatalf("reason %q", sb.ErrorReason)
+	}
+	testenv.Eventually(t, "port freed", func() bool { return h.sup.ports.inUse() == 0 })
+}
