@@ -1,0 +1,132 @@
+package conf
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "c.toml")
+	os.WriteFile(file, []byte(`
+listen = "127.0.0.1:5000"
+root = "/file/root"
+port_range = "6000-6099"
+stop_grace = "2s"
+autostop_minutes = 30
+[native]
+command = ["my-agent", "--flag"]
+[env]
+forward = ["MY_KEY"]
+`), 0o644)
+	c, err := Load(Sources{
+		File:   file,
+		Getenv: env(map[string]string{"AGENT_CONTROL_PLANE_ROOT": "/env/root", "AGENT_CONTROL_PLANE_PORT_RANGE": "7000-7099", "AGENT_CONTROL_PLANE_AUTOSTOP_MINUTES": "0.5", "HOME": "/home/u"}),
+		Flags:  map[string]string{"port-range": "8000-8099"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		what      string
+		got, want any
+	}{
+		{"listen from file", c.Listen, "127.0.0.1:5000"},
+		{"root: env beats file", c.Root, "/env/root"},
+		{"ports: flag beats env", c.Ports, PortRange{8000, 8099}},
+		{"grace from file", c.StopGrace, 2 * time.Second},
+		{"fractional autostop from env", c.AutoStop, 30 * time.Second},
+		{"command from file", strings.Join(c.NativeCommand, " "), "my-agent --flag"},
+		{"forward from file", strings.Join(c.EnvForward, ","), "MY_KEY"},
+		{"default startup timeout", c.StartupTimeout, 60 * time.Second},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s: %v, want %v", ch.what, ch.got, ch.want)
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := Load(Sources{Getenv: env(map[string]string{"XDG_STATE_HOME": "/state"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:4025" || c.Ports != (PortRange{4100, 4999}) || c.Root != "/state/agent-control-plane/sandboxes" ||
+		c.ReapInterval != time.Minute || c.AutoStop != 15*time.Minute || c.MaxLifetime != 0 || c.StopGrace != 5*time.Second {
+		t.Fatalf("defaults %+v", c)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(body string) string {
+		f, _ := os.CreateTemp(dir, "*.toml")
+		f.WriteString(body)
+		f.Close()
+		return f.Name()
+	}
+	tests := []struct {
+		why  string
+		src  Sources
+		want string
+	}{
+		{"syntax", Sources{File: write("listen = ")}, "config "},
+		{"unknown key", Sources{File: write("[native]\ncomand = []\n")}, "unknown key native.comand"},
+		{"wrong type", Sources{File: write("stop_grace = 5\n")}, "config "},
+		{"negative duration", Sources{File: write(`stop_grace = "-1s"` + "\n")}, "negative"},
+		{"missing file", Sources{File: filepath.Join(dir, "nope.toml")}, "nope.toml"},
+		{"reversed range", Sources{Flags: map[string]string{"port-range": "5000-4000"}}, "--port-range"},
+		{"range past 65535", Sources{Flags: map[string]string{"port-range": "65000-70000"}}, "65535"},
+		{"public listen", Sources{Flags: map[string]string{"listen": "0.0.0.0:4025"}}, "not a loopback"},
+		{"listen inside range", Sources{Flags: map[string]string{"listen": "127.0.0.1:4500"}}, "inside the sandbox port range"},
+		{"bad bool", Sources{Getenv: env(map[string]string{"AGENT_CONTROL_PLANE_REAP_ON_EXIT": "maybe"})}, "REAP_ON_EXIT"},
+		{"bad ms", Sources{Getenv: env(map[string]string{"AGENT_CONTROL_PLANE_REAP_INTERVAL_MS": "-5"})}, "milliseconds"},
+		{"zero reap interval", Sources{Getenv: env(map[string]string{"AGENT_CONTROL_PLANE_REAP_INTERVAL_MS": "0"})}, "reap interval"},
+		{"bad minutes", Sources{Getenv: env(map[string]string{"AGENT_CONTROL_PLANE_AUTOSTOP_MINUTES": "NaN"})}, "minutes"},
+		{"bad command", Sources{Getenv: env(map[string]string{"AGENT_CONTROL_PLANE_NATIVE_COMMAND": `"agent"`})}, "JSON array"},
+		{"bad forward key", Sources{File: write("[env]\nforward = [\"A-B\"]\n")}, "env.forward"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.why, func(t *testing.T) {
+			if tc.src.Getenv == nil {
+				tc.src.Getenv = env(map[string]string{"HOME": "/h"})
+			}
+			_, err := Load(tc.src)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want it to mention %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error spans lines: %q", err)
+			}
+		})
+	}
+}
+
+func TestAllowNonLoopback(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "c.toml")
+	os.WriteFile(file, []byte("allow_non_loopback = true\n"), 0o644)
+	if _, err := Load(Sources{File: file, Getenv: env(nil), Flags: map[string]string{"listen": "0.0.0.0:4025"}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReadEnvFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), ".env")
+	os.WriteFile(p, []byte("# comment\nexport A=1\nB=\"two words\"\n\nC='x=y'\n"), 0o600)
+	m, err := ReadEnvFile(p)
+	if err != nil || m["A"] != "1" || m["B"] != "two words" || m["C"] != "x=y" {
+		t.Fatalf("%v %v", m, err)
+	}
+	os.WriteFile(p, []byte("not a pair\n"), 0o600)
+	if _, err := ReadEnvFile(p); err == nil || !strings.Contains(err.Error(), ":1:") {
+		t.Fatalf("bad line: %v", err)
+	}
+}
