@@ -1,6 +1,7 @@
 package api
 
 import (
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 var routes = []route{
 	{"GET", "/v1/events", (*Server).events, false},
 	{"GET", "/v1/info", (*Server).info, false},
+	{"GET", "/v1/openapi.yaml", (*Server).openapi, false},
 	{"GET", "/v1/sandboxes", (*Server).list, false},
 	{"POST", "/v1/sandboxes", (*Server).create, true},
 	{"DELETE", "/v1/sandboxes/{id}", (*Server).delete, true},
@@ -29,6 +31,18 @@ var routes = []route{
 	{"POST", "/v1/sandboxes/{id}/resize", (*Server).resize, true},
 	{"POST", "/v1/sandboxes/{id}/start", (*Server).start, false},
 	{"POST", "/v1/sandboxes/{id}/stop", (*Server).stop, true},
+}
+
+// OpenAPI is the /v1 contract, api/openapi.yaml, served at
+// GET /v1/openapi.yaml so that clients in other languages can generate their
+// types from the daemon they talk to.
+//
+//go:embed openapi.yaml
+var OpenAPI []byte
+
+func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/yaml")
+	w.Write(OpenAPI)
 }
 
 func (s *Server) info(w http.ResponseWriter, r *http.Request) {

@@ -175,6 +175,23 @@ type StreamEvent struct {
 	Sandboxes []SandboxInfo `json:"sandboxes,omitempty"` // sandboxes_replaced
 }
 
+// MarshalJSON writes the event; a snapshot always carries its sandboxes
+// array, empty or not.
+func (e StreamEvent) MarshalJSON() ([]byte, error) {
+	type plain StreamEvent
+	if e.Type != supervisor.EventSnapshot {
+		return json.Marshal(plain(e))
+	}
+	all := e.Sandboxes
+	if all == nil {
+		all = []SandboxInfo{}
+	}
+	return json.Marshal(struct {
+		plain
+		Sandboxes []SandboxInfo `json:"sandboxes"`
+	}{plain(e), all})
+}
+
 // ToStreamEvent converts a supervisor event to its wire shape.
 func ToStreamEvent(ev supervisor.Event) StreamEvent {
 	out := StreamEvent{Type: ev.Type, Seq: ev.Seq, Time: Time{ev.Time}}
