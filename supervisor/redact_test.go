@@ -8,7 +8,7 @@ import (
 )
 
 func TestRedact(t *testing.T) {
-	const quoted = `pa"ss\word`   // contains a quote and a backslash
+	const quoted = `pa"ss\word`     // contains a quote and a backslash
 	const trailing = `endswith\`    // ends in a backslash
 	const unicode = "clé-secrète-ü" // multibyte
 	r := NewRedactor([]string{"s3cr3t-value", quoted, trailing, unicode, "no"})
