@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -72,7 +73,7 @@ type resp struct {
 }
 
 func (r resp) errCode() string {
-	var e ErrorBody
+	var e wire.ErrorBody
 	json.Unmarshal(r.body, &e)
 	return e.Error.Code
 }
@@ -103,19 +104,19 @@ func (e *env) do(method, path string, body string, hdr ...string) resp {
 	return resp{res.StatusCode, res.Header, b}
 }
 
-func (e *env) info(id string) SandboxInfo {
+func (e *env) info(id string) wire.SandboxInfo {
 	e.t.Helper()
 	r := e.do("GET", "/v1/sandboxes/"+id, "")
-	var info SandboxInfo
+	var info wire.SandboxInfo
 	if r.code != 200 || json.Unmarshal(r.body, &info) != nil {
 		e.t.Fatalf("get %s: %d %s", id, r.code, r.body)
 	}
 	return info
 }
 
-func (e *env) waitState(id, state string) SandboxInfo {
+func (e *env) waitState(id, state string) wire.SandboxInfo {
 	e.t.Helper()
-	var info SandboxInfo
+	var info wire.SandboxInfo
 	testenv.Eventually(e.t, id+" "+state, func() bool { info = e.info(id); return info.State == state })
 	return info
 }
@@ -213,10 +214,10 @@ func TestCRUDOverHTTP(t *testing.T) {
 	if bytes.Contains(r.body, []byte("hunter2")) {
 		t.Fatal("create answer holds an env value")
 	}
-	var created SandboxInfo
+	var created wire.SandboxInfo
 	json.Unmarshal(r.body, &created)
 	if created.ID != "web1" || created.Name != "web1" || created.SessionID == nil || *created.SessionID != "s-1" ||
-		created.PreviewURL != PreviewURL(created.Port) || created.AutoStopInterval != 15 || created.AutoDeleteInterval != -1 {
+		created.PreviewURL != wire.PreviewURL(created.Port) || created.AutoStopInterval != 15 || created.AutoDeleteInterval != -1 {
 		t.Fatalf("created %+v", created)
 	}
 	if r := e.do("POST", "/v1/sandboxes", `{"name":"web1"}`); r.code != 409 || r.errCode() != "name_conflict" {
@@ -225,7 +226,7 @@ func TestCRUDOverHTTP(t *testing.T) {
 	e.do("POST", "/v1/sandboxes", `{"name":"cli1","labels":{"origin":"cli"}}`)
 	e.waitState("web1", "started")
 
-	var list ListResponse
+	var list wire.ListResponse
 	json.Unmarshal(e.do("GET", "/v1/sandboxes?label.origin=web-ui", "").body, &list)
 	if len(list.Sandboxes) != 1 || list.Sandboxes[0].ID != "web1" {
 		t.Fatalf("filtered list %+v", list)
@@ -236,7 +237,7 @@ func TestCRUDOverHTTP(t *testing.T) {
 	}
 
 	r = e.do("POST", "/v1/sandboxes/web1/stop", "")
-	var stopped SandboxInfo
+	var stopped wire.SandboxInfo
 	json.Unmarshal(r.body, &stopped)
 	if r.code != 200 || stopped.State != "stopped" || stopped.AutoStopAt != nil {
 		t.Fatalf("stop: %d %s", r.code, r.body)
@@ -256,10 +257,10 @@ func TestCRUDOverHTTP(t *testing.T) {
 
 func TestInfo(t *testing.T) {
 	e := newEnv(t, nil)
-	var info Info
+	var info wire.Info
 	json.Unmarshal(e.do("GET", "/v1/info", "").body, &info)
 	lo, hi := e.sup.PortRange()
-	if info.Name != Name || info.APIVersion != APIVersion || info.PID == 0 || info.Root != e.sup.Root() ||
+	if info.Name != wire.Name || info.APIVersion != wire.APIVersion || info.PID == 0 || info.Root != e.sup.Root() ||
 		info.PortRange != strconv.Itoa(lo)+"-"+strconv.Itoa(hi) || info.StartedAt.IsZero() {
 		t.Fatalf("info %+v", info)
 	}

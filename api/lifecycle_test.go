@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -26,7 +27,7 @@ func TestCompatibilityRoutes(t *testing.T) {
 		t.Fatalf("refresh moved lastActivityAt backwards")
 	}
 
-	var got SandboxInfo
+	var got wire.SandboxInfo
 	r := e.do("POST", "/v1/sandboxes/c1/autostop", `{"interval":30}`)
 	json.Unmarshal(r.body, &got)
 	if r.code != 200 || got.AutoStopInterval != 30 || got.AutoStopAt == nil ||
@@ -51,7 +52,7 @@ func TestCompatibilityRoutes(t *testing.T) {
 		t.Fatalf("resize: %d %s", r.code, r.body)
 	}
 
-	var pu PreviewURLResponse
+	var pu wire.PreviewURLResponse
 	r = e.do("GET", "/v1/sandboxes/c1/preview-url?port=4000&ttl=60", "")
 	json.Unmarshal(r.body, &pu)
 	if r.code != 200 || pu.URL != info.PreviewURL {
@@ -89,7 +90,7 @@ func TestSecretsNeverInAnswers(t *testing.T) {
 	jsonOnce, _ := json.Marshal(secret)
 	jsonTwice, _ := json.Marshal(string(jsonOnce))
 	printed := "plain=" + secret + " json=" + string(jsonOnce) + " twice=" + string(jsonTwice) + " fwd=" + forwarded
-	body, _ := json.Marshal(CreateSandboxRequest{Name: "sec", EnvVars: map[string]string{
+	body, _ := json.Marshal(wire.CreateSandboxRequest{Name: "sec", EnvVars: map[string]string{
 		"MY_API_TOKEN":     secret,
 		"STUB_AGENT_PRINT": printed,
 	}})
@@ -104,7 +105,7 @@ func TestSecretsNeverInAnswers(t *testing.T) {
 		t.Fatal("forwarded credential missing from the child env")
 	}
 
-	var logs LogsResponse
+	var logs wire.LogsResponse
 	testenv.Eventually(t, "stub output in logs", func() bool {
 		r := e.do("GET", "/v1/sandboxes/sec/entrypoint-logs", "")
 		json.Unmarshal(r.body, &logs)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"math"
 	"net/http"
 	"strconv"
@@ -47,9 +48,9 @@ func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 	lo, hi := s.sup.PortRange()
-	writeJSON(w, http.StatusOK, Info{
-		Name: Name, Version: s.opts.Version, APIVersion: APIVersion, PID: pid,
-		StartedAt: Time{s.startedAt}, Root: s.sup.Root(), PortRange: fmt.Sprintf("%d-%d", lo, hi),
+	writeJSON(w, http.StatusOK, wire.Info{
+		Name: wire.Name, Version: s.opts.Version, APIVersion: wire.APIVersion, PID: pid,
+		StartedAt: wire.Time{Time: s.startedAt}, Root: s.sup.Root(), PortRange: fmt.Sprintf("%d-%d", lo, hi),
 	})
 }
 
@@ -89,7 +90,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	list := s.sup.List(f)
-	out := ListResponse{Sandboxes: make([]SandboxInfo, 0, len(list))}
+	out := wire.ListResponse{Sandboxes: make([]wire.SandboxInfo, 0, len(list))}
 	for _, sb := range list {
 		out.Sandboxes = append(out.Sandboxes, ToInfo(sb))
 	}
@@ -118,16 +119,16 @@ func minutesToDuration(field string, m float64) (time.Duration, error) {
 // names, labels and env.
 func DecodeCreate(r *http.Request) (supervisor.CreateRequest, error) {
 	var body struct {
-		CreateSandboxRequest
+		wire.CreateSandboxRequest
 		daytonaCompat
 	}
 	if err := decodeJSON(r, &body); err != nil {
 		return supervisor.CreateRequest{}, err
 	}
-	return body.CreateSandboxRequest.toSupervisor()
+	return createRequest(body.CreateSandboxRequest)
 }
 
-func (b CreateSandboxRequest) toSupervisor() (supervisor.CreateRequest, error) {
+func createRequest(b wire.CreateSandboxRequest) (supervisor.CreateRequest, error) {
 	req := supervisor.CreateRequest{
 		Name: b.Name, Runtime: b.Runtime, Snapshot: b.Snapshot,
 		Env: b.EnvVars, Labels: b.Labels, Public: b.Public,
@@ -235,7 +236,7 @@ func (s *Server) autostop(w http.ResponseWriter, r *http.Request) {
 		}
 		minutes = m
 	} else {
-		var body AutostopRequest
+		var body wire.AutostopRequest
 		if err := decodeJSON(r, &body); err != nil {
 			writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
 			return
@@ -288,7 +289,7 @@ func (s *Server) previewURL(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, "sandbox_not_running", "sandbox "+sb.ID+" is "+string(sb.State)+"; it has no preview")
 		return
 	}
-	writeJSON(w, http.StatusOK, PreviewURLResponse{URL: PreviewURL(sb.Port)})
+	writeJSON(w, http.StatusOK, wire.PreviewURLResponse{URL: wire.PreviewURL(sb.Port)})
 }
 
 func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
@@ -306,5 +307,5 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 		s.writeSupervisorError(w, err, "internal")
 		return
 	}
-	writeJSON(w, http.StatusOK, LogsResponse{Output: l.Stdout + l.Stderr, Stdout: l.Stdout, Stderr: l.Stderr})
+	writeJSON(w, http.StatusOK, wire.LogsResponse{Output: l.Stdout + l.Stderr, Stdout: l.Stdout, Stderr: l.Stderr})
 }

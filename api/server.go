@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"io"
 	"log/slog"
 	"mime"
@@ -276,7 +277,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func writeError(w http.ResponseWriter, code int, errCode, msg string) {
-	writeJSON(w, code, ErrorBody{Error: ErrorDetail{Code: errCode, Message: msg}})
+	writeJSON(w, code, wire.ErrorBody{Error: wire.ErrorDetail{Code: errCode, Message: msg}})
 }
 
 // writeSupervisorError maps a supervisor error to its answer. create names

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"net"
 	"net/http"
 	"strings"
@@ -14,7 +15,7 @@ import (
 
 type sseEvent struct {
 	id, event string
-	data      StreamEvent
+	data      wire.StreamEvent
 }
 
 type sseStream struct {

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/agent-control-plane/agent-control-plane/api"
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/conf"
 	"github.com/agent-control-plane/agent-control-plane/proc"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
@@ -169,18 +170,18 @@ func listen(addr string) (net.Listener, error) {
 }
 
 // probeInfo asks addr for /v1/info and reports whether it is ours.
-func probeInfo(addr string) (api.Info, bool) {
+func probeInfo(addr string) (wire.Info, bool) {
 	c := http.Client{Timeout: 2 * time.Second}
 	resp, err := c.Get("http://" + addr + "/v1/info")
 	if err != nil {
-		return api.Info{}, false
+		return wire.Info{}, false
 	}
 	defer resp.Body.Close()
-	var info api.Info
+	var info wire.Info
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&info) != nil {
-		return api.Info{}, false
+		return wire.Info{}, false
 	}
-	return info, info.Name == api.Name
+	return info, info.Name == wire.Name
 }
 
 func baseEnv() map[string]string {

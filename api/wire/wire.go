@@ -1,12 +1,12 @@
-package api
+// Package wire holds the JSON shapes of the agent-control-plane /v1 API,
+// shared by the daemon and its clients. It depends on the standard library
+// only, so a client pulls in nothing else.
+package wire
 
 import (
 	"encoding/json"
-	"math"
 	"strconv"
 	"time"
-
-	"github.com/agent-control-plane/agent-control-plane/supervisor"
 )
 
 // APIVersion is the version of the /v1 contract this daemon speaks. It
@@ -40,13 +40,6 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-func ptrTime(t time.Time) *Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &Time{t}
-}
-
 // SandboxInfo is the wire shape of a sandbox. It never carries env values.
 type SandboxInfo struct {
 	ID               string            `json:"id"`
@@ -74,39 +67,6 @@ type SandboxInfo struct {
 // PreviewURL is the URL of a sandbox's agent-server.
 func PreviewURL(port int) string { return "http://localhost:" + strconv.Itoa(port) }
 
-func minutes(d time.Duration) float64 {
-	m := d.Minutes()
-	// Keep whole-millisecond durations tidy on the wire (0.5, not 0.50000001).
-	return math.Round(m*1e6) / 1e6
-}
-
-// ToInfo converts the supervisor's view of a sandbox to its wire shape.
-func ToInfo(sb supervisor.Sandbox) SandboxInfo {
-	info := SandboxInfo{
-		ID: sb.ID, Name: sb.Name(), State: string(sb.State), Runtime: sb.Runtime,
-		Port: sb.Port, PreviewURL: PreviewURL(sb.Port), Labels: sb.Labels,
-		Snapshot: sb.Snapshot, Public: sb.Public,
-		CreatedAt: Time{sb.CreatedAt}, UpdatedAt: Time{sb.UpdatedAt}, LastActivityAt: Time{sb.LastActivityAt},
-		StartedAt: ptrTime(sb.StartedAt), StoppedAt: ptrTime(sb.StoppedAt),
-		AutoStopInterval: minutes(sb.AutoStopInterval), AutoStopAt: ptrTime(sb.AutoStopAt()),
-		AutoDeleteInterval: -1,
-	}
-	if info.Labels == nil {
-		info.Labels = map[string]string{}
-	}
-	if v, ok := sb.Labels["harnessSessionId"]; ok {
-		info.SessionID = &v
-	}
-	if sb.AutoDeleteInterval != nil {
-		info.AutoDeleteInterval = minutes(*sb.AutoDeleteInterval)
-	}
-	if sb.ErrorReason != "" {
-		r := sb.ErrorReason
-		info.ErrorReason = &r
-	}
-	return info
-}
-
 // CreateSandboxRequest is the body of POST /v1/sandboxes.
 type CreateSandboxRequest struct {
 	Name     string            `json:"name"`
@@ -123,21 +83,22 @@ type CreateSandboxRequest struct {
 	AutoDeleteInterval *float64 `json:"autoDeleteInterval,omitempty"`
 }
 
-// daytonaCompat lists create fields Daytona accepts that mean nothing
-// locally; they are accepted and ignored rather than refused.
-type daytonaCompat struct {
-	Target              json.RawMessage `json:"target,omitempty"`
-	User                json.RawMessage `json:"user,omitempty"`
-	CPU                 json.RawMessage `json:"cpu,omitempty"`
-	GPU                 json.RawMessage `json:"gpu,omitempty"`
-	Memory              json.RawMessage `json:"memory,omitempty"`
-	Disk                json.RawMessage `json:"disk,omitempty"`
-	Class               json.RawMessage `json:"class,omitempty"`
-	AutoArchiveInterval json.RawMessage `json:"autoArchiveInterval,omitempty"`
-	Volumes             json.RawMessage `json:"volumes,omitempty"`
-	NetworkBlockAll     json.RawMessage `json:"networkBlockAll,omitempty"`
-	NetworkAllowList    json.RawMessage `json:"networkAllowList,omitempty"`
-}
+// Event types on /v1/events.
+const (
+	EventSnapshot = "sandboxes_replaced"
+	EventCreated  = "sandbox.created"
+	EventStarted  = "sandbox.started"
+	EventStopped  = "sandbox.stopped"
+	EventDeleted  = "sandbox.deleted"
+)
+
+// States of a sandbox.
+const (
+	StateStarting  = "starting"
+	StateStarted   = "started"
+	StateStopped   = "stopped"
+	StateDestroyed = "destroyed"
+)
 
 // Info is the body of GET /v1/info.
 type Info struct {
@@ -179,7 +140,7 @@ type StreamEvent struct {
 // array, empty or not.
 func (e StreamEvent) MarshalJSON() ([]byte, error) {
 	type plain StreamEvent
-	if e.Type != supervisor.EventSnapshot {
+	if e.Type != EventSnapshot {
 		return json.Marshal(plain(e))
 	}
 	all := e.Sandboxes
@@ -190,21 +151,6 @@ func (e StreamEvent) MarshalJSON() ([]byte, error) {
 		plain
 		Sandboxes []SandboxInfo `json:"sandboxes"`
 	}{plain(e), all})
-}
-
-// ToStreamEvent converts a supervisor event to its wire shape.
-func ToStreamEvent(ev supervisor.Event) StreamEvent {
-	out := StreamEvent{Type: ev.Type, Seq: ev.Seq, Time: Time{ev.Time}}
-	if ev.Type == supervisor.EventSnapshot {
-		out.Sandboxes = make([]SandboxInfo, 0, len(ev.All))
-		for _, sb := range ev.All {
-			out.Sandboxes = append(out.Sandboxes, ToInfo(sb))
-		}
-		return out
-	}
-	info := ToInfo(ev.Sandbox)
-	out.Sandbox = &info
-	return out
 }
 
 // PreviewURLResponse is the body of GET .../preview-url.

@@ -1,0 +1,81 @@
+package api
+
+import (
+	"encoding/json"
+	"math"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
+)
+
+func ptrTime(t time.Time) *wire.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &wire.Time{Time: t}
+}
+
+func minutes(d time.Duration) float64 {
+	m := d.Minutes()
+	// Keep whole-millisecond durations tidy on the wire (0.5, not 0.50000001).
+	return math.Round(m*1e6) / 1e6
+}
+
+// ToInfo converts the supervisor's view of a sandbox to its wire shape.
+func ToInfo(sb supervisor.Sandbox) wire.SandboxInfo {
+	info := wire.SandboxInfo{
+		ID: sb.ID, Name: sb.Name(), State: string(sb.State), Runtime: sb.Runtime,
+		Port: sb.Port, PreviewURL: wire.PreviewURL(sb.Port), Labels: sb.Labels,
+		Snapshot: sb.Snapshot, Public: sb.Public,
+		CreatedAt: wire.Time{Time: sb.CreatedAt}, UpdatedAt: wire.Time{Time: sb.UpdatedAt}, LastActivityAt: wire.Time{Time: sb.LastActivityAt},
+		StartedAt: ptrTime(sb.StartedAt), StoppedAt: ptrTime(sb.StoppedAt),
+		AutoStopInterval: minutes(sb.AutoStopInterval), AutoStopAt: ptrTime(sb.AutoStopAt()),
+		AutoDeleteInterval: -1,
+	}
+	if info.Labels == nil {
+		info.Labels = map[string]string{}
+	}
+	if v, ok := sb.Labels["harnessSessionId"]; ok {
+		info.SessionID = &v
+	}
+	if sb.AutoDeleteInterval != nil {
+		info.AutoDeleteInterval = minutes(*sb.AutoDeleteInterval)
+	}
+	if sb.ErrorReason != "" {
+		r := sb.ErrorReason
+		info.ErrorReason = &r
+	}
+	return info
+}
+
+// daytonaCompat lists create fields Daytona accepts that mean nothing
+// locally; they are accepted and ignored rather than refused.
+type daytonaCompat struct {
+	Target              json.RawMessage `json:"target,omitempty"`
+	User                json.RawMessage `json:"user,omitempty"`
+	CPU                 json.RawMessage `json:"cpu,omitempty"`
+	GPU                 json.RawMessage `json:"gpu,omitempty"`
+	Memory              json.RawMessage `json:"memory,omitempty"`
+	Disk                json.RawMessage `json:"disk,omitempty"`
+	Class               json.RawMessage `json:"class,omitempty"`
+	AutoArchiveInterval json.RawMessage `json:"autoArchiveInterval,omitempty"`
+	Volumes             json.RawMessage `json:"volumes,omitempty"`
+	NetworkBlockAll     json.RawMessage `json:"networkBlockAll,omitempty"`
+	NetworkAllowList    json.RawMessage `json:"networkAllowList,omitempty"`
+}
+
+// ToStreamEvent converts a supervisor event to its wire shape.
+func ToStreamEvent(ev supervisor.Event) wire.StreamEvent {
+	out := wire.StreamEvent{Type: ev.Type, Seq: ev.Seq, Time: wire.Time{Time: ev.Time}}
+	if ev.Type == supervisor.EventSnapshot {
+		out.Sandboxes = make([]wire.SandboxInfo, 0, len(ev.All))
+		for _, sb := range ev.All {
+			out.Sandboxes = append(out.Sandboxes, ToInfo(sb))
+		}
+		return out
+	}
+	info := ToInfo(ev.Sandbox)
+	out.Sandbox = &info
+	return out
+}
