@@ -1,0 +1,330 @@
+// Package client is the Go client of the agent-control-plane /v1 API. Every
+// call has a short deadline, so a dead or hung daemon fails fast and
+// closed; errors from the daemon carry its code.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
+)
+
+// DefaultURL is where the daemon listens unless told otherwise.
+const DefaultURL = "http://127.0.0.1:4025"
+
+// URLEnv names the environment variable that overrides DefaultURL.
+const URLEnv = "AGENT_CONTROL_PLANE_URL"
+
+// DefaultTimeout bounds each call. Stop and Delete get StopAllowance more,
+// since a stop may wait out the child's grace period.
+const (
+	DefaultTimeout = 5 * time.Second
+	StopAllowance  = 35 * time.Second
+)
+
+// Client talks to one daemon. It is safe for concurrent use.
+type Client struct {
+	base    string
+	http    *http.Client
+	timeout time.Duration
+	// Warn receives non-fatal notices (an apiVersion mismatch). Default:
+	// nothing.
+	Warn func(string)
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithTimeout sets the per-call deadline.
+func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
+
+// WithHTTPClient replaces the HTTP client (its Timeout is left alone;
+// per-call deadlines still apply).
+func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h } }
+
+// New returns a client for baseURL; an empty baseURL means
+// $AGENT_CONTROL_PLANE_URL, or DefaultURL.
+func New(baseURL string, opts ...Option) *Client {
+	if baseURL == "" {
+		baseURL = os.Getenv(URLEnv)
+	}
+	if baseURL == "" {
+		baseURL = DefaultURL
+	}
+	c := &Client{
+		base:    strings.TrimRight(baseURL, "/"),
+		timeout: DefaultTimeout,
+		http: &http.Client{Transport: &http.Transport{
+			Proxy:               nil, // a loopback daemon is never behind a proxy
+			DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: 8,
+			IdleConnTimeout:     30 * time.Second,
+		}},
+		Warn: func(string) {},
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// URL returns the daemon's base URL.
+func (c *Client) URL() string { return c.base }
+
+// Error is an error answer from the daemon.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// IsCode reports whether err is an *Error with the given code.
+func IsCode(err error, code string) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}
+
+// ErrUnavailable means no daemon answered at the URL.
+var ErrUnavailable = errors.New("agent-control-plane is not running")
+
+// UnavailableError wraps ErrUnavailable with the URL and the cause.
+type UnavailableError struct {
+	URL   string
+	Cause error
+}
+
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("no agent-control-plane at %s (%v); start it with 'agent-control-plane serve' or 'agent-control-plane ensure'", e.URL, e.Cause)
+}
+
+func (e *UnavailableError) Unwrap() []error { return []error{ErrUnavailable, e.Cause} }
+
+// do sends one request and decodes a 2xx JSON answer into out (if not
+// nil). Non-2xx answers become *Error.
+func (c *Client) do(ctx context.Context, timeout time.Duration, method, path string, body, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return c.transportError(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		var eb wire.ErrorBody
+		if json.Unmarshal(b, &eb) == nil && eb.Error.Code != "" {
+			return &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+		}
+		return &Error{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: strings.TrimSpace(string(b))}
+	}
+	if out != nil && len(b) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+func (c *Client) transportError(err error) error {
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EHOSTUNREACH) {
+		return &UnavailableError{URL: c.base, Cause: errors.Unwrap(errors.Unwrap(err))}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return &UnavailableError{URL: c.base, Cause: errors.New("timed out")}
+	}
+	return err
+}
+
+func esc(id string) string { return url.PathEscape(id) }
+
+// Info fetches /v1/info and checks that the peer is agent-control-plane.
+// An apiVersion other than this client's is reported through Warn.
+func (c *Client) Info(ctx context.Context) (wire.Info, error) {
+	var info wire.Info
+	if err := c.do(ctx, c.timeout, "GET", "/v1/info", nil, &info); err != nil {
+		var ae *Error
+		if errors.As(err, &ae) || strings.Contains(err.Error(), "decode answer") {
+			return info, fmt.Errorf("%s is not agent-control-plane: %w", c.base, err)
+		}
+		return info, err
+	}
+	if info.Name != wire.Name {
+		return info, fmt.Errorf("%s is not agent-control-plane (it says it is %q)", c.base, info.Name)
+	}
+	if info.APIVersion != wire.APIVersion {
+		c.Warn(fmt.Sprintf("daemon at %s speaks API version %s; this client speaks %s", c.base, info.APIVersion, wire.APIVersion))
+	}
+	return info, nil
+}
+
+func labelQuery(labels map[string]string) string {
+	if len(labels) == 0 {
+		return ""
+	}
+	q := url.Values{}
+	for k, v := range labels {
+		q.Set("label."+k, v)
+	}
+	return "?" + q.Encode()
+}
+
+// List returns the sandboxes whose labels match all of labels.
+func (c *Client) List(ctx context.Context, labels map[string]string) ([]wire.SandboxInfo, error) {
+	var out wire.ListResponse
+	err := c.do(ctx, c.timeout, "GET", "/v1/sandboxes"+labelQuery(labels), nil, &out)
+	return out.Sandboxes, err
+}
+
+// Create creates a sandbox; it is returned in state starting.
+func (c *Client) Create(ctx context.Context, req wire.CreateSandboxRequest) (wire.SandboxInfo, error) {
+	var out wire.SandboxInfo
+	err := c.do(ctx, c.timeout, "POST", "/v1/sandboxes", req, &out)
+	return out, err
+}
+
+// Get returns one sandbox.
+func (c *Client) Get(ctx context.Context, id string) (wire.SandboxInfo, error) {
+	var out wire.SandboxInfo
+	err := c.do(ctx, c.timeout, "GET", "/v1/sandboxes/"+esc(id), nil, &out)
+	return out, err
+}
+
+// Stop stops a sandbox (terminal); force skips the grace period.
+func (c *Client) Stop(ctx context.Context, id string, force bool) (wire.SandboxInfo, error) {
+	var out wire.SandboxInfo
+	path := "/v1/sandboxes/" + esc(id) + "/stop"
+	if force {
+		path += "?force=true"
+	}
+	err := c.do(ctx, c.timeout+StopAllowance, "POST", path, nil, &out)
+	return out, err
+}
+
+// Delete stops a sandbox if needed and removes it. Deleting a sandbox that
+// does not exist succeeds.
+func (c *Client) Delete(ctx context.Context, id string) error {
+	return c.do(ctx, c.timeout+StopAllowance, "DELETE", "/v1/sandboxes/"+esc(id), nil, nil)
+}
+
+// RefreshActivity is the keep-alive.
+func (c *Client) RefreshActivity(ctx context.Context, id string) error {
+	return c.do(ctx, c.timeout, "POST", "/v1/sandboxes/"+esc(id)+"/refresh-activity", nil, nil)
+}
+
+// SetAutostopInterval sets the idle interval in minutes; 0 disables.
+func (c *Client) SetAutostopInterval(ctx context.Context, id string, minutes int) (wire.SandboxInfo, error) {
+	var out wire.SandboxInfo
+	err := c.do(ctx, c.timeout, "POST", "/v1/sandboxes/"+esc(id)+"/autostop", wire.AutostopRequest{Interval: ptr(float64(minutes))}, &out)
+	return out, err
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// EntrypointLogs returns the redacted tail of the sandbox's output.
+func (c *Client) EntrypointLogs(ctx context.Context, id string) (wire.LogsResponse, error) {
+	var out wire.LogsResponse
+	err := c.do(ctx, c.timeout, "GET", "/v1/sandboxes/"+esc(id)+"/entrypoint-logs", nil, &out)
+	return out, err
+}
+
+// PreviewURL returns the agent-server's URL.
+func (c *Client) PreviewURL(ctx context.Context, id string) (string, error) {
+	var out wire.PreviewURLResponse
+	err := c.do(ctx, c.timeout, "GET", "/v1/sandboxes/"+esc(id)+"/preview-url?port=4000", nil, &out)
+	return out.URL, err
+}
+
+// NotReadyError says why a sandbox will never become ready.
+type NotReadyError struct {
+	ID          string
+	State       string
+	ErrorReason string
+}
+
+func (e *NotReadyError) Error() string {
+	if e.ErrorReason != "" {
+		return fmt.Sprintf("sandbox %s is %s: %s", e.ID, e.State, e.ErrorReason)
+	}
+	return fmt.Sprintf("sandbox %s is %s", e.ID, e.State)
+}
+
+// WaitForReady polls the sandbox until it is started and its agent-server
+// answers GET <preview>/api/info, or until ctx ends. A sandbox that stops
+// first yields a *NotReadyError with its errorReason.
+func (c *Client) WaitForReady(ctx context.Context, id string) (wire.SandboxInfo, error) {
+	wait := 10 * time.Millisecond
+	for {
+		sb, err := c.Get(ctx, id)
+		if err != nil {
+			return sb, err
+		}
+		switch sb.State {
+		case wire.StateStarted:
+			if c.agentAnswers(ctx, sb.PreviewURL) {
+				return sb, nil
+			}
+		case wire.StateStopped, wire.StateDestroyed:
+			reason := ""
+			if sb.ErrorReason != nil {
+				reason = *sb.ErrorReason
+			}
+			return sb, &NotReadyError{ID: id, State: sb.State, ErrorReason: reason}
+		}
+		select {
+		case <-ctx.Done():
+			return sb, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 250*time.Millisecond)
+	}
+}
+
+func (c *Client) agentAnswers(ctx context.Context, preview string) bool {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", preview+"/api/info", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode/100 == 2
+}
