@@ -29,6 +29,18 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"serve", "run the daemon in the foreground", runServe},
+		{"ensure", "make sure a daemon is running (start one if none is)", runEnsure},
+		{"run", "create a sandbox, keep it alive while attached", runRun},
+		{"ls", "list sandboxes", runLs},
+		{"create", "create a sandbox", runCreate},
+		{"get", "show one sandbox", runGet},
+		{"stop", "stop a sandbox (terminal)", runStop},
+		{"rm", "delete sandboxes", runRm},
+		{"logs", "print a sandbox's entrypoint logs (redacted)", runLogs},
+		{"watch", "follow sandbox events live", runWatch},
+		{"keepalive", "refresh a sandbox's activity", runKeepalive},
+		{"autostop", "set a sandbox's idle auto-stop interval", runAutostop},
+		{"info", "show the daemon's identity", runInfo},
 		{"stub-agent", "run the bundled stub agent-server (the default child)", runStub},
 		{"version", "print the version", func([]string, io.Writer, io.Writer) int { fmt.Println(version); return exitOK }},
 	}

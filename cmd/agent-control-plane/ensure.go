@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/api/client"
+	"github.com/agent-control-plane/agent-control-plane/conf"
+)
+
+// unitName is the systemd user unit that runs the daemon, when installed.
+const unitName = "agent-control-plane.service"
+
+// runEnsure is what a dev tool calls before using the daemon: if one
+// answers at the URL, print the URL; if nothing listens, start one
+// (through the systemd user unit when it is installed, else detached) and
+// wait for it; if something else holds the port, fail and say so.
+func runEnsure(args []string, stdout, stderr io.Writer) int {
+	c := newCLI(stdout, stderr)
+	fs := c.newFlags("ensure", "ensure [--url URL] [--timeout DURATION]")
+	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for a started daemon")
+	if _, ok := parse(fs, args, 0, 0); !ok {
+		return exitUsage
+	}
+	cl := c.client()
+	ctx, cancel := commandContext()
+	defer cancel()
+	_, err := cl.Info(ctx)
+	if err == nil {
+		fmt.Fprintln(c.stdout, cl.URL())
+		return exitOK
+	}
+	if !errors.Is(err, client.ErrUnavailable) {
+		fmt.Fprintf(c.stderr, "agent-control-plane: something else is listening at %s: %v\n", cl.URL(), err)
+		return exitFailure
+	}
+	u, perr := url.Parse(cl.URL())
+	if perr != nil || u.Scheme != "http" || !conf.IsLoopbackHost(u.Hostname()) || u.Port() == "" {
+		fmt.Fprintf(c.stderr, "agent-control-plane: no daemon at %s, and it can only start one on a loopback http://HOST:PORT address\n", cl.URL())
+		return exitFailure
+	}
+	started, how, err := startDaemon(net.JoinHostPort(u.Hostname(), u.Port()))
+	if err != nil {
+		fmt.Fprintln(c.stderr, "agent-control-plane: start daemon:", err)
+		return exitFailure
+	}
+	wctx, wcancel := context.WithTimeout(ctx, *timeout)
+	defer wcancel()
+	for {
+		if _, err := cl.Info(wctx); err == nil {
+			fmt.Fprintf(c.stderr, "Started agent-control-plane (%s)\n", how)
+			fmt.Fprintln(c.stdout, cl.URL())
+			return exitOK
+		} else if !errors.Is(err, client.ErrUnavailable) && wctx.Err() == nil {
+			fmt.Fprintf(c.stderr, "agent-control-plane: something else answered at %s: %v\n", cl.URL(), err)
+			return exitFailure
+		}
+		select {
+		case res := <-started:
+			fmt.Fprintf(c.stderr, "agent-control-plane: the daemon exited at once: %s\n", res)
+			return exitFailure
+		case <-wctx.Done():
+			fmt.Fprintf(c.stderr, "agent-control-plane: the daemon did not answer at %s within %s (%s)\n", cl.URL(), *timeout, how)
+			return exitFailure
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// startDaemon starts serve on addr, through systemd when the user unit is
+// installed, else as a detached process logging to a file. The channel
+// yields the reason if a detached daemon exits.
+func startDaemon(addr string) (<-chan string, string, error) {
+	never := make(chan string)
+	if addr == conf.DefaultListen && unitInstalled() {
+		out, err := exec.Command("systemctl", "--user", "start", unitName).CombinedOutput()
+		if err != nil {
+			return nil, "", fmt.Errorf("systemctl --user start %s: %v: %s", unitName, err, strings.TrimSpace(string(out)))
+		}
+		return never, "systemd user unit " + unitName, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, "", err
+	}
+	logPath := daemonLogPath()
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return nil, "", err
+	}
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, "", err
+	}
+	defer logf.Close()
+	cmd := exec.Command(self, "serve", "--listen", addr)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlive this command and its terminal
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
+	}
+	exited := make(chan string, 1)
+	go func() {
+		err := cmd.Wait()
+		exited <- fmt.Sprintf("%v; last log line: %s", err, lastLine(logPath))
+	}()
+	return exited, fmt.Sprintf("pid %d, logs in %s", cmd.Process.Pid, logPath), nil
+}
+
+func unitInstalled() bool {
+	if _, err := exec.LookPath("systemctl"); err != nil {
+		return false
+	}
+	return exec.Command("systemctl", "--user", "cat", unitName).Run() == nil
+}
+
+func daemonLogPath() string {
+	state := os.Getenv("XDG_STATE_HOME")
+	if state == "" {
+		home, _ := os.UserHomeDir()
+		state = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(state, "agent-control-plane", "daemon.log")
+}
+
+func lastLine(path string) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return lines[len(lines)-1]
+}

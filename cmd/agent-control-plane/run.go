@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/api/client"
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
+)
+
+// exitInterrupted is the conventional code of a command ended by Ctrl-C.
+const exitInterrupted = 130
+
+// runRun is sandbox-per-run: create a sandbox labelled origin=cli, show
+// progress until it is ready, print it, keep it alive while attached, and
+// on Ctrl-C either leave it running (saying how to delete it) or, with
+// --rm, delete it.
+func runRun(args []string, stdout, stderr io.Writer) int {
+	c := newCLI(stdout, stderr)
+	fs := c.newFlags("run", "run [--name N] [--label k=v]... [--env K=V]... [--autostop MIN] [--rm]")
+	name := fs.String("name", "", "sandbox `name` (default cli-<random>)")
+	labels, env := kvFlag{}, kvFlag{}
+	fs.Var(labels, "label", "label `k=v` (repeatable); origin=cli is always set")
+	fs.Var(env, "env", "environment variable `K=V` for the agent-server (repeatable)")
+	autostop := fs.Float64("autostop", -1, "idle `minutes` before auto-stop; 0 disables (default: the daemon's)")
+	rm := fs.Bool("rm", false, "delete the sandbox when this command ends")
+	if _, ok := parse(fs, args, 0, 0); !ok {
+		return exitUsage
+	}
+	if *name == "" {
+		b := make([]byte, 3)
+		rand.Read(b)
+		*name = "cli-" + hex.EncodeToString(b)
+	}
+	labels["origin"] = "cli"
+	ctx, cancel := commandContext()
+	defer cancel()
+	cl := c.client()
+	if _, err := cl.Info(ctx); err != nil {
+		return c.fail(err)
+	}
+	req := wire.CreateSandboxRequest{Name: *name, Labels: labels, EnvVars: env}
+	if *autostop >= 0 {
+		req.AutoStopInterval = autostop
+	}
+	sb, err := cl.Create(ctx, req)
+	if err != nil {
+		return c.fail(err)
+	}
+	// From here on the sandbox exists: every way out cleans up with --rm.
+	cleanup := func() {
+		if !*rm {
+			fmt.Fprintf(c.stderr, "Sandbox %s is left running; delete it with: agent-control-plane rm %s\n", sb.ID, sb.ID)
+			return
+		}
+		dctx, dcancel := context.WithTimeout(context.Background(), client.DefaultTimeout+client.StopAllowance)
+		defer dcancel()
+		if err := cl.Delete(dctx, sb.ID); err != nil {
+			c.fail(fmt.Errorf("delete %s: %w", sb.ID, err))
+			return
+		}
+		fmt.Fprintf(c.stderr, "Deleted sandbox %s\n", sb.ID)
+	}
+
+	stopSpinner := c.progress(fmt.Sprintf("Starting sandbox %s on port %d", sb.ID, sb.Port))
+	sb, err = cl.WaitForReady(ctx, sb.ID)
+	stopSpinner()
+	if err != nil {
+		cleanup()
+		if ctx.Err() != nil {
+			return exitInterrupted
+		}
+		return c.fail(err)
+	}
+	if c.json {
+		c.printJSON(sb)
+	} else {
+		fmt.Fprintf(c.stdout, "Sandbox: %s\nPreview: %s\n", sb.ID, sb.PreviewURL)
+	}
+	if *rm {
+		fmt.Fprintln(c.stderr, "Keeping it alive while attached. Ctrl-C stops and deletes it.")
+	} else {
+		fmt.Fprintln(c.stderr, "Keeping it alive while attached. Ctrl-C detaches; the sandbox keeps running.")
+	}
+
+	err = c.attach(ctx, cl, sb)
+	cleanup()
+	if err != nil {
+		return c.fail(err)
+	}
+	return exitInterrupted
+}
+
+// attach keeps sb alive until ctx ends, and returns an error if the
+// sandbox stops meanwhile (crash, auto-stop, someone else's stop).
+func (c *cli) attach(ctx context.Context, cl *client.Client, sb wire.SandboxInfo) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopped := make(chan string, 1)
+	go cl.Watch(ctx, map[string]string{"origin": "cli"}, func(ev wire.StreamEvent) error {
+		switch {
+		case ev.Type == wire.EventSnapshot:
+			i := slices.IndexFunc(ev.Sandboxes, func(s wire.SandboxInfo) bool { return s.ID == sb.ID })
+			if i < 0 {
+				stopped <- "deleted"
+				return errors.New("done")
+			}
+			if s := ev.Sandboxes[i]; s.State != wire.StateStarted {
+				stopped <- reason(s)
+				return errors.New("done")
+			}
+		case ev.Sandbox.ID == sb.ID && (ev.Type == wire.EventStopped || ev.Type == wire.EventDeleted):
+			stopped <- reason(*ev.Sandbox)
+			return errors.New("done")
+		}
+		return nil
+	})
+	every := keepAliveEvery(sb.AutoStopInterval)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case why := <-stopped:
+			if why == "" {
+				why = "stopped"
+			}
+			return fmt.Errorf("sandbox %s stopped: %s", sb.ID, why)
+		case <-t.C:
+			if err := cl.RefreshActivity(ctx, sb.ID); err != nil && ctx.Err() == nil {
+				return fmt.Errorf("keep-alive for %s: %w", sb.ID, err)
+			}
+		}
+	}
+}
+
+// keepAliveEvery refreshes three times per idle interval, at most once a
+// second and at least once a minute.
+func keepAliveEvery(minutes float64) time.Duration {
+	d := time.Duration(minutes * float64(time.Minute) / 3)
+	return min(max(d, time.Second), time.Minute)
+}
+
+// progress shows what is happening until the returned func is called: a
+// spinner on a terminal, one plain line otherwise.
+func (c *cli) progress(msg string) func() {
+	if !isTerminal(c.stderr) {
+		fmt.Fprintln(c.stderr, msg+"…")
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		frames := []rune("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
+		start := time.Now()
+		t := time.NewTicker(80 * time.Millisecond)
+		defer t.Stop()
+		for i := 0; ; i++ {
+			fmt.Fprintf(c.stderr, "\r%c %s (%.1fs)", frames[i%len(frames)], msg, time.Since(start).Seconds())
+			select {
+			case <-done:
+				fmt.Fprintf(c.stderr, "\r\x1b[K")
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}

@@ -1,0 +1,302 @@
+package tests
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
+)
+
+// cliCmd prepares the binary pointed at d.
+func cliCmd(t *testing.T, url string, args ...string) *exec.Cmd {
+	cmd := exec.Command(testenv.Binary(t), args...)
+	cmd.Env = append(os.Environ(), "AGENT_CONTROL_PLANE_URL="+url, "NO_COLOR=1")
+	return cmd
+}
+
+func cli(t *testing.T, url string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd := cliCmd(t, url, args...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, out.String(), errb.String()
+}
+
+// runAttached starts `run` and returns once it printed the sandbox line.
+func runAttached(t *testing.T, d *testenv.Daemon, args ...string) (*exec.Cmd, string, *strings.Builder) {
+	t.Helper()
+	cmd := cliCmd(t, d.URL, append([]string{"run"}, args...)...)
+	stdout, _ := cmd.StdoutPipe()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(stdout)
+	lines := make(chan string)
+	go func() {
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("run ended before printing the sandbox; stderr:\n%s", stderr.String())
+			}
+			if id, ok := strings.CutPrefix(line, "Sandbox: "); ok {
+				go func() {
+					for range lines {
+					}
+				}()
+				return cmd, id, &stderr
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("run printed no sandbox")
+		}
+	}
+}
+
+func waitExit(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode()
+		}
+		return 0
+	case <-time.After(60 * time.Second):
+		t.Fatal("command did not exit")
+	}
+	return -1
+}
+
+func TestRunRmLeavesNothingAfterCtrlC(t *testing.T) {
+	d := startDaemon(t)
+	cmd, id, stderr := runAttached(t, d, "--rm", "--label", "test=run")
+	info := get(t, d, id)
+	if info.State != "started" {
+		t.Fatalf("sandbox %s is %s while attached", id, info.State)
+	}
+	pid := childPID(t, d, id)
+	cmd.Process.Signal(syscall.SIGINT)
+	if code := waitExit(t, cmd); code != 130 {
+		t.Fatalf("exit code %d, stderr:\n%s", code, stderr)
+	}
+	if code, body := call(t, d, "GET", "/v1/sandboxes/"+id, ""); code != 404 {
+		t.Fatalf("sandbox still there: %d %s", code, body)
+	}
+	if _, err := os.Stat(filepath.Join(d.Root, id)); !os.IsNotExist(err) {
+		t.Fatal("sandbox directory left behind")
+	}
+	testenv.Eventually(t, "child gone", func() bool { return gone(pid) })
+	if !strings.Contains(stderr.String(), "Deleted sandbox "+id) {
+		t.Fatalf("stderr:\n%s", stderr)
+	}
+}
+
+func TestRunWithoutRmLeavesSandboxRunning(t *testing.T) {
+	d := startDaemon(t)
+	cmd, id, stderr := runAttached(t, d, "--name", "kept")
+	if id != "kept" {
+		t.Fatalf("id %q", id)
+	}
+	var labels struct {
+		Labels map[string]string `json:"labels"`
+	}
+	_, b := call(t, d, "GET", "/v1/sandboxes/kept", "")
+	json.Unmarshal(b, &labels)
+	if labels.Labels["origin"] != "cli" {
+		t.Fatalf("labels %v", labels.Labels)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	waitExit(t, cmd)
+	if info := get(t, d, "kept"); info.State != "started" {
+		t.Fatalf("detached sandbox is %s", info.State)
+	}
+	if !strings.Contains(stderr.String(), "agent-control-plane rm kept") {
+		t.Fatalf("no delete hint in:\n%s", stderr)
+	}
+}
+
+// While attached, the sandbox is kept alive; if it stops anyway, run says
+// why and fails.
+func TestRunReportsStop(t *testing.T) {
+	d := startDaemon(t)
+	cmd, id, stderr := runAttached(t, d)
+	call(t, d, "POST", "/v1/sandboxes/"+id+"/stop?force=true", "")
+	if code := waitExit(t, cmd); code != 1 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr.String(), "stopped") {
+		t.Fatalf("stderr:\n%s", stderr)
+	}
+}
+
+func TestCLICommands(t *testing.T) {
+	d := startDaemon(t)
+	if code, out, errs := cli(t, d.URL, "create", "one", "--label", "team=a", "--env", "X=1", "--wait"); code != 0 || !strings.Contains(out, "Created sandbox one (started)") {
+		t.Fatalf("create: %d %q %q", code, out, errs)
+	}
+	code, out, _ := cli(t, d.URL, "ls")
+	if code != 0 || !strings.HasPrefix(out, "NAME  ") || !strings.Contains(out, "one ") || !strings.Contains(out, "team=a") {
+		t.Fatalf("ls: %d\n%s", code, out)
+	}
+	code, out, _ = cli(t, d.URL, "ls", "--json", "--label", "team=a")
+	var list []map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 || list[0]["id"] != "one" {
+		t.Fatalf("ls --json: %d %s", code, out)
+	}
+	if code, out, _ := cli(t, d.URL, "get", "one"); code != 0 || !strings.Contains(out, "State:") {
+		t.Fatalf("get: %d %s", code, out)
+	}
+	if code, out, _ := cli(t, d.URL, "autostop", "one", "30"); code != 0 || !strings.Contains(out, "30 idle minutes") {
+		t.Fatalf("autostop: %d %s", code, out)
+	}
+	if code, _, _ := cli(t, d.URL, "keepalive", "one"); code != 0 {
+		t.Fatalf("keepalive: %d", code)
+	}
+	if code, out, _ := cli(t, d.URL, "logs", "one"); code != 0 || !strings.Contains(out, "listening on") {
+		t.Fatalf("logs: %d %s", code, out)
+	}
+	if code, out, _ := cli(t, d.URL, "info"); code != 0 || !strings.Contains(out, "Root:") {
+		t.Fatalf("info: %d %s", code, out)
+	}
+	if code, _, _ := cli(t, d.URL, "stop", "one"); code != 0 {
+		t.Fatalf("stop: %d", code)
+	}
+	if code, out, _ := cli(t, d.URL, "rm", "one"); code != 0 || out != "Deleted one\n" {
+		t.Fatalf("rm: %d %q", code, out)
+	}
+	// Errors: one line with the API's code; documented exit codes.
+	code, _, errs := cli(t, d.URL, "get", "nope")
+	if code != 1 || errs != "agent-control-plane: not_found: sandbox not found: nope\n" {
+		t.Fatalf("get nope: %d %q", code, errs)
+	}
+	if code, _, _ := cli(t, d.URL, "create"); code != 2 {
+		t.Fatalf("create without a name: %d", code)
+	}
+	dead := fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t))
+	code, _, errs = cli(t, dead, "ls")
+	if code != 3 || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "agent-control-plane ensure") {
+		t.Fatalf("dead daemon: %d %q", code, errs)
+	}
+}
+
+func TestWatchCommand(t *testing.T) {
+	d := startDaemon(t)
+	cmd := cliCmd(t, d.URL, "watch", "--json")
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Start()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	if !sc.Scan() || !strings.Contains(sc.Text(), `"sandboxes_replaced"`) {
+		t.Fatalf("first line %q", sc.Text())
+	}
+	call(t, d, "POST", "/v1/sandboxes", `{"name":"watched"}`)
+	for _, want := range []string{"sandbox.created", "sandbox.started"} {
+		if !sc.Scan() || !strings.Contains(sc.Text(), want) {
+			t.Fatalf("want %s, got %q", want, sc.Text())
+		}
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	if code := waitExit(t, cmd); code != 0 {
+		t.Fatalf("watch exit %d", code)
+	}
+}
+
+// ensure starts a daemon when none runs, finds a running one, and refuses
+// a port held by something else.
+func TestEnsure(t *testing.T) {
+	root, state := t.TempDir(), t.TempDir()
+	lo, hi := portBlock.Next()
+	url := fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t))
+	ensure := func() (int, string, string) {
+		cmd := cliCmd(t, url, "ensure")
+		cmd.Env = append(cmd.Env, "AGENT_CONTROL_PLANE_ROOT="+root, "XDG_STATE_HOME="+state,
+			fmt.Sprintf("AGENT_CONTROL_PLANE_PORT_RANGE=%d-%d", lo, hi))
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		return code, out.String(), errb.String()
+	}
+	code, out, errs := ensure()
+	if code != 0 || out != url+"\n" || !strings.Contains(errs, "Started agent-control-plane") {
+		t.Fatalf("first ensure: %d %q %q", code, out, errs)
+	}
+	d := &testenv.Daemon{URL: url}
+	info, err := d.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := int(info["pid"].(float64))
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL); testenv.KillSandboxes(root) })
+	if info["root"] != root {
+		t.Fatalf("daemon root %v", info["root"])
+	}
+	code, out, errs = ensure()
+	if code != 0 || out != url+"\n" || errs != "" {
+		t.Fatalf("second ensure: %d %q %q", code, out, errs)
+	}
+	if again, _ := d.Info(); int(again["pid"].(float64)) != pid {
+		t.Fatal("second ensure started another daemon")
+	}
+	// The daemon started by ensure outlives it and logs to the state dir.
+	if _, err := os.Stat(filepath.Join(state, "agent-control-plane", "daemon.log")); err != nil {
+		t.Fatal(err)
+	}
+
+	// Something else on the port.
+	foreign := httptest.NewServer(http.NotFoundHandler())
+	defer foreign.Close()
+	url = foreign.URL
+	code, _, errs = ensure()
+	if code == 0 || !strings.Contains(errs, "something else") {
+		t.Fatalf("foreign HTTP server: %d %q", code, errs)
+	}
+	// A listener that accepts and never answers.
+	silent, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer silent.Close()
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			go io.Copy(io.Discard, c)
+		}
+	}()
+	url = "http://" + silent.Addr().String()
+	code, _, errs = ensure()
+	if code == 0 || !strings.Contains(errs, "in use by another program") {
+		t.Fatalf("silent listener: %d %q", code, errs)
+	}
+}
