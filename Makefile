@@ -5,7 +5,7 @@ VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 PKGS    := ./...
 
-.PHONY: all build run test vet fmt-check clean
+.PHONY: all build run test vet fmt-check clean chaos fuzz bench
 
 all: build
 
@@ -29,3 +29,20 @@ fmt-check:
 
 clean:
 	rm -rf bin
+
+# The reliability suite at full strength: 50 kill-and-restart rounds (make
+# test runs 6), then every fuzz target for a while.
+chaos: build
+	ACP_CHAOS_ROUNDS=50 ACP_TEST_BINARY=$(abspath $(BIN)) $(GO) test -race -count=1 -run 'Chaos' -v ./tests
+	$(MAKE) fuzz FUZZTIME=30s
+
+FUZZ_TARGETS := api:FuzzDecodeCreate api:FuzzLabelFilter api:FuzzParseLastEventID supervisor:FuzzRedact supervisor:FuzzValidateCreate
+FUZZTIME ?= 5s
+
+# Each fuzz target for FUZZTIME (CI runs the short default).
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) ./$$pkg || exit 1; \
+	done

@@ -23,7 +23,7 @@ func ParseLastEventID(r *http.Request) *uint64 {
 		v = r.URL.Query().Get("lastEventId")
 	}
 	v = strings.TrimSpace(v)
-	if v == "" || len(v) > 20 || strings.IndexFunc(v, func(c rune) bool { return c < '0' || c > '9' }) >= 0 {
+	if v == "" || strings.IndexFunc(v, func(c rune) bool { return c < '0' || c > '9' }) >= 0 {
 		return nil
 	}
 	n, err := strconv.ParseUint(v, 10, 64)

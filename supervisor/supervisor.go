@@ -79,9 +79,10 @@ type sandbox struct {
 	op sync.Mutex
 
 	// Guarded by Supervisor.mu.
-	info    Sandbox
-	handle  Handle
-	pending bool // create in progress: reserved, not visible
+	info     Sandbox
+	handle   Handle
+	pending  bool // create in progress: reserved, not visible
+	stopping bool // a stop is under way: an exit is expected, not a crash
 
 	// Fixed at creation.
 	id     string
@@ -172,7 +173,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	if req.Runtime == "" {
 		req.Runtime = "native"
 	}
-	if err := req.validate(); err != nil {
+	if err := req.Validate(); err != nil {
 		return Sandbox{}, err
 	}
 	rt, ok := s.opts.Runtimes[req.Runtime]
@@ -513,7 +514,9 @@ func (s *Supervisor) Get(id string) (Sandbox, error) {
 func (s *Supervisor) view(e *sandbox) Sandbox {
 	sb := e.info
 	sb.Labels = cloneMap(sb.Labels)
-	if sb.State.Live() && e.handle != nil {
+	// During a stop the exit is expected: the stop's outcome, not a crash,
+	// is what readers see once it commits.
+	if sb.State.Live() && e.handle != nil && !e.stopping {
 		select {
 		case <-e.handle.Done():
 			markExited(&sb, e.handle.ExitReason(), s.clock())
@@ -596,10 +599,16 @@ func (s *Supervisor) stop(e *sandbox, why StopReason, errorReason string, grace 
 func (s *Supervisor) stopLocked(e *sandbox, why StopReason, errorReason string, grace time.Duration) (bool, error) {
 	s.mu.Lock()
 	live, h, port := e.info.State.Live(), e.handle, e.info.Port
+	e.stopping = live
 	s.mu.Unlock()
 	if !live {
 		return false, nil
 	}
+	defer func() {
+		s.mu.Lock()
+		e.stopping = false
+		s.mu.Unlock()
+	}()
 	if h != nil {
 		// The stop must finish even if the caller goes away.
 		ctx, cancel := context.WithTimeout(context.Background(), grace+30*time.Second)

@@ -54,7 +54,10 @@ func ValidateLabels(labels map[string]string) error {
 	return nil
 }
 
-func (r *CreateRequest) validate() error {
+// Validate checks a create request against the supervisor's rules (name,
+// labels, env, bounds). Create calls it; it is exported for callers that
+// want to check before sending.
+func (r *CreateRequest) Validate() error {
 	if err := ValidateName(r.Name); err != nil {
 		return err
 	}
