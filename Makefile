@@ -46,3 +46,11 @@ fuzz:
 		echo "fuzz $$name ($$pkg, $(FUZZTIME))"; \
 		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) ./$$pkg || exit 1; \
 	done
+
+# The measurements of BENCHMARKS.md: a fresh daemon on ephemeral ports with
+# the stub agent (under 3 minutes on 2 cores; acp-bench -h for flags), then
+# the micro-benchmarks.
+bench: build
+	$(GO) build -o bin/acp-bench ./cmd/acp-bench
+	bin/acp-bench --bin $(BIN) $(BENCHFLAGS)
+	$(GO) test -run '^$$' -bench . -benchtime 500ms ./supervisor/...

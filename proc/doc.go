@@ -16,5 +16,5 @@
 //     seen through the pidfd, but its exit status is unknown (ExitStatus.Known
 //     is false), and its leftover group members are found by scanning /proc
 //     for the marker rather than by signalling a group id that may have been
-//     reused.
+//     reused; that sweep runs just after Done is closed.
 package proc

@@ -55,7 +55,8 @@ type Process struct {
 // process after a restart.
 func (p *Process) Identity() Identity { return p.id }
 
-// Done is closed once the process has exited and its group has been killed.
+// Done is closed once the process has exited: for a spawned child, after its
+// group has been killed; for an adopted one, just before its leftovers are.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Status returns how the process ended. It is meaningful after Done.
@@ -132,8 +133,9 @@ func (p *Process) Stop(ctx context.Context, grace time.Duration) (ExitStatus, er
 }
 
 // finish runs on the watcher goroutine once the pidfd is readable: the leader
-// has exited. It kills what is left of the group, reaps the leader if it is
-// our child, releases the pidfd and closes done.
+// has exited. For our child it kills what is left of the group, reaps the
+// leader, releases the pidfd and closes done. For an adopted process it
+// closes done first and then kills leftovers found by marker.
 func (p *Process) finish() {
 	p.mu.Lock()
 	if p.child {
@@ -145,14 +147,19 @@ func (p *Process) finish() {
 		if err == nil {
 			p.status = si.status()
 		}
-	} else {
-		killMarked(p.id.PGID, p.id.Marker)
 	}
 	p.reaped = true
 	_ = unix.Close(p.pidfd)
 	p.pidfd = -1
 	p.mu.Unlock()
 	close(p.done)
+	if !p.child && unix.Kill(-p.id.PGID, 0) == nil && p.w != nil {
+		// Something is left in a group whose id may have been reused (or
+		// the leader is a zombie its new parent has not reaped yet): find
+		// our leftovers by marker. This scans /proc, so it runs after
+		// Done and off the epoll loop: exits are reported first.
+		p.w.sweeps.Go(func() { killMarked(p.id.PGID, p.id.Marker) })
+	}
 }
 
 // siginfoChild is the SIGCHLD layout of siginfo_t on Linux.
@@ -208,11 +215,16 @@ func killMarked(pgid int, marker string) {
 }
 
 func killIfMarked(pid, pgid int, marker string) {
+	// A cheap look first; most processes are in other groups.
+	if st, err := readStat(pid); err != nil || st.pgid != pgid {
+		return
+	}
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return
 	}
 	defer unix.Close(fd)
+	// Pinned: check again, then signal only what carries the marker.
 	st, err := readStat(pid)
 	if err != nil || st.pgid != pgid {
 		return

@@ -21,6 +21,7 @@ type Watcher struct {
 	closed bool
 
 	stopped chan struct{}
+	sweeps  sync.WaitGroup // leftover sweeps of adopted processes
 }
 
 // NewWatcher starts the epoll loop. Close stops it.
@@ -142,6 +143,7 @@ func (w *Watcher) Close() error {
 		return fmt.Errorf("wake epoll loop: %w", err)
 	}
 	<-w.stopped
+	w.sweeps.Wait()
 	w.mu.Lock()
 	for fd, p := range w.procs {
 		p.mu.Lock()

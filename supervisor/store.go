@@ -134,11 +134,14 @@ func readRecord(path, dirName string) (record, error) {
 	return r, nil
 }
 
-// writeFileAtomic writes data to path so that a reader, or a restart after a
-// crash at any point, sees either the old content or the new one, never a
-// mix: temp file created with its final mode, written, fsynced, renamed, and
-// the directory fsynced.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+// writeFileAtomic writes data to path so that a reader, or the daemon after
+// a crash of its own process at any point, sees either the old content or
+// the new one, never a mix: a temp file created with its final mode,
+// written, renamed over path. With durable, the temp file is fsynced
+// before the rename and the directory after it, so the new content also
+// survives a power loss; without, a power loss may lose the write (and,
+// after one, every child is gone anyway: the boot id changes).
+func writeFileAtomic(path string, data []byte, perm os.FileMode, durable bool) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")
 	if err != nil {
@@ -158,8 +161,10 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 	if _, err = f.Write(data); err != nil {
 		return err
 	}
-	if err = f.Sync(); err != nil {
-		return err
+	if durable {
+		if err = f.Sync(); err != nil {
+			return err
+		}
 	}
 	if err = f.Close(); err != nil {
 		return err
@@ -167,7 +172,10 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 	if err = os.Rename(tmp, path); err != nil {
 		return err
 	}
-	return syncDir(dir)
+	if durable {
+		return syncDir(dir)
+	}
+	return nil
 }
 
 func syncDir(dir string) error {
@@ -179,12 +187,18 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
+// writeRecord writes sandbox.json atomically and durably (temp file,
+// fsync, rename, fsync of the directory).
 func writeRecord(dir string, r record) error {
+	return writeRecordMode(dir, r, true)
+}
+
+func writeRecordMode(dir string, r record, durable bool) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, RecordFile), append(b, '\n'), 0o644)
+	return writeFileAtomic(filepath.Join(dir, RecordFile), append(b, '\n'), 0o644, durable)
 }
 
 // rootLock is an exclusive flock on <root>/.lock, held for the daemon's life,

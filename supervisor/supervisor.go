@@ -252,12 +252,16 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	if err != nil {
 		return Sandbox{}, err
 	}
-	if err := writeFileAtomic(filepath.Join(e.dir, EnvFile), envJSON, 0o600); err != nil {
+	// The env file and the intent record are atomic but not fsynced: they
+	// must exist before the workload does, so that a daemon that dies
+	// mid-create leaves a record whose marker finds the child, and a crash
+	// of the daemon's process loses no completed rename. Durability against
+	// power loss comes with the committed record below, whose directory
+	// fsync covers these renames too; a power loss kills the child anyway.
+	if err := writeFileAtomic(filepath.Join(e.dir, EnvFile), envJSON, 0o600, false); err != nil {
 		return Sandbox{}, fmt.Errorf("write %s: %w", EnvFile, err)
 	}
-	// The intent record reaches disk before the workload exists, so a
-	// daemon that dies mid-create leaves a record whose marker finds it.
-	if err := writeRecord(e.dir, toRecord(e.info, e.marker, e.grace, nil)); err != nil {
+	if err := writeRecordMode(e.dir, toRecord(e.info, e.marker, e.grace, nil), false); err != nil {
 		return Sandbox{}, fmt.Errorf("write %s: %w", RecordFile, err)
 	}
 	h, err := rt.Start(context.WithoutCancel(ctx), Spec{
@@ -372,7 +376,9 @@ func (s *Supervisor) awaitReady(e *sandbox, h Handle, timeout time.Duration) {
 	url := "http://127.0.0.1:" + strconv.Itoa(port) + s.opts.ReadyPath
 	timer := time.NewTimer(max(timeout, 0))
 	defer timer.Stop()
-	wait := time.Millisecond
+	// Every millisecond at first, when a healthy agent-server comes up,
+	// then backing off so that a slow one costs little.
+	wait, attempts := time.Millisecond, 0
 	for {
 		if s.ready(url) {
 			s.transition(e, h, func(sb *Sandbox) (string, bool) {
@@ -396,7 +402,9 @@ func (s *Supervisor) awaitReady(e *sandbox, h Handle, timeout time.Duration) {
 			return
 		case <-time.After(wait):
 		}
-		wait = min(wait*3/2+time.Millisecond, 100*time.Millisecond)
+		if attempts++; attempts > 25 {
+			wait = min(wait*3/2, 100*time.Millisecond)
+		}
 	}
 }
 

@@ -1,0 +1,45 @@
+package supervisor
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// Redacting a 64 KiB log tail with a dozen secrets, the work behind one
+// entrypoint-logs request.
+func BenchmarkRedact(b *testing.B) {
+	var secrets []string
+	for i := range 12 {
+		secrets = append(secrets, fmt.Sprintf("secret-value-%02d-abcdefgh", i))
+	}
+	r := NewRedactor(secrets)
+	var sb strings.Builder
+	for i := 0; sb.Len() < 64<<10; i++ {
+		fmt.Fprintf(&sb, "line %d: request ok, token=%s, user=alice\n", i, secrets[i%len(secrets)])
+	}
+	text := sb.String()
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		r.Redact(text)
+	}
+}
+
+// Publishing one event to 100 subscribers that keep up.
+func BenchmarkPublish100(b *testing.B) {
+	h := newHub(1024, 256, 0)
+	var subs []*Subscription
+	for range 100 {
+		s, _, _, _ := h.subscribe(nil, nil)
+		subs = append(subs, s)
+		go func() {
+			for range s.C {
+			}
+		}()
+	}
+	ev := Event{Type: EventStarted, Sandbox: Sandbox{ID: "x", Labels: map[string]string{"origin": "cli"}}}
+	for b.Loop() {
+		h.publish(ev)
+	}
+	h.closeAll()
+}
