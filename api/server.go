@@ -69,6 +69,7 @@ type Server struct {
 	startedAt time.Time
 	handler   http.Handler
 	metrics   *httpMetrics
+	encoded   encodedEvents
 }
 
 // New builds the server and registers its metrics.

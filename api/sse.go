@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
@@ -60,7 +61,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, ev := range first {
-		if !write(formatEvent(ev)) {
+		if !write(s.encoded.get(ev)) {
 			return
 		}
 	}
@@ -74,7 +75,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			if !ok {
 				return // dropped for falling behind, or shutting down
 			}
-			if !write(formatEvent(ev)) {
+			if !write(s.encoded.get(ev)) {
 				return
 			}
 		case <-hb.C:
@@ -95,4 +96,42 @@ func formatEvent(ev supervisor.Event) []byte {
 	b = append(b, "\ndata: "...)
 	b = append(b, data...)
 	return append(b, "\n\n"...)
+}
+
+// encodedEvents shares one encoding of each event among all the streams
+// that send it: with a hundred watchers, an event is marshalled once, not a
+// hundred times. Snapshots differ per filter and are never shared.
+type encodedEvents struct {
+	mu    sync.Mutex
+	bySeq map[uint64][]byte
+	order []uint64 // oldest first, at most encodedEventsKept
+}
+
+const encodedEventsKept = 512
+
+func (c *encodedEvents) get(ev supervisor.Event) []byte {
+	if ev.Type == supervisor.EventSnapshot {
+		return formatEvent(ev)
+	}
+	c.mu.Lock()
+	b, ok := c.bySeq[ev.Seq]
+	c.mu.Unlock()
+	if ok {
+		return b
+	}
+	b = formatEvent(ev)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.bySeq == nil {
+		c.bySeq = map[uint64][]byte{}
+	}
+	if _, ok := c.bySeq[ev.Seq]; !ok {
+		c.bySeq[ev.Seq] = b
+		c.order = append(c.order, ev.Seq)
+		if len(c.order) > encodedEventsKept {
+			delete(c.bySeq, c.order[0])
+			c.order = c.order[1:]
+		}
+	}
+	return b
 }
