@@ -265,3 +265,20 @@ func TestInfo(t *testing.T) {
 		t.Fatalf("info %+v", info)
 	}
 }
+
+// The wire package repeats the supervisor's event and state names so that
+// clients need not import the supervisor; they must stay equal.
+func TestWireNamesMatchSupervisor(t *testing.T) {
+	pairs := [][2]string{
+		{wire.EventSnapshot, supervisor.EventSnapshot}, {wire.EventCreated, supervisor.EventCreated},
+		{wire.EventStarted, supervisor.EventStarted}, {wire.EventStopped, supervisor.EventStopped},
+		{wire.EventDeleted, supervisor.EventDeleted},
+		{wire.StateStarting, string(supervisor.Starting)}, {wire.StateStarted, string(supervisor.Started)},
+		{wire.StateStopped, string(supervisor.Stopped)}, {wire.StateDestroyed, string(supervisor.Destroyed)},
+	}
+	for _, p := range pairs {
+		if p[0] != p[1] {
+			t.Errorf("wire %q != supervisor %q", p[0], p[1])
+		}
+	}
+}

@@ -124,7 +124,7 @@ type Sources struct {
 	// Getenv reads the environment; nil means os.Getenv.
 	Getenv func(string) string
 	// Flags holds the flags set on the command line by name: listen, root,
-	// port-range.
+	// port-range, log-format.
 	Flags map[string]string
 }
 
@@ -175,6 +175,7 @@ var flagSetters = []setter{
 	{"listen", func(c *Config, v string) error { c.Listen = v; return nil }},
 	{"root", func(c *Config, v string) error { c.Root = v; return nil }},
 	{"port-range", func(c *Config, v string) (err error) { c.Ports, err = ParsePortRange(v); return }},
+	{"log-format", func(c *Config, v string) error { c.LogFormat = v; return nil }},
 }
 
 // EnvVars lists every environment variable Load reads, for documentation and

@@ -92,6 +92,7 @@ func TestErrors(t *testing.T) {
 		{"zero reap interval", Sources{Getenv: env(map[string]string{"AGENT_CONTROL_PLANE_REAP_INTERVAL_MS": "0"})}, "reap interval"},
 		{"bad minutes", Sources{Getenv: env(map[string]string{"AGENT_CONTROL_PLANE_AUTOSTOP_MINUTES": "NaN"})}, "minutes"},
 		{"bad command", Sources{Getenv: env(map[string]string{"AGENT_CONTROL_PLANE_NATIVE_COMMAND": `"agent"`})}, "JSON array"},
+		{"bad log format flag", Sources{Flags: map[string]string{"log-format": "xml"}}, "log format"},
 		{"bad forward key", Sources{File: write("[env]\nforward = [\"A-B\"]\n")}, "env.forward"},
 	}
 	for _, tc := range tests {

@@ -225,3 +225,66 @@ func TestDaemonRefusesBadStartup(t *testing.T) {
 		})
 	}
 }
+
+// The daemon forwards model-provider keys to standalone sandboxes from its
+// environment and its env file, and no secret reaches its log, whatever the
+// log format and level, nor any answer.
+func TestSecretsAndForwardedKeys(t *testing.T) {
+	dir := t.TempDir()
+	envFile := filepath.Join(dir, "agent.env")
+	os.WriteFile(envFile, []byte("OPENAI_API_KEY=file-key-7f3a9c2e\n"), 0o600)
+	config := filepath.Join(dir, "c.toml")
+	os.WriteFile(config, []byte("[env]\nfile = \""+envFile+"\"\n"), 0o644)
+	lo, hi := portBlock.Next()
+	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi,
+		Env:  []string{"ANTHROPIC_API_KEY=env-key-4b1d8e6f", "AGENT_CONTROL_PLANE_LOG_LEVEL=debug"},
+		Args: []string{"--config", config, "--log-format", "json"}})
+	const secret = `req-secret-9a8b7c6d"\`
+	body, _ := json.Marshal(map[string]any{"name": "sec", "labels": map[string]string{"origin": "cli"}, "envVars": map[string]string{
+		"SERVICE_TOKEN": secret, "STUB_AGENT_PRINT": "printing " + secret + " env-key-4b1d8e6f file-key-7f3a9c2e",
+	}})
+	if code, b := call(t, d, "POST", "/v1/sandboxes", string(body)); code != 201 {
+		t.Fatalf("create: %d %s", code, b)
+	}
+	waitState(t, d, "sec", "started")
+	if code, b := call(t, d, "POST", "/v1/sandboxes", `{"name":"harness","envVars":{"GAMMA_AGENT_TOKEN":"harness-token-5e5e"}}`); code != 201 {
+		t.Fatalf("create harness: %d %s", code, b)
+	}
+	env := func(id string) map[string]string {
+		b, _ := os.ReadFile(filepath.Join(d.Root, id, "runtime-env.json"))
+		var m map[string]string
+		json.Unmarshal(b, &m)
+		return m
+	}
+	if e := env("sec"); e["ANTHROPIC_API_KEY"] != "env-key-4b1d8e6f" || e["OPENAI_API_KEY"] != "file-key-7f3a9c2e" {
+		t.Fatalf("standalone sandbox did not get the forwarded keys")
+	}
+	if e := env("harness"); e["ANTHROPIC_API_KEY"] != "" || e["OPENAI_API_KEY"] != "" {
+		t.Fatalf("harness sandbox got forwarded keys")
+	}
+	var answers []string
+	testenv.Eventually(t, "stub output", func() bool {
+		_, b := call(t, d, "GET", "/v1/sandboxes/sec/entrypoint-logs", "")
+		answers = append(answers, string(b))
+		return strings.Contains(string(b), "printing")
+	})
+	for _, path := range []string{"/v1/sandboxes", "/v1/sandboxes/sec", "/metrics", "/v1/info"} {
+		_, b := call(t, d, "GET", path, "")
+		answers = append(answers, string(b))
+	}
+	call(t, d, "POST", "/v1/sandboxes/sec/stop", "")
+	call(t, d, "DELETE", "/v1/sandboxes/sec", "")
+	for _, needle := range []string{"req-secret-9a8b7c6d", "env-key-4b1d8e6f", "file-key-7f3a9c2e", "harness-token-5e5e"} {
+		for _, a := range answers {
+			if strings.Contains(a, needle) {
+				t.Fatalf("an answer leaks %q:\n%s", needle, a)
+			}
+		}
+		if strings.Contains(d.Log(), needle) {
+			t.Fatalf("the daemon log leaks %q:\n%s", needle, d.Log())
+		}
+	}
+	if !strings.Contains(d.Log(), `"sandbox":"sec"`) {
+		t.Fatalf("the JSON log does not name the sandbox:\n%s", d.Log())
+	}
+}

@@ -54,7 +54,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	flags := map[string]string{}
 	fs.Visit(func(f *flag.Flag) {
-		if f.Name != "config" && f.Name != "log-format" {
+		if f.Name != "config" {
 			flags[f.Name] = f.Value.String()
 		}
 	})
@@ -63,24 +63,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "agent-control-plane:", err)
 		return exitUsage
 	}
-	if f := fs.Lookup("log-format"); isSet(fs, "log-format") {
-		cfg.LogFormat = f.Value.String()
-		if err := cfg.Validate(); err != nil {
-			fmt.Fprintln(stderr, "agent-control-plane:", err)
-			return exitUsage
-		}
-	}
 	if err := serve(cfg, stderr); err != nil {
 		fmt.Fprintln(stderr, "agent-control-plane:", err)
 		return exitFailure
 	}
 	return exitOK
-}
-
-func isSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
 }
 
 func newLogger(cfg conf.Config, w io.Writer) *slog.Logger {

@@ -149,6 +149,8 @@ func (d *Daemon) Start() {
 		d.t.Fatal(err)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// The daemon dies with the test process, even one killed by a timeout.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		d.t.Fatal(err)
 	}
