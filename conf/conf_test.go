@@ -131,3 +131,21 @@ func TestReadEnvFile(t *testing.T) {
 		t.Fatalf("bad line: %v", err)
 	}
 }
+
+// The example in contrib/ parses and says what the defaults are.
+func TestExampleConfig(t *testing.T) {
+	getenv := env(map[string]string{"HOME": "/h"})
+	c, err := Load(Sources{File: "../contrib/agent-control-plane.example.toml", Getenv: getenv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Default(getenv)
+	d.Root = c.Root
+	if err := d.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(c.EnvForward, ",") != strings.Join(d.EnvForward, ",") || c.Listen != d.Listen || c.Ports != d.Ports ||
+		c.StopGrace != d.StopGrace || c.AutoStop != d.AutoStop || c.EventBuffer != d.EventBuffer || c.ReadyPath != d.ReadyPath {
+		t.Fatalf("the example's values differ from the defaults:\nexample %+v\ndefault %+v", c, d)
+	}
+}

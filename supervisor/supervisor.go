@@ -18,7 +18,7 @@ import (
 	"time"
 )
 
-// Options configure a Supervisor. Zero durations take the defaults noted.
+// Options configure a Supervisor. Zero values take the defaults noted.
 type Options struct {
 	Root     string
 	PortLo   int
@@ -27,7 +27,7 @@ type Options struct {
 
 	ReadyPath      string        // default /api/info
 	StartupTimeout time.Duration // default 60s
-	StopGrace      time.Duration // default 5s
+	StopGrace      time.Duration // SIGTERM → SIGKILL; 0 kills at once
 	ReapInterval   time.Duration // default 60s
 	AutoStop       time.Duration // default for creates that do not say; 0 disables
 	MaxLifetime    time.Duration // 0: no cap
@@ -65,7 +65,7 @@ type Supervisor struct {
 	sandboxes map[string]*sandbox
 	closed    bool
 
-	bg sync.WaitGroup // readiness and exit watchers, deferred deletes
+	bg sync.WaitGroup // readiness and exit watchers
 	// lifetime is cancelled by Close; background work derives from it.
 	lifetime context.Context
 	cancel   context.CancelFunc
