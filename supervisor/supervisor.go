@@ -476,16 +476,17 @@ func (s *Supervisor) handleState(e *sandbox) json.RawMessage {
 func (s *Supervisor) exited(e *sandbox, h Handle) {
 	how := h.ExitReason()
 	var port int
+	stopped := false
 	s.transition(e, h, func(sb *Sandbox) (string, bool) {
 		if !sb.State.Live() {
 			return "", false
 		}
 		markExited(sb, how, s.clock())
-		port = sb.Port
+		port, stopped = sb.Port, true
 		s.stats.stopped(sb.StopReason)
 		return EventStopped, true
 	})
-	if port != 0 {
+	if stopped {
 		s.ports.release(port, e.id)
 		s.afterStop(e)
 	}
@@ -738,7 +739,8 @@ func (s *Supervisor) Run(ctx context.Context) {
 
 // Close stops background work and releases the root. Children keep running
 // unless Options.ReapOnExit is set, in which case every live sandbox is
-// stopped first (within ctx).
+// stopped first, all at once; if ctx ends before they are, Close goes on
+// and returns ctx's error, and the children not yet stopped keep running.
 func (s *Supervisor) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
@@ -753,16 +755,24 @@ func (s *Supervisor) Close(ctx context.Context) error {
 		}
 	}
 	s.mu.Unlock()
+	var err error
 	if s.opts.ReapOnExit {
 		var wg sync.WaitGroup
 		for _, e := range live {
 			wg.Go(func() { s.stop(e, StopOther, "daemon_shutdown", e.grace) })
 		}
-		wg.Wait()
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			err = ctx.Err()
+			s.log.Warn("shutdown deadline passed before every sandbox stopped")
+		}
 	}
 	s.cancel()
 	s.bg.Wait()
 	s.events.closeAll()
 	s.lock.release()
-	return nil
+	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -385,5 +386,23 @@ func TestSecondSupervisorRefused(t *testing.T) {
 	var locked *ErrRootLocked
 	if !errorsAs(err, &locked) || locked.PID != os.Getpid() {
 		t.Fatalf("second supervisor on the same root: %v", err)
+	}
+}
+
+// A port held by another program is skipped, never handed out.
+func TestForeignPortSkipped(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.PortHi = o.PortLo + 1 })
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", h.opts.PortLo))
+	if err != nil {
+		t.Skipf("port %d is already taken by someone else: %v", h.opts.PortLo, err)
+	}
+	defer l.Close()
+	sb := h.create("skips", nil, nil)
+	if sb.Port != h.opts.PortLo+1 {
+		t.Fatalf("leased port %d, want %d (the first is held by another program)", sb.Port, h.opts.PortLo+1)
+	}
+	h.waitState("skips", Started)
+	if _, err := h.sup.Create(context.Background(), CreateRequest{Name: "none-left"}); !isErr(err, ErrPortsExhausted) {
+		t.Fatalf("third create: %v, want ErrPortsExhausted", err)
 	}
 }
