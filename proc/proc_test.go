@@ -9,11 +9,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
 func newWatcher(t *testing.T) *Watcher {
@@ -222,7 +223,7 @@ func TestAdoptAfterWatcherRestart(t *testing.T) {
 
 // A recorded PID that now names a foreign process is never signalled.
 func TestAdoptRefusesForeignProcess(t *testing.T) {
-	foreign := spawnForeign(t)
+	foreign := testenv.ForeignProcess(t)
 	boot, _ := BootID()
 	st, err := readStat(foreign)
 	if err != nil {
@@ -252,23 +253,6 @@ func TestAdoptRefusesForeignProcess(t *testing.T) {
 	if !alive(foreign) {
 		t.Fatal("foreign process was signalled")
 	}
-}
-
-// spawnForeign starts a process without a marker, the way any other program
-// on the machine would.
-func spawnForeign(t *testing.T) int {
-	t.Helper()
-	attr := &syscall.ProcAttr{Sys: &syscall.SysProcAttr{Setsid: true}}
-	pid, err := syscall.ForkExec("/bin/sleep", []string{"sleep", "60"}, attr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		unix.Kill(pid, unix.SIGKILL)
-		var ws unix.WaitStatus
-		unix.Wait4(pid, &ws, 0, nil)
-	})
-	return pid
 }
 
 func TestFindMarked(t *testing.T) {

@@ -280,7 +280,7 @@ func TestRestartReadoptsAndFlipsDead(t *testing.T) {
 func TestForeignPIDNeverSignalled(t *testing.T) {
 	h := newHarness(t, nil)
 	h.close(false)
-	foreign := spawnForeign(t)
+	foreign := testenv.ForeignProcess(t)
 	dir := filepath.Join(h.opts.Root, "victim")
 	os.MkdirAll(dir, 0o755)
 	now := time.Now().UTC()
@@ -308,20 +308,6 @@ func TestForeignPIDNeverSignalled(t *testing.T) {
 	if wpid, _ := syscall.Wait4(foreign, &ws, syscall.WNOHANG, nil); wpid != 0 {
 		t.Fatalf("foreign process exited: %v", ws)
 	}
-}
-
-func spawnForeign(t *testing.T) int {
-	t.Helper()
-	pid, err := syscall.ForkExec("/bin/sleep", []string{"sleep", "120"}, &syscall.ProcAttr{Sys: &syscall.SysProcAttr{Setsid: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		syscall.Kill(pid, syscall.SIGKILL)
-		var ws syscall.WaitStatus
-		syscall.Wait4(pid, &ws, 0, nil)
-	})
-	return pid
 }
 
 func TestCorruptRecordMovedAside(t *testing.T) {

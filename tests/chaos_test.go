@@ -199,17 +199,14 @@ func TestChaosPIDReuse(t *testing.T) {
 	child := childPID(t, d, "reused")
 	syscall.Kill(child, syscall.SIGKILL)
 	testenv.Eventually(t, "child gone", func() bool { return gone(child) })
-	foreign := exec.Command("sleep", "300")
-	foreign.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	foreign.Start()
-	t.Cleanup(func() { foreign.Process.Kill(); foreign.Wait() })
+	foreign := testenv.ForeignProcess(t)
 	// Point the record at the foreign process, as PID reuse would.
 	path := filepath.Join(d.Root, "reused", "sandbox.json")
 	b, _ := os.ReadFile(path)
 	var rec map[string]any
 	json.Unmarshal(b, &rec)
 	h := rec["handle"].(map[string]any)
-	h["pid"], h["pgid"] = foreign.Process.Pid, foreign.Process.Pid
+	h["pid"], h["pgid"] = foreign, foreign
 	b, _ = json.Marshal(rec)
 	os.WriteFile(path, b, 0o644)
 
@@ -220,7 +217,7 @@ func TestChaosPIDReuse(t *testing.T) {
 	}
 	call(t, d, "POST", "/v1/sandboxes/reused/stop?force=true", "")
 	call(t, d, "DELETE", "/v1/sandboxes/reused", "")
-	if err := foreign.Process.Signal(syscall.Signal(0)); err != nil || gone(foreign.Process.Pid) {
+	if err := syscall.Kill(foreign, 0); err != nil || gone(foreign) {
 		t.Fatalf("foreign process was signalled: %v", err)
 	}
 }

@@ -277,3 +277,20 @@ func Context(t testing.TB) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// ForeignProcess starts `sleep` in its own session, carrying no sandbox
+// marker, the way any other program on the machine would run, and returns
+// its PID. It is killed and reaped when the test ends.
+func ForeignProcess(t testing.TB) int {
+	t.Helper()
+	pid, err := syscall.ForkExec("/bin/sleep", []string{"sleep", "300"}, &syscall.ProcAttr{Sys: &syscall.SysProcAttr{Setsid: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(pid, syscall.SIGKILL)
+		var ws syscall.WaitStatus
+		syscall.Wait4(pid, &ws, 0, nil)
+	})
+	return pid
+}
