@@ -161,7 +161,14 @@ func (c *Client) do(ctx context.Context, timeout time.Duration, method, path str
 
 func (c *Client) transportError(err error) error {
 	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EHOSTUNREACH) {
-		return &UnavailableError{URL: c.base, Cause: errors.Unwrap(errors.Unwrap(err))}
+		// Name the failing operation ("connect: connection refused"), not
+		// the whole URL again.
+		cause := err
+		var op *net.OpError
+		if errors.As(err, &op) && op.Err != nil {
+			cause = op.Err
+		}
+		return &UnavailableError{URL: c.base, Cause: cause}
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
