@@ -149,3 +149,16 @@ func TestExampleConfig(t *testing.T) {
 		t.Fatalf("the example's values differ from the defaults:\nexample %+v\ndefault %+v", c, d)
 	}
 }
+
+// The README documents every environment variable the daemon reads.
+func TestREADMEDocumentsEveryEnvVar(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range EnvVars() {
+		if !strings.Contains(string(b), "`"+name+"`") {
+			t.Errorf("README.md does not document %s", name)
+		}
+	}
+}

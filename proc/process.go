@@ -66,16 +66,6 @@ func (p *Process) Status() ExitStatus {
 	return p.status
 }
 
-// Exited reports whether Done is closed.
-func (p *Process) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
 // SignalGroup sends sig to the process's whole group. It returns ErrExited
 // once the leader is gone; the group's leftovers are then killed by the exit
 // handling, not here.

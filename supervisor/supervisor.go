@@ -717,9 +717,6 @@ func (s *Supervisor) Subscribe(f Filter, after *uint64) (*Subscription, []Event)
 	return sub, []Event{{Seq: seq, Type: EventSnapshot, Time: s.clock(), All: s.listLocked(f)}}
 }
 
-// Subscribers returns the number of open subscriptions.
-func (s *Supervisor) Subscribers() int { return s.events.subscribers() }
-
 // Run does the periodic work (auto-stop, max lifetime, auto-delete) every
 // reap interval until ctx ends.
 func (s *Supervisor) Run(ctx context.Context) {

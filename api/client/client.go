@@ -51,10 +51,6 @@ type Option func(*Client)
 // WithTimeout sets the per-call deadline.
 func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
 
-// WithHTTPClient replaces the HTTP client (its Timeout is left alone;
-// per-call deadlines still apply).
-func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h } }
-
 // New returns a client for baseURL; an empty baseURL means
 // $AGENT_CONTROL_PLANE_URL, or DefaultURL.
 func New(baseURL string, opts ...Option) *Client {
