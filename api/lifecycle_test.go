@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
@@ -162,7 +163,6 @@ func TestMetricsAfterScenario(t *testing.T) {
 	w := e.watch("", "")
 	w.next()
 
-	body := string(e.do("GET", "/metrics", "").body)
 	lo, hi := e.sup.PortRange()
 	want := []string{
 		`agent_control_plane_sandbox_creates_total{result="ok"} 2`,
@@ -184,10 +184,25 @@ func TestMetricsAfterScenario(t *testing.T) {
 		`agent_control_plane_http_requests_total{code="409",route="POST /v1/sandboxes"} 1`,
 		`agent_control_plane_http_requests_total{code="204",route="DELETE /v1/sandboxes/{id}"} 1`,
 	}
-	for _, line := range want {
-		if !strings.Contains(body, line+"\n") {
-			t.Errorf("metrics lack %q", line)
+	// A read already shows m2 stopped when its exit is seen; the exit's
+	// bookkeeping (port, event) lands a moment later. Scrape until it has.
+	var body string
+	missing := func() []string {
+		body = string(e.do("GET", "/metrics", "").body)
+		var out []string
+		for _, line := range want {
+			if !strings.Contains(body, line+"\n") {
+				out = append(out, line)
+			}
 		}
+		return out
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for m := missing(); len(m) > 0; m = missing() {
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics lack %q", m)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if strings.Contains(body, `"m1"`) || strings.Contains(body, "m2") {
 		t.Error("a sandbox id reached a metric label")

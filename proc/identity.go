@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 const errESRCH = syscall.ESRCH
@@ -101,13 +102,39 @@ func hasMarker(pid int, marker string) (bool, error) {
 		}
 		return false, err
 	}
+	return environHas(b, marker), nil
+}
+
+// hasMarkerSettled is hasMarker for one process we expect to be ours: a
+// process in the middle of execve shows an empty environment for an
+// instant, so an empty one is read again for up to about 20 ms before it
+// counts as "no marker". (Scans over every process use hasMarker: kernel
+// threads and zombies have empty environments too.)
+func hasMarkerSettled(pid int, marker string) (bool, error) {
+	path := "/proc/" + strconv.Itoa(pid) + "/environ"
+	for attempt := 0; ; attempt++ {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) || errors.Is(err, errESRCH) {
+				return false, ErrNotFound
+			}
+			return false, err
+		}
+		if len(b) > 0 || attempt == 20 {
+			return environHas(b, marker), nil
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func environHas(b []byte, marker string) bool {
 	want := []byte(MarkerEnv + "=" + marker)
 	for _, kv := range bytes.Split(b, []byte{0}) {
 		if bytes.Equal(kv, want) {
-			return true, nil
+			return true
 		}
 	}
-	return false, nil
+	return false
 }
 
 // verify checks that the process now named id.PID is the one id describes.
@@ -131,7 +158,7 @@ func verify(id Identity) error {
 	if st.startTime != id.StartTime {
 		return fmt.Errorf("%w: start time %d, recorded %d", ErrIdentity, st.startTime, id.StartTime)
 	}
-	ok, err := hasMarker(id.PID, id.Marker)
+	ok, err := hasMarkerSettled(id.PID, id.Marker)
 	if err != nil {
 		return err
 	}

@@ -116,7 +116,7 @@ func TestSpawnDetachedWithMarkerAndLogs(t *testing.T) {
 	if err != nil || sid != id.PID {
 		t.Fatalf("child is not a session leader: sid %d, %v", sid, err)
 	}
-	if ok, err := hasMarker(id.PID, spec.Marker); !ok || err != nil {
+	if ok, err := hasMarkerSettled(id.PID, spec.Marker); !ok || err != nil {
 		t.Fatalf("marker not in environ: %v", err)
 	}
 	eventually(t, "logs", func() bool {

@@ -253,7 +253,7 @@ func KillPID(pid int, marker string) error {
 		return ErrNotFound
 	}
 	defer unix.Close(fd)
-	ok, err := hasMarker(pid, marker)
+	ok, err := hasMarkerSettled(pid, marker)
 	if err != nil {
 		return err
 	}

@@ -144,25 +144,27 @@ func TestSIGTERMIgnoredThenKilled(t *testing.T) {
 }
 
 func TestStartupFailures(t *testing.T) {
-	h := newHarness(t, func(o *Options) { o.StartupTimeout = 500 * time.Millisecond })
 	tests := []struct {
-		name string
-		env  map[string]string
-		want string
+		name    string
+		timeout time.Duration
+		env     map[string]string
+		want    string
 	}{
-		{"never-ready", map[string]string{"STUB_AGENT_READY_DELAY_MS": "60000"}, ReasonStartupTimeout},
-		{"exits-early", map[string]string{"STUB_AGENT_READY_DELAY_MS": "60000", "STUB_AGENT_EXIT_AFTER_MS": "1"}, "exited_during_startup: exit code 3"},
+		{"never-ready", 500 * time.Millisecond, map[string]string{"STUB_AGENT_READY_DELAY_MS": "60000"}, ReasonStartupTimeout},
+		// A generous deadline: on a loaded machine the exit must still win.
+		{"exits-early", time.Minute, map[string]string{"STUB_AGENT_READY_DELAY_MS": "60000", "STUB_AGENT_EXIT_AFTER_MS": "1"}, "exited_during_startup: exit code 3"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, func(o *Options) { o.StartupTimeout = tc.timeout })
 			h.create(tc.name, tc.env, nil)
 			sb := h.waitState(tc.name, Stopped)
 			if sb.ErrorReason != tc.want || sb.StopReason != StopStartupFailed {
 				t.Fatalf("errorReason %q (%s), want %q", sb.ErrorReason, sb.StopReason, tc.want)
 			}
+			testenv.Eventually(t, "port released", func() bool { return h.sup.ports.inUse() == 0 })
 		})
 	}
-	testenv.Eventually(t, "ports released", func() bool { return h.sup.ports.inUse() == 0 })
 }
 
 func TestFailedCreateLeavesNothing(t *testing.T) {

@@ -234,7 +234,8 @@ func TestWatchCommand(t *testing.T) {
 func TestEnsure(t *testing.T) {
 	root, state := t.TempDir(), t.TempDir()
 	lo, hi := portBlock.Next()
-	url := fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t))
+	url := fmt.Sprintf("http://127.0.0.1:%d", lo) // the block's first port for the API
+	lo++
 	ensure := func() (int, string, string) {
 		cmd := cliCmd(t, url, "ensure")
 		cmd.Env = append(cmd.Env, "AGENT_CONTROL_PLANE_ROOT="+root, "XDG_STATE_HOME="+state,

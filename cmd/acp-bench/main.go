@@ -14,7 +14,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -160,7 +159,9 @@ func run(c config) (*results, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(root)
-	d := &daemon{bin: c.bin, root: root, addr: "127.0.0.1:" + strconv.Itoa(freePort()),
+	// The API listens just below the sandbox range, outside the ephemeral
+	// range: polling a dead ephemeral port can self-connect and take it.
+	d := &daemon{bin: c.bin, root: root, addr: "127.0.0.1:" + strconv.Itoa(c.portLo-1),
 		portLo: c.portLo, portHi: c.portLo + c.scale + 99}
 	if err := d.start(); err != nil {
 		return nil, err
@@ -188,15 +189,6 @@ func run(c config) (*results, error) {
 		return nil, fmt.Errorf("events: %w", err)
 	}
 	return r, nil
-}
-
-func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // daemon is the agent-control-plane under test.

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -80,15 +81,36 @@ func (b *PortBlock) Next() (lo, hi int) {
 	return lo, lo + b.Size - 1
 }
 
-// FreePort returns a loopback port that was free a moment ago.
+// FreePort returns a loopback port that was free a moment ago, chosen below
+// the kernel's ephemeral range (and above the tests' sandbox port blocks).
+//
+// Not from the ephemeral range: a client polling a port there while nothing
+// listens can be given that very port as its source port and connect to
+// itself (a TCP self-connect), and then holds the port that a daemon
+// starting a moment later wants to listen on.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	lo, hi := 30000, 32700
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if eph, err := strconv.Atoi(f[0]); err == nil && eph-1 < hi {
+				hi = eph - 1
+			}
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	if hi <= lo {
+		t.Fatalf("no port below the ephemeral range is available for tests (range %d-%d)", lo, hi)
+	}
+	for range 200 {
+		port := lo + rand.IntN(hi-lo)
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err == nil {
+			l.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port found")
+	return 0
 }
 
 // Daemon is a running agent-control-plane serve process.
@@ -121,6 +143,12 @@ func StartDaemon(t testing.TB, o Options) *Daemon {
 	t.Helper()
 	if o.Root == "" {
 		o.Root = t.TempDir()
+	}
+	if o.Listen == "" && o.PortLo > 0 {
+		// The block's first port for the API, the rest for sandboxes: a
+		// block is this test's alone.
+		o.Listen = "127.0.0.1:" + strconv.Itoa(o.PortLo)
+		o.PortLo++
 	}
 	if o.Listen == "" {
 		o.Listen = "127.0.0.1:" + strconv.Itoa(FreePort(t))
