@@ -129,6 +129,21 @@ func TestSpawnDetachedWithMarkerAndLogs(t *testing.T) {
 	}
 }
 
+// A marker smuggled into the environment is dropped: only the spec's own
+// marker identifies the process.
+func TestForeignMarkerDropped(t *testing.T) {
+	w := newWatcher(t)
+	spec := shSpec(t, "exec sleep 60")
+	spec.Env = append(spec.Env, MarkerEnv+"=someone-else")
+	p := spawnT(t, w, spec)
+	if ok, _ := hasMarkerSettled(p.Identity().PID, "someone-else"); ok {
+		t.Fatal("the smuggled marker reached the child")
+	}
+	if ok, _ := hasMarkerSettled(p.Identity().PID, spec.Marker); !ok {
+		t.Fatal("the child lacks its own marker")
+	}
+}
+
 func TestKillNineSeenWithoutPolling(t *testing.T) {
 	w := newWatcher(t)
 	p := spawnT(t, w, shSpec(t, "exec sleep 60"))

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -327,7 +328,14 @@ func spawn(spec Spec) (*Process, error) {
 		return nil, err
 	}
 	defer closeAll(files)
-	env := append(append([]string(nil), spec.Env...), MarkerEnv+"="+spec.Marker)
+	// The marker is ours alone: any other MarkerEnv entry is dropped.
+	env := make([]string, 0, len(spec.Env)+1)
+	for _, kv := range spec.Env {
+		if !strings.HasPrefix(kv, MarkerEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, MarkerEnv+"="+spec.Marker)
 	pidfd := -1
 	attr := &syscall.ProcAttr{
 		Dir:   spec.Dir,

@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agent-control-plane/agent-control-plane/conf"
+	"github.com/agent-control-plane/agent-control-plane/proc"
 )
 
 // Bounds on what a create may carry. Oversize input is refused, never
@@ -71,6 +72,9 @@ func (r *CreateRequest) Validate() error {
 		// Never echo a value: it may be a secret.
 		if !conf.ValidEnvName(k) {
 			return invalid("envVars key %q is not a valid variable name", truncate(k, 80))
+		}
+		if k == proc.MarkerEnv {
+			return invalid("envVars key %s is reserved for the daemon", k)
 		}
 		if len(v) > MaxEnvValueLen {
 			return invalid("envVars %s: value longer than %d bytes", k, MaxEnvValueLen)
