@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -185,15 +186,34 @@ func autoStopIn(sb wire.SandboxInfo, now time.Time) string {
 }
 
 func (c *cli) table(list []wire.SandboxInfo) {
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSTATE\tPORT\tAGE\tAUTO-STOP\tLABELS\tREASON")
+	rows := [][]string{{"NAME", "STATE", "PORT", "AGE", "AUTO-STOP", "LABELS", "REASON"}}
 	now := time.Now()
 	for _, sb := range list {
-		// Pad before painting: escape codes would upset the alignment.
-		state := sb.State + strings.Repeat(" ", max(0, len(wire.StateDestroyed)-len(sb.State)))
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", sb.ID, c.paint(state), sb.Port, ago(now.Sub(sb.CreatedAt.Time)), autoStopIn(sb, now), labelString(sb.Labels), reason(sb))
+		rows = append(rows, []string{sb.ID, sb.State, strconv.Itoa(sb.Port), ago(now.Sub(sb.CreatedAt.Time)),
+			autoStopIn(sb, now), labelString(sb.Labels), reason(sb)})
 	}
-	tw.Flush()
+	// Aligned by hand, not by text/tabwriter: the state's colour codes
+	// must not count as width.
+	widths := make([]int, len(rows[0]))
+	for _, r := range rows {
+		for i, cell := range r {
+			widths[i] = max(widths[i], utf8.RuneCountInString(cell))
+		}
+	}
+	for n, r := range rows {
+		var line strings.Builder
+		for i, cell := range r {
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(cell))
+			if i == 1 && n > 0 {
+				cell = c.paint(cell)
+			}
+			line.WriteString(cell)
+			if i < len(r)-1 {
+				line.WriteString(pad + "  ")
+			}
+		}
+		fmt.Fprintln(c.stdout, line.String())
+	}
 }
 
 func (c *cli) describe(sb wire.SandboxInfo) {
