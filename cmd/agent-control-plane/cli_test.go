@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
 )
 
 func TestParseInterleavedFlags(t *testing.T) {
@@ -72,5 +75,27 @@ func TestUsageListsEveryCommand(t *testing.T) {
 	}
 	if code := run([]string{"frobnicate"}, &out, &out); code != exitUsage {
 		t.Errorf("unknown command: exit %d", code)
+	}
+}
+
+// Coloured states keep the columns aligned.
+func TestTableAlignsWithColour(t *testing.T) {
+	var out bytes.Buffer
+	c := &cli{stdout: &out, stderr: &out, color: true}
+	now := time.Now()
+	c.table([]wire.SandboxInfo{
+		{ID: "a", State: wire.StateStarted, Port: 4100, CreatedAt: wire.Time{Time: now}},
+		{ID: "longer-name", State: wire.StateStopped, Port: 4101, CreatedAt: wire.Time{Time: now}},
+	})
+	if !strings.Contains(out.String(), "\x1b[32mstarted\x1b[0m") {
+		t.Fatalf("state not coloured:\n%q", out.String())
+	}
+	plain := regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(out.String(), "")
+	lines := strings.Split(strings.TrimSpace(plain), "\n")
+	col := strings.Index(lines[0], "PORT")
+	for _, l := range lines[1:] {
+		if !strings.HasPrefix(l[col:], "410") {
+			t.Fatalf("PORT column misaligned:\n%s", plain)
+		}
 	}
 }
