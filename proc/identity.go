@@ -58,14 +58,20 @@ type procStat struct {
 	startTime uint64
 }
 
+// readProc reads /proc/<pid>/<name>; a process that is gone is ErrNotFound.
+func readProc(pid int, name string) ([]byte, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/" + name)
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, errESRCH) {
+		return nil, ErrNotFound
+	}
+	return b, err
+}
+
 // readStat parses /proc/<pid>/stat. The command name (field 2) may contain
 // spaces and parentheses, so parsing starts after its last ')'.
 func readStat(pid int) (procStat, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := readProc(pid, "stat")
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, errESRCH) {
-			return procStat{}, ErrNotFound
-		}
 		return procStat{}, err
 	}
 	return parseStat(b)
@@ -92,49 +98,33 @@ func parseStat(b []byte) (procStat, error) {
 	return procStat{state: f[0][0], pgid: pgid, startTime: st}, nil
 }
 
-// hasMarker reports whether the initial environment of pid holds
-// MarkerEnv=marker.
-func hasMarker(pid int, marker string) (bool, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, errESRCH) {
-			return false, ErrNotFound
-		}
-		return false, err
-	}
-	return environHas(b, marker), nil
-}
-
-// hasMarkerSettled is hasMarker for one process we expect to be ours: a
-// process in the middle of execve shows an empty environment for an
-// instant, so an empty one is read again for up to about 20 ms before it
-// counts as "no marker". (Scans over every process use hasMarker: kernel
-// threads and zombies have empty environments too.)
-func hasMarkerSettled(pid int, marker string) (bool, error) {
-	path := "/proc/" + strconv.Itoa(pid) + "/environ"
+// readMarker returns the MarkerEnv value in the initial environment of pid,
+// or "" if it has none. With settle, an empty environment is read again for
+// up to about 20 ms: a process in the middle of execve shows none for an
+// instant. Only a process expected to be ours is read that way; a scan over
+// every process does not settle (kernel threads and zombies have empty
+// environments too).
+func readMarker(pid int, settle bool) (string, error) {
 	for attempt := 0; ; attempt++ {
-		b, err := os.ReadFile(path)
+		b, err := readProc(pid, "environ")
 		if err != nil {
-			if errors.Is(err, os.ErrNotExist) || errors.Is(err, errESRCH) {
-				return false, ErrNotFound
-			}
-			return false, err
+			return "", err
 		}
-		if len(b) > 0 || attempt == 20 {
-			return environHas(b, marker), nil
+		if len(b) > 0 || !settle || attempt == 20 {
+			return markerIn(b), nil
 		}
 		time.Sleep(time.Millisecond)
 	}
 }
 
-func environHas(b []byte, marker string) bool {
-	want := []byte(MarkerEnv + "=" + marker)
-	for _, kv := range bytes.Split(b, []byte{0}) {
-		if bytes.Equal(kv, want) {
-			return true
+func markerIn(environ []byte) string {
+	prefix := []byte(MarkerEnv + "=")
+	for _, kv := range bytes.Split(environ, []byte{0}) {
+		if m, ok := bytes.CutPrefix(kv, prefix); ok {
+			return string(m)
 		}
 	}
-	return false
+	return ""
 }
 
 // verify checks that the process now named id.PID is the one id describes.
@@ -146,7 +136,9 @@ func verify(id Identity) error {
 		return err
 	}
 	if id.BootID != boot {
-		return fmt.Errorf("%w: recorded in another boot", ErrIdentity)
+		// The machine restarted since: that process is certainly gone,
+		// whoever has its PID now.
+		return fmt.Errorf("%w: recorded in another boot", ErrNotFound)
 	}
 	st, err := readStat(id.PID)
 	if err != nil {
@@ -158,11 +150,11 @@ func verify(id Identity) error {
 	if st.startTime != id.StartTime {
 		return fmt.Errorf("%w: start time %d, recorded %d", ErrIdentity, st.startTime, id.StartTime)
 	}
-	ok, err := hasMarkerSettled(id.PID, id.Marker)
+	m, err := readMarker(id.PID, true)
 	if err != nil {
 		return err
 	}
-	if !ok {
+	if m != id.Marker {
 		return fmt.Errorf("%w: marker missing", ErrIdentity)
 	}
 	return nil

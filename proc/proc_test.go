@@ -66,6 +66,15 @@ func waitDone(t *testing.T, p *Process) ExitStatus {
 	return ExitStatus{}
 }
 
+func exited(p *Process) bool {
+	select {
+	case <-p.Done():
+		return true
+	default:
+		return false
+	}
+}
+
 // alive reports whether pid exists and is not a zombie.
 func alive(pid int) bool {
 	st, err := readStat(pid)
@@ -116,8 +125,8 @@ func TestSpawnDetachedWithMarkerAndLogs(t *testing.T) {
 	if err != nil || sid != id.PID {
 		t.Fatalf("child is not a session leader: sid %d, %v", sid, err)
 	}
-	if ok, err := hasMarkerSettled(id.PID, spec.Marker); !ok || err != nil {
-		t.Fatalf("marker not in environ: %v", err)
+	if m, err := readMarker(id.PID, true); m != spec.Marker || err != nil {
+		t.Fatalf("marker not in environ: %q %v", m, err)
 	}
 	eventually(t, "logs", func() bool {
 		out, _ := os.ReadFile(spec.Stdout)
@@ -136,11 +145,13 @@ func TestForeignMarkerDropped(t *testing.T) {
 	spec := shSpec(t, "exec sleep 60")
 	spec.Env = append(spec.Env, MarkerEnv+"=someone-else")
 	p := spawnT(t, w, spec)
-	if ok, _ := hasMarkerSettled(p.Identity().PID, "someone-else"); ok {
-		t.Fatal("the smuggled marker reached the child")
-	}
-	if ok, _ := hasMarkerSettled(p.Identity().PID, spec.Marker); !ok {
-		t.Fatal("the child lacks its own marker")
+	var env []byte
+	eventually(t, "environ readable", func() bool {
+		env, _ = readProc(p.Identity().PID, "environ")
+		return len(env) > 0 // empty for an instant while sh execs sleep
+	})
+	if strings.Count(string(env), MarkerEnv+"=") != 1 || markerIn(env) != spec.Marker {
+		t.Fatalf("environ %q: want exactly our marker", env)
 	}
 }
 
@@ -252,7 +263,7 @@ func TestAdoptRefusesForeignProcess(t *testing.T) {
 	}{
 		{"no marker", Identity{PID: foreign, PGID: foreign, StartTime: st.startTime, BootID: boot, Marker: "m"}, ErrIdentity},
 		{"other start time", Identity{PID: foreign, PGID: foreign, StartTime: st.startTime + 1, BootID: boot, Marker: "m"}, ErrIdentity},
-		{"other boot", Identity{PID: foreign, PGID: foreign, StartTime: st.startTime, BootID: "x", Marker: "m"}, ErrIdentity},
+		{"other boot", Identity{PID: foreign, PGID: foreign, StartTime: st.startTime, BootID: "x", Marker: "m"}, ErrNotFound},
 		{"gone", Identity{PID: 1 << 30, BootID: boot, Marker: "m"}, ErrNotFound},
 	}
 	for _, tc := range cases {
@@ -262,23 +273,32 @@ func TestAdoptRefusesForeignProcess(t *testing.T) {
 			}
 		})
 	}
-	if err := KillPID(foreign, "m"); !errors.Is(err, ErrIdentity) {
-		t.Fatalf("KillPID on foreign process: %v", err)
+	if n := KillMarked("m", ""); n != 0 {
+		t.Fatalf("KillMarked signalled %d processes; none carries the marker", n)
 	}
 	if !alive(foreign) {
 		t.Fatal("foreign process was signalled")
 	}
 }
 
-func TestFindMarked(t *testing.T) {
+// KillMarked kills exactly the processes carrying the given markers.
+func TestKillMarked(t *testing.T) {
 	w := newWatcher(t)
-	spec := shSpec(t, "exec sleep 60")
-	p := spawnT(t, w, spec)
-	// While sh execs sleep, environ is briefly unreadable: poll.
-	eventually(t, "marked process found", func() bool {
-		pids := FindMarked(spec.Marker)
-		return len(pids) == 1 && pids[0] == p.Identity().PID
+	a, b, other := shSpec(t, "exec sleep 60"), shSpec(t, "exec sleep 60"), shSpec(t, "exec sleep 60")
+	pa, pb, po := spawnT(t, w, a), spawnT(t, w, b), spawnT(t, w, other)
+	foreign := testenv.ForeignProcess(t)
+	// While sh execs sleep, environ is briefly empty: poll.
+	killed := 0
+	eventually(t, "marked processes killed", func() bool {
+		killed += KillMarked(a.Marker, b.Marker)
+		return exited(pa) && exited(pb)
 	})
+	if killed != 2 {
+		t.Fatalf("KillMarked reported %d kills, want 2", killed)
+	}
+	if exited(po) || !alive(foreign) {
+		t.Fatal("KillMarked signalled a process without one of its markers")
+	}
 }
 
 func TestParseStatOddCommandName(t *testing.T) {

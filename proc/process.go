@@ -187,81 +187,67 @@ func pidfdReadable(fd int) bool {
 	return err == nil && n > 0
 }
 
-// killMarked sends SIGKILL to every process in group pgid that carries
-// marker. It is how an adopted process's leftovers are found once its leader
-// is gone and the group id may have been reused. Each candidate is pinned
-// with a pidfd and verified before the signal.
-func killMarked(pgid int, marker string) {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+// KillMarked sends SIGKILL to every process that carries one of markers,
+// in one pass over /proc, and returns how many it signalled. It finds
+// children spawned just before a daemon died, whose identity never reached
+// disk, and the leftovers of ones whose leader is gone. Each candidate is
+// pinned with a pidfd and its marker read again before the signal; a
+// process without one of the markers is never signalled.
+func KillMarked(markers ...string) int { return killMarked(0, markers...) }
+
+// killMarked is KillMarked limited to process group pgid (0: any group).
+func killMarked(pgid int, markers ...string) int {
+	want := make(map[string]bool, len(markers))
+	for _, m := range markers {
+		if m != "" {
+			want[m] = true
 		}
-		killIfMarked(pid, pgid, marker)
 	}
-}
-
-func killIfMarked(pid, pgid int, marker string) {
-	// A cheap look first; most processes are in other groups.
-	if st, err := readStat(pid); err != nil || st.pgid != pgid {
-		return
+	if len(want) == 0 {
+		return 0
 	}
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return
-	}
-	defer unix.Close(fd)
-	// Pinned: check again, then signal only what carries the marker.
-	st, err := readStat(pid)
-	if err != nil || st.pgid != pgid {
-		return
-	}
-	if ok, _ := hasMarker(pid, marker); ok {
-		_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-	}
-}
-
-// FindMarked returns the PIDs of live processes that carry marker. It is
-// used after a restart to find children spawned just before the daemon died,
-// whose identity never reached disk.
-func FindMarked(marker string) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return nil
+		return 0
 	}
-	var pids []int
+	killed := 0
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		if ok, _ := hasMarker(pid, marker); ok {
-			pids = append(pids, pid)
+		if killIfMarked(pid, pgid, want) {
+			killed++
 		}
 	}
-	return pids
+	return killed
 }
 
-// KillPID pins pid with a pidfd, checks that it still carries marker and
-// sends it SIGKILL. It never signals a process without the marker.
-func KillPID(pid int, marker string) error {
+func killIfMarked(pid, pgid int, want map[string]bool) bool {
+	inGroup := func() bool {
+		st, err := readStat(pid)
+		return err == nil && (pgid == 0 || st.pgid == pgid)
+	}
+	// Cheap looks first; most processes are not ours.
+	if pgid != 0 && !inGroup() {
+		return false
+	}
+	if m, err := readMarker(pid, false); err != nil || !want[m] {
+		return false
+	}
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
-		return ErrNotFound
+		return false
 	}
 	defer unix.Close(fd)
-	ok, err := hasMarkerSettled(pid, marker)
-	if err != nil {
-		return err
+	// Pinned: look again, then signal.
+	if !inGroup() {
+		return false
 	}
-	if !ok {
-		return ErrIdentity
+	if m, err := readMarker(pid, true); err != nil || !want[m] {
+		return false
 	}
-	return unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	return unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil
 }
 
 // Spec describes a process to spawn.

@@ -64,8 +64,8 @@ func (w *Watcher) Spawn(spec Spec) (*Process, error) {
 }
 
 // Adopt pins and verifies the process id describes and watches it. It
-// returns ErrNotFound when no process has the PID, ErrExited when it has
-// exited, and an error wrapping ErrIdentity when the PID belongs to another
+// returns ErrNotFound when no process has the PID (or it was recorded in an
+// earlier boot), ErrExited when it has exited, and an error wrapping ErrIdentity when the PID belongs to another
 // process; in none of these cases is anything signalled.
 func (w *Watcher) Adopt(id Identity) (*Process, error) {
 	p, err := adopt(id)

@@ -56,12 +56,10 @@ func (n *NativeRuntime) Adopt(ctx context.Context, state json.RawMessage) (Handl
 	return nativeHandle{p}, nil
 }
 
-// Sweep kills every process that carries marker, each verified through its
-// pidfd first.
-func (n *NativeRuntime) Sweep(ctx context.Context, marker string) {
-	for _, pid := range proc.FindMarked(marker) {
-		_ = proc.KillPID(pid, marker)
-	}
+// Sweep kills every process that carries one of markers, each verified
+// through its pidfd first, in one pass over /proc.
+func (n *NativeRuntime) Sweep(ctx context.Context, markers []string) {
+	proc.KillMarked(markers...)
 }
 
 func (h nativeHandle) State() json.RawMessage {

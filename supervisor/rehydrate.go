@@ -30,6 +30,7 @@ func (s *Supervisor) rehydrate(ctx context.Context) {
 		s.log.Error("read root", "root", s.opts.Root, "err", err)
 		return
 	}
+	sweep := map[string][]string{} // runtime → markers whose workloads must not survive
 	for _, ent := range ents {
 		name := ent.Name()
 		if !ent.IsDir() {
@@ -43,23 +44,30 @@ func (s *Supervisor) rehydrate(ctx context.Context) {
 		if !validName(name) {
 			continue
 		}
-		s.rehydrateOne(ctx, name, dir)
+		if rt, marker := s.rehydrateOne(ctx, name, dir); marker != "" {
+			sweep[rt] = append(sweep[rt], marker)
+		}
+	}
+	for name, markers := range sweep {
+		s.opts.Runtimes[name].Sweep(ctx, markers)
 	}
 }
 
-func (s *Supervisor) rehydrateOne(ctx context.Context, name, dir string) {
+// rehydrateOne loads one record. It returns a runtime and a marker when
+// whatever still carries that marker must be swept.
+func (s *Supervisor) rehydrateOne(ctx context.Context, name, dir string) (runtime, marker string) {
 	log := s.log.With("sandbox", name)
 	path := filepath.Join(dir, RecordFile)
 	r, err := readRecord(path, name)
 	if errors.Is(err, os.ErrNotExist) {
 		if matches, _ := filepath.Glob(path + ".corrupt-*"); len(matches) > 0 {
-			return // already set aside; left for a person to look at
+			return "", "" // already set aside; left for a person to look at
 		}
 		// Our create died between mkdir and its first record: nothing
 		// was started, since the record precedes the spawn.
 		log.Warn("removing sandbox directory without a record")
 		_ = removeDir(dir)
-		return
+		return "", ""
 	}
 	if err != nil {
 		aside := path + ".corrupt-" + time.Now().UTC().Format("20060102T150405.000")
@@ -68,7 +76,7 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name, dir string) {
 			log.Error("move corrupt record aside", "err", rerr)
 		}
 		s.stats.rehydrated(RehydrateCorrupt)
-		return
+		return "", ""
 	}
 	e := &sandbox{id: r.ID, dir: dir, marker: r.Marker, grace: time.Duration(r.StopGraceMs) * time.Millisecond, info: r.sandbox()}
 	rt, haveRuntime := s.opts.Runtimes[r.Runtime]
@@ -77,13 +85,13 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name, dir string) {
 			// Created but never recorded as started: the workload, if
 			// any, was spawned just before the daemon died. No client
 			// was told it exists.
-			if haveRuntime {
-				rt.Sweep(ctx, r.Marker)
-			}
 			log.Warn("removing sandbox whose create was interrupted")
 			_ = removeDir(dir)
 			s.stats.rehydrated(RehydrateAbandoned)
-			return
+			if !haveRuntime {
+				return "", ""
+			}
+			return r.Runtime, r.Marker
 		}
 		var reason string
 		if !haveRuntime {
@@ -95,13 +103,13 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name, dir string) {
 				log.Info("sandbox re-adopted", "port", e.info.Port, "state", e.info.State)
 				s.stats.rehydrated(RehydrateAdopted)
 				s.watch(e, h, s.opts.StartupTimeout-s.clock().Sub(e.info.CreatedAt))
-				return
+				return "", ""
 			}
 			// Two records claim one port: keep the first, stop this one.
 			_ = h.Stop(ctx, e.grace)
 			reason = "port conflict after restart"
 		} else {
-			rt.Sweep(ctx, r.Marker) // leftovers whose leader is gone
+			runtime, marker = r.Runtime, r.Marker // leftovers whose leader is gone
 			switch {
 			case errors.Is(err, ErrGone):
 				reason = "exited; status unknown"
@@ -113,16 +121,19 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name, dir string) {
 		}
 		markExited(&e.info, reason, s.clock())
 		s.stats.stopped(e.info.StopReason)
-		if err := writeRecord(dir, toRecord(e.info, e.marker, e.grace, r.Handle)); err != nil {
+		// Not fsynced: if this write is lost, the next start finds the
+		// same dead workload and flips it again.
+		if err := writeRecordMode(dir, toRecord(e.info, e.marker, e.grace, r.Handle), false); err != nil {
 			log.Error("persist sandbox record", "err", err)
 		}
 		log.Warn("sandbox found dead on restart", "errorReason", e.info.ErrorReason)
 		s.register(e)
 		s.stats.rehydrated(RehydrateStopped)
-		return
+		return runtime, marker
 	}
 	s.register(e)
 	s.stats.rehydrated(RehydrateKept)
+	return "", ""
 }
 
 func (s *Supervisor) register(e *sandbox) {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agent-control-plane/agent-control-plane/proc"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
@@ -283,13 +284,18 @@ func TestForeignPIDNeverSignalled(t *testing.T) {
 	h := newHarness(t, nil)
 	h.close(false)
 	foreign := testenv.ForeignProcess(t)
+	boot, err := proc.BootID()
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := filepath.Join(h.opts.Root, "victim")
 	os.MkdirAll(dir, 0o755)
 	now := time.Now().UTC()
 	rec := record{
 		Version: recordVersion, ID: "victim", Runtime: "native", State: Started, Port: h.opts.PortLo,
 		CreatedAt: now, UpdatedAt: now, LastActivityAt: now, Marker: "victim.deadbeef", StopGraceMs: 100,
-		Handle: json.RawMessage(fmt.Sprintf(`{"pid":%d,"pgid":%d,"startTime":1,"bootId":"x","marker":"victim.deadbeef"}`, foreign, foreign)),
+		// This boot, another start time: the PID was reused.
+		Handle: json.RawMessage(fmt.Sprintf(`{"pid":%d,"pgid":%d,"startTime":1,"bootId":%q,"marker":"victim.deadbeef"}`, foreign, foreign, boot)),
 	}
 	if err := writeRecord(dir, rec); err != nil {
 		t.Fatal(err)

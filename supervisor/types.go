@@ -129,10 +129,11 @@ type Runtime interface {
 	// Handle and must signal nothing it cannot verify. An error means the
 	// workload is gone or is not ours.
 	Adopt(ctx context.Context, state json.RawMessage) (Handle, error)
-	// Sweep kills whatever still carries marker: workloads started just
-	// before a daemon died, whose handle never reached disk, and leftovers
-	// of one whose leader is gone.
-	Sweep(ctx context.Context, marker string)
+	// Sweep kills whatever still carries one of markers: workloads
+	// started just before a daemon died, whose handle never reached disk,
+	// and leftovers of ones whose leader is gone. One call covers every
+	// marker, so a restart looks at the machine once.
+	Sweep(ctx context.Context, markers []string)
 }
 
 // Spec is what a Runtime needs to start one sandbox.
