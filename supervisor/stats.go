@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"errors"
+	"maps"
 	"sync"
 )
 
@@ -105,21 +106,13 @@ func (s *Supervisor) Stats() Stats {
 	s.mu.Unlock()
 	st := s.stats
 	st.mu.Lock()
-	out.Creates = copyMap(st.creates)
-	out.Stops = copyMap(st.stops)
-	out.Rehydrates = copyMap(st.rehydrates)
-	out.Events = copyMap(st.events)
+	out.Creates = maps.Clone(st.creates)
+	out.Stops = maps.Clone(st.stops)
+	out.Rehydrates = maps.Clone(st.rehydrates)
+	out.Events = maps.Clone(st.events)
 	st.mu.Unlock()
 	out.PortsInUse = s.ports.inUse()
 	out.PortsTotal = s.opts.PortHi - s.opts.PortLo + 1
 	out.Subscribers = s.events.subscribers()
-	return out
-}
-
-func copyMap[K comparable, V any](m map[K]V) map[K]V {
-	out := make(map[K]V, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
 	return out
 }

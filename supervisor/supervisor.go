@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -326,12 +327,12 @@ func envList(env map[string]string) []string {
 	return out
 }
 
+// cloneMap copies m; nil becomes an empty map.
 func cloneMap(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
+	if m == nil {
+		return map[string]string{}
 	}
-	return out
+	return maps.Clone(m)
 }
 
 // removeDir removes a sandbox directory so that it disappears at once: it is
@@ -522,7 +523,6 @@ func (s *Supervisor) Get(id string) (Sandbox, error) {
 // Callers hold s.mu.
 func (s *Supervisor) view(e *sandbox) Sandbox {
 	sb := e.info
-	sb.Labels = cloneMap(sb.Labels)
 	// During a stop the exit is expected: the stop's outcome, not a crash,
 	// is what readers see once it commits.
 	if sb.State.Live() && e.handle != nil && !e.stopping {

@@ -51,9 +51,11 @@ const (
 
 // Sandbox is a copy of one sandbox's state. It never holds env values.
 type Sandbox struct {
-	ID       string
-	Runtime  string
-	State    State
+	ID      string
+	Runtime string
+	State   State
+	// Labels are fixed at create and shared by every copy: read them,
+	// never modify them.
 	Labels   map[string]string
 	Snapshot string
 	Public   bool
