@@ -73,7 +73,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return
 		case ev, ok := <-sub.C:
 			if !ok {
-				return // dropped for falling behind, or shutting down
+				if sub.Dropped() {
+					s.log.Debug("event stream dropped: the client fell behind", "remote", r.RemoteAddr)
+				}
+				return // the client reconnects with its last id and is replayed
 			}
 			if !write(s.encoded.get(ev)) {
 				return

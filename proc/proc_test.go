@@ -81,17 +81,6 @@ func alive(pid int) bool {
 	return err == nil && st.state != 'Z'
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestExitStatus(t *testing.T) {
 	w := newWatcher(t)
 	tests := []struct {
@@ -128,7 +117,7 @@ func TestSpawnDetachedWithMarkerAndLogs(t *testing.T) {
 	if m, err := readMarker(id.PID, true); m != spec.Marker || err != nil {
 		t.Fatalf("marker not in environ: %q %v", m, err)
 	}
-	eventually(t, "logs", func() bool {
+	testenv.Eventually(t, "logs", func() bool {
 		out, _ := os.ReadFile(spec.Stdout)
 		errb, _ := os.ReadFile(spec.Stderr)
 		return string(out) == "out\nstdin::\n" && string(errb) == "err\n"
@@ -146,7 +135,7 @@ func TestForeignMarkerDropped(t *testing.T) {
 	spec.Env = append(spec.Env, MarkerEnv+"=someone-else")
 	p := spawnT(t, w, spec)
 	var env []byte
-	eventually(t, "environ readable", func() bool {
+	testenv.Eventually(t, "environ readable", func() bool {
 		env, _ = readProc(p.Identity().PID, "environ")
 		return len(env) > 0 // empty for an instant while sh execs sleep
 	})
@@ -175,21 +164,21 @@ func TestGrandchildHoldingStdout(t *testing.T) {
 	spec := shSpec(t, `sleep 300 & echo $! > `+dir+`/gc; exec sleep 300`)
 	p := spawnT(t, w, spec)
 	var gc int
-	eventually(t, "grandchild pid", func() bool {
+	testenv.Eventually(t, "grandchild pid", func() bool {
 		b, _ := os.ReadFile(dir + "/gc")
 		gc, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		return gc > 0
 	})
 	unix.Kill(p.Identity().PID, unix.SIGKILL)
 	waitDone(t, p)
-	eventually(t, "grandchild killed", func() bool { return !alive(gc) })
+	testenv.Eventually(t, "grandchild killed", func() bool { return !alive(gc) })
 }
 
 func TestStopEscalatesToSIGKILL(t *testing.T) {
 	w := newWatcher(t)
 	dir := t.TempDir()
 	p := spawnT(t, w, shSpec(t, `trap '' TERM; touch `+dir+`/ready; while :; do sleep 0.05; done`))
-	eventually(t, "trap installed", func() bool { _, err := os.Stat(dir + "/ready"); return err == nil })
+	testenv.Eventually(t, "trap installed", func() bool { _, err := os.Stat(dir + "/ready"); return err == nil })
 	st, err := p.Stop(context.Background(), 200*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +188,7 @@ func TestStopEscalatesToSIGKILL(t *testing.T) {
 	}
 	pgid := p.Identity().PGID
 	// Killed members linger as zombies until their new parent reaps them.
-	eventually(t, "group gone", func() bool { return errors.Is(unix.Kill(-pgid, 0), unix.ESRCH) })
+	testenv.Eventually(t, "group gone", func() bool { return errors.Is(unix.Kill(-pgid, 0), unix.ESRCH) })
 }
 
 func TestStopGraceful(t *testing.T) {
@@ -289,7 +278,7 @@ func TestKillMarked(t *testing.T) {
 	foreign := testenv.ForeignProcess(t)
 	// While sh execs sleep, environ is briefly empty: poll.
 	killed := 0
-	eventually(t, "marked processes killed", func() bool {
+	testenv.Eventually(t, "marked processes killed", func() bool {
 		killed += KillMarked(a.Marker, b.Marker)
 		return exited(pa) && exited(pb)
 	})

@@ -168,25 +168,21 @@ func run(c config) (*results, error) {
 	}
 	defer d.cleanup()
 
-	progress("readiness: %d runs", c.runs)
-	if err := benchReady(c, d, r); err != nil {
-		return nil, fmt.Errorf("readiness: %w", err)
+	steps := []struct {
+		name string
+		run  func(config, *daemon, *results) error
+	}{
+		{fmt.Sprintf("readiness: %d runs", c.runs), benchReady},
+		{fmt.Sprintf("crash detection: 3 × %d runs", c.runs), benchCrash},
+		{fmt.Sprintf("scale: %d sandboxes", c.scale), benchScale},
+		{fmt.Sprintf("rehydration: %d live children", c.rehydrate), benchRehydrate},
+		{fmt.Sprintf("events: %d subscribers", c.subscribers), benchEvents},
 	}
-	progress("crash detection: 3 × %d runs", c.runs)
-	if err := benchCrash(c, d, r); err != nil {
-		return nil, fmt.Errorf("crash: %w", err)
-	}
-	progress("scale: %d sandboxes", c.scale)
-	if err := benchScale(c, d, r); err != nil {
-		return nil, fmt.Errorf("scale: %w", err)
-	}
-	progress("rehydration: %d live children", c.rehydrate)
-	if err := benchRehydrate(c, d, r); err != nil {
-		return nil, fmt.Errorf("rehydrate: %w", err)
-	}
-	progress("events: %d subscribers", c.subscribers)
-	if err := benchEvents(c, d, r); err != nil {
-		return nil, fmt.Errorf("events: %w", err)
+	for _, step := range steps {
+		progress("%s", step.name)
+		if err := step.run(c, d, r); err != nil {
+			return nil, fmt.Errorf("%s: %w", step.name, err)
+		}
 	}
 	return r, nil
 }

@@ -40,11 +40,14 @@ var nonInteractive = map[string]string{
 func runServe(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	// Only the flags set are passed on (conf applies the precedence); the
+	// defaults here are for the help text and come from conf.
+	def := conf.Default(os.Getenv)
 	configPath := fs.String("config", "", "TOML config `file` (default: $AGENT_CONTROL_PLANE_CONFIG)")
-	fs.String("listen", conf.DefaultListen, "listen `address` (loopback only unless the config allows otherwise)")
-	fs.String("root", "", "sandbox root `dir` (default $XDG_STATE_HOME/agent-control-plane/sandboxes)")
-	fs.String("port-range", "4100-4999", "sandbox port `range` LO-HI")
-	fs.String("log-format", "text", "log format: text or json")
+	fs.String("listen", def.Listen, "listen `address` (loopback only unless the config allows otherwise)")
+	fs.String("root", def.Root, "sandbox root `dir`")
+	fs.String("port-range", def.Ports.String(), "sandbox port `range` LO-HI")
+	fs.String("log-format", def.LogFormat, "log format: text or json")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: agent-control-plane serve [flags]\n\nRuns the daemon in the foreground. Precedence: flag > environment > config file > default.")
 		fs.PrintDefaults()

@@ -246,8 +246,11 @@ func (d *Daemon) Info() (map[string]any, error) {
 	return m, nil
 }
 
-// KillSandboxes SIGKILLs every process group whose leader's record lies
-// under root: a test's cleanup, so children never outlive it.
+// KillSandboxes SIGKILLs every process carrying the marker of a record
+// under root: a test's cleanup, so children never outlive it. It scans
+// /proc itself rather than call proc.KillMarked, because proc's own tests
+// import this package (and a cleanup net should not share the code it
+// guards against).
 func KillSandboxes(root string) {
 	recs, _ := filepath.Glob(filepath.Join(root, "*", "sandbox.json"))
 	for _, path := range recs {
