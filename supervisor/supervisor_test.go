@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agent-control-plane/agent-control-plane/proc"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
@@ -308,7 +310,16 @@ func TestForeignPIDNeverSignalled(t *testing.T) {
 	// Stopping and deleting it must not touch the foreign process either.
 	h.sup.Stop(context.Background(), "victim", true)
 	h.sup.Delete(context.Background(), "victim")
-	time.Sleep(50 * time.Millisecond) // give a wrongly sent signal time to land
+	// A signal sent by mistake would end it at once: wait for that exit
+	// on a pidfd (returning early if it comes), rather than sleep.
+	fd, err := unix.PidfdOpen(foreign, 0)
+	if err != nil {
+		t.Fatalf("foreign process is gone: %v", err)
+	}
+	defer unix.Close(fd)
+	if n, _ := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 200); n != 0 {
+		t.Fatal("foreign process exited after the stop and delete")
+	}
 	if err := syscall.Kill(foreign, 0); err != nil {
 		t.Fatalf("foreign process is gone: %v", err)
 	}
