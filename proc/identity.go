@@ -127,9 +127,11 @@ func markerIn(environ []byte) string {
 	return ""
 }
 
-// verify checks that the process now named id.PID is the one id describes.
-// It must be called after a pidfd for id.PID has been opened: the pidfd then
-// pins that process, and a match proves the pidfd refers to ours.
+// verify checks that the process now named id.PID is the one id describes:
+// same boot, same start time, the recorded process group is its own, and
+// its environment carries the marker. It must be called after a pidfd for
+// id.PID has been opened: the pidfd then pins that process, and a match
+// proves the pidfd refers to ours.
 func verify(id Identity) error {
 	boot, err := BootID()
 	if err != nil {
@@ -149,6 +151,12 @@ func verify(id Identity) error {
 	}
 	if st.startTime != id.StartTime {
 		return fmt.Errorf("%w: start time %d, recorded %d", ErrIdentity, st.startTime, id.StartTime)
+	}
+	// The group every signal goes to must be the verified process's own:
+	// a record that names another group (a stranger's) chooses whom to
+	// kill, so it is not ours.
+	if st.pgid != id.PGID {
+		return fmt.Errorf("%w: process group %d, recorded %d", ErrIdentity, st.pgid, id.PGID)
 	}
 	m, err := readMarker(id.PID, true)
 	if err != nil {

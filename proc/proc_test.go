@@ -270,6 +270,58 @@ func TestAdoptRefusesForeignProcess(t *testing.T) {
 	}
 }
 
+// A record whose process group was changed to a stranger's does not
+// choose whom to kill: the identity fails, and the stranger and our child
+// are left as they were (the child is then found by its marker).
+func TestAdoptRefusesPlantedGroup(t *testing.T) {
+	stranger := testenv.ForeignProcess(t)
+	w1 := newWatcher(t)
+	p, err := w1.Spawn(shSpec(t, "exec sleep 60"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Stop(context.Background(), 0) })
+	id := p.Identity()
+	id.PGID = stranger
+	w2 := newWatcher(t)
+	if _, err := w2.Adopt(id); !errors.Is(err, ErrIdentity) {
+		t.Fatalf("adopt with a planted group: %v, want ErrIdentity", err)
+	}
+	if !alive(stranger) || !alive(id.PID) {
+		t.Fatal("a process was signalled")
+	}
+	if n := KillMarked(id.Marker); n != 1 {
+		t.Fatalf("KillMarked signalled %d processes, want our child only", n)
+	}
+	waitDone(t, p)
+	if !alive(stranger) {
+		t.Fatal("the stranger was signalled")
+	}
+}
+
+// A link or a FIFO where a log should be is refused at spawn, at once,
+// and the link's target is untouched.
+func TestSpawnRefusesPlantedLogs(t *testing.T) {
+	w := newWatcher(t)
+	outside := filepath.Join(t.TempDir(), "precious")
+	os.WriteFile(outside, []byte("precious\n"), 0o600)
+	link := shSpec(t, "echo hello")
+	os.Symlink(outside, link.Stdout)
+	if _, err := w.Spawn(link); err == nil {
+		t.Fatal("spawned with stdout.log a symbolic link")
+	}
+	if b, _ := os.ReadFile(outside); string(b) != "precious\n" {
+		t.Fatalf("link target changed: %q", b)
+	}
+	fifo := shSpec(t, "echo hello")
+	if err := unix.Mkfifo(fifo.Stderr, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Spawn(fifo); err == nil {
+		t.Fatal("spawned with stderr.log a FIFO")
+	}
+}
+
 // KillMarked kills exactly the processes carrying the given markers.
 func TestKillMarked(t *testing.T) {
 	w := newWatcher(t)

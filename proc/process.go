@@ -260,8 +260,42 @@ type Spec struct {
 	Marker string // unique per process; recorded in Identity
 }
 
+// openLog opens a log for the child to append to. A link in its place is
+// refused (O_NOFOLLOW), a FIFO cannot block the open (O_NONBLOCK; the flag
+// is cleared again so the child writes as usual), and the file must be
+// regular and is made 0600 whatever the umask.
 func openLog(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_CLOEXEC, 0o600)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_CLOEXEC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s is not a regular file", path)
+	}
+	if err == nil {
+		err = f.Chmod(0o600)
+	}
+	if err == nil {
+		err = clearNonblock(f)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func clearNonblock(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.SetNonblock(int(fd), false) }); err != nil {
+		return err
+	}
+	return serr
 }
 
 func spawnFiles(spec Spec) (files []*os.File, err error) {

@@ -139,3 +139,33 @@ func (c *fakeClock) Advance(d time.Duration) {
 }
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+// offline gives a test the closed harness's root as the daemon sees it,
+// to read and write records between runs.
+func (h *harness) offline() *Supervisor {
+	h.t.Helper()
+	if h.sup != nil {
+		h.t.Fatal("offline: the supervisor is running")
+	}
+	rfs, err := openRoot(h.opts.Root)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { rfs.close() })
+	return &Supervisor{fs: rfs, opts: h.opts}
+}
+
+// editRecord changes the record of sandbox id while the supervisor is
+// closed.
+func (h *harness) editRecord(id string, edit func(*record)) {
+	h.t.Helper()
+	s := h.offline()
+	r, err := s.readRecord(id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	edit(&r)
+	if err := s.writeRecord(id, r, true); err != nil {
+		h.t.Fatal(err)
+	}
+}

@@ -2,9 +2,9 @@ package supervisor
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
-	"os"
-	"path/filepath"
+	"io/fs"
 	"regexp"
 	"slices"
 	"strings"
@@ -234,7 +234,7 @@ func (s *Supervisor) EntrypointLogs(id string, tail int) (Logs, error) {
 		name string
 		dst  *string
 	}{{StdoutFile, &out.Stdout}, {StderrFile, &out.Stderr}} {
-		text, err := readTail(filepath.Join(e.dir, f.name), tail)
+		text, err := s.readTail(e.id+"/"+f.name, tail)
 		if err != nil {
 			return Logs{}, err
 		}
@@ -250,8 +250,9 @@ func (s *Supervisor) secretsOf(e *sandbox) []string {
 	for _, v := range s.opts.ForwardEnv {
 		out = append(out, v)
 	}
-	b, err := os.ReadFile(filepath.Join(e.dir, EnvFile))
+	b, err := s.fs.readFile(e.id+"/"+EnvFile, maxEnvBytes)
 	if err != nil {
+		s.log.Warn("read sandbox environment for redaction", "sandbox", e.id, "err", err)
 		return out
 	}
 	var env map[string]string
@@ -269,19 +270,17 @@ func (s *Supervisor) secretsOf(e *sandbox) []string {
 // readTail reads the end of a log: the last tail bytes plus a margin so
 // that redaction sees a secret whole even where the window starts. A window
 // that does not start at the file's start drops its first, partial line.
-func readTail(path string, tail int) (string, error) {
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
+// The log is opened as the daemon's own file: a link or a FIFO planted in
+// its place is refused at once, never followed or waited on.
+func (s *Supervisor) readTail(rel string, tail int) (string, error) {
+	f, fi, err := s.fs.openRegular(rel)
+	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", err
-	}
 	window := int64(tail) + 64<<10
 	off := max(fi.Size()-window, 0)
 	b := make([]byte, fi.Size()-off)

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
+	"io/fs"
 )
 
 // Rehydration results, for metrics.
@@ -15,15 +15,18 @@ const (
 	RehydrateStopped   = "stopped"   // was live, found dead or not ours: flipped to stopped
 	RehydrateKept      = "kept"      // already stopped: loaded as is
 	RehydrateAbandoned = "abandoned" // create never finished: swept and removed
-	RehydrateCorrupt   = "corrupt"   // unreadable record: moved aside
+	RehydrateCorrupt   = "corrupt"   // unreadable record: left alone
+	RehydrateForeign   = "foreign"   // a directory with no record of this root: left alone
 )
 
 // RehydrateResults lists every rehydration result.
-var RehydrateResults = []string{RehydrateAdopted, RehydrateStopped, RehydrateKept, RehydrateAbandoned, RehydrateCorrupt}
+var RehydrateResults = []string{RehydrateAdopted, RehydrateStopped, RehydrateKept, RehydrateAbandoned, RehydrateCorrupt, RehydrateForeign}
 
 // rehydrate loads every <root>/<id>/sandbox.json. A live record is trusted
 // only once its workload is verified; the failure of one record is logged
-// and never stops the daemon.
+// and never stops the daemon. It removes only what it can prove it made
+// (staging and trash directories, abandoned creates); anything else in the
+// root is logged once and left alone.
 func (s *Supervisor) rehydrate(ctx context.Context) {
 	ents, err := os.ReadDir(s.opts.Root)
 	if err != nil {
@@ -33,18 +36,26 @@ func (s *Supervisor) rehydrate(ctx context.Context) {
 	sweep := map[string][]string{} // runtime → markers whose workloads must not survive
 	for _, ent := range ents {
 		name := ent.Name()
-		if !ent.IsDir() {
+		switch {
+		case name == lockFile || name == MarkFile:
+			continue
+		case s.fs.ownTemp(name):
+			// A create or a delete interrupted by a crash. No workload
+			// ever ran in a staging directory: it is renamed to its
+			// sandbox name before the spawn.
+			if err := s.fs.removeAll(name); err != nil {
+				s.log.Error("remove interrupted create or delete", "dir", name, "err", err)
+			}
+			continue
+		case ent.Type()&fs.ModeSymlink != 0 && validName(name):
+			s.log.Warn("refusing a sandbox directory that is a symbolic link; left alone", "entry", name)
+			s.stats.rehydrated(RehydrateForeign)
+			continue
+		case !ent.IsDir() || !validName(name):
+			s.log.Warn("leaving alone an entry the daemon did not create", "entry", name)
 			continue
 		}
-		dir := filepath.Join(s.opts.Root, name)
-		if strings.HasPrefix(name, trashPrefix) {
-			_ = os.RemoveAll(dir) // a delete interrupted by a crash
-			continue
-		}
-		if !validName(name) {
-			continue
-		}
-		if rt, marker := s.rehydrateOne(ctx, name, dir); marker != "" {
+		if rt, marker := s.rehydrateOne(ctx, name); marker != "" {
 			sweep[rt] = append(sweep[rt], marker)
 		}
 	}
@@ -55,26 +66,19 @@ func (s *Supervisor) rehydrate(ctx context.Context) {
 
 // rehydrateOne loads one record. It returns a runtime and a marker when
 // whatever still carries that marker must be swept.
-func (s *Supervisor) rehydrateOne(ctx context.Context, name, dir string) (runtime, marker string) {
+func (s *Supervisor) rehydrateOne(ctx context.Context, name string) (runtime, marker string) {
 	log := s.log.With("sandbox", name)
-	path := filepath.Join(dir, RecordFile)
-	r, err := readRecord(path, name)
-	if errors.Is(err, os.ErrNotExist) {
-		if matches, _ := filepath.Glob(path + ".corrupt-*"); len(matches) > 0 {
-			return "", "" // already set aside; left for a person to look at
-		}
-		// Our create died between mkdir and its first record: nothing
-		// was started, since the record precedes the spawn.
-		log.Warn("removing sandbox directory without a record")
-		_ = removeDir(dir)
+	dir := filepath.Join(s.opts.Root, name)
+	r, err := s.readRecord(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, errForeignRecord):
+		// Not provably ours: the daemon builds a sandbox directory under
+		// a staging name and gives it its own name only with a record.
+		log.Warn("leaving alone a directory that holds no record of this root", "err", err)
+		s.stats.rehydrated(RehydrateForeign)
 		return "", ""
-	}
-	if err != nil {
-		aside := path + ".corrupt-" + time.Now().UTC().Format("20060102T150405.000")
-		log.Warn("corrupt sandbox record moved aside", "err", err, "movedTo", aside)
-		if rerr := os.Rename(path, aside); rerr != nil {
-			log.Error("move corrupt record aside", "err", rerr)
-		}
+	case err != nil:
+		log.Warn("leaving alone a sandbox directory whose record cannot be read", "err", err)
 		s.stats.rehydrated(RehydrateCorrupt)
 		return "", ""
 	}
@@ -86,7 +90,9 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name, dir string) (runtim
 			// any, was spawned just before the daemon died. No client
 			// was told it exists.
 			log.Warn("removing sandbox whose create was interrupted")
-			_ = removeDir(dir)
+			if err := s.fs.removeAll(name); err != nil {
+				log.Error("remove sandbox whose create was interrupted", "err", err)
+			}
 			s.stats.rehydrated(RehydrateAbandoned)
 			if !haveRuntime {
 				return "", ""
@@ -123,7 +129,7 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name, dir string) (runtim
 		s.stats.stopped(e.info.StopReason)
 		// Not fsynced: if this write is lost, the next start finds the
 		// same dead workload and flips it again.
-		if err := writeRecordMode(dir, toRecord(e.info, e.marker, e.grace, r.Handle), false); err != nil {
+		if err := s.writeRecord(name, s.toRecord(e.info, e.marker, e.grace, r.Handle), false); err != nil {
 			log.Error("persist sandbox record", "err", err)
 		}
 		log.Warn("sandbox found dead on restart", "errorReason", e.info.ErrorReason)

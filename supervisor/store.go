@@ -2,9 +2,9 @@ package supervisor
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -19,19 +19,26 @@ const (
 	StdoutFile   = "stdout.log"
 	StderrFile   = "stderr.log"
 	WorkspaceDir = "workspace"
-	lockFile     = ".lock"
-	trashPrefix  = ".trash-"
+)
+
+// Bounds on what the daemon reads back from its own files.
+const (
+	maxRecordBytes = 1 << 20
+	maxEnvBytes    = 16 << 20
 )
 
 // recordVersion is written to every record. Older versions are upgraded on
-// load; newer ones are refused rather than misread.
-const recordVersion = 1
+// load; newer ones are refused rather than misread. Version 2 added rootId.
+const recordVersion = 2
 
 // record is the persisted form of a sandbox: sandbox.json. It holds no env
 // values.
 type record struct {
-	Version        int               `json:"version"`
-	ID             string            `json:"id"`
+	Version int    `json:"version"`
+	ID      string `json:"id"`
+	// RootID is the root mark's id: the proof that the directory holding
+	// this record is the daemon's to remove.
+	RootID         string            `json:"rootId"`
 	Runtime        string            `json:"runtime"`
 	State          State             `json:"state"`
 	Labels         map[string]string `json:"labels,omitempty"`
@@ -52,9 +59,9 @@ type record struct {
 	Handle         json.RawMessage   `json:"handle,omitempty"`
 }
 
-func toRecord(sb Sandbox, marker string, grace time.Duration, handle json.RawMessage) record {
+func (s *Supervisor) toRecord(sb Sandbox, marker string, grace time.Duration, handle json.RawMessage) record {
 	r := record{
-		Version: recordVersion, ID: sb.ID, Runtime: sb.Runtime, State: sb.State,
+		Version: recordVersion, ID: sb.ID, RootID: s.fs.id, Runtime: sb.Runtime, State: sb.State,
 		Labels: sb.Labels, Snapshot: sb.Snapshot, Public: sb.Public, Port: sb.Port,
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, LastActivityAt: sb.LastActivityAt,
 		AutoStopMs: sb.AutoStopInterval.Milliseconds(), ErrorReason: sb.ErrorReason,
@@ -99,9 +106,15 @@ func (r record) sandbox() Sandbox {
 	return sb
 }
 
-func (r *record) validate(dirName string) error {
+// errForeignRecord is a record that does not name this root: the
+// directory holding it is not provably the daemon's.
+var errForeignRecord = errors.New("record does not belong to this root")
+
+func (r *record) validate(dirName, rootID string) error {
 	switch {
-	case r.Version < 1 || r.Version > recordVersion:
+	case r.RootID != rootID:
+		return errForeignRecord
+	case r.Version < 2 || r.Version > recordVersion:
 		return fmt.Errorf("unsupported record version %d", r.Version)
 	case r.ID != dirName:
 		return fmt.Errorf("record id %q does not match directory %q", r.ID, dirName)
@@ -118,87 +131,30 @@ func (r *record) validate(dirName string) error {
 	return nil
 }
 
-func readRecord(path, dirName string) (record, error) {
-	b, err := os.ReadFile(path)
+// readRecord reads and validates the record of sandbox directory name.
+func (s *Supervisor) readRecord(name string) (record, error) {
+	b, err := s.fs.readFile(name+"/"+RecordFile, maxRecordBytes)
 	if err != nil {
 		return record{}, err
 	}
 	var r record
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	if err := dec.Decode(&r); err != nil {
+	if err := json.Unmarshal(b, &r); err != nil {
 		return record{}, fmt.Errorf("decode: %w", err)
 	}
-	if err := r.validate(dirName); err != nil {
+	if err := r.validate(name, s.fs.id); err != nil {
 		return record{}, err
 	}
 	return r, nil
 }
 
-// writeFileAtomic writes data to path so that a reader, or the daemon after
-// a crash of its own process at any point, sees either the old content or
-// the new one, never a mix: a temp file created with its final mode,
-// written, renamed over path. With durable, the temp file is fsynced
-// before the rename and the directory after it, so the new content also
-// survives a power loss; without, a power loss may lose the write (and,
-// after one, every child is gone anyway: the boot id changes).
-func writeFileAtomic(path string, data []byte, perm os.FileMode, durable bool) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	// CreateTemp makes 0600 files; set the mode before any content exists.
-	if err = f.Chmod(perm); err != nil {
-		return err
-	}
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if durable {
-		if err = f.Sync(); err != nil {
-			return err
-		}
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	if durable {
-		return syncDir(dir)
-	}
-	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
-// writeRecord writes sandbox.json atomically and durably (temp file,
-// fsync, rename, fsync of the directory).
-func writeRecord(dir string, r record) error {
-	return writeRecordMode(dir, r, true)
-}
-
-func writeRecordMode(dir string, r record, durable bool) error {
+// writeRecord writes e's sandbox.json atomically and, with durable, durably
+// (temp file, fsync, rename, fsync of the directory).
+func (s *Supervisor) writeRecord(dir string, r record, durable bool) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, RecordFile), append(b, '\n'), 0o644, durable)
+	return s.fs.writeAtomic(dir, RecordFile, append(b, '\n'), durable)
 }
 
 // rootLock is an exclusive flock on <root>/.lock, held for the daemon's life,
@@ -218,24 +174,29 @@ func (e *ErrRootLocked) Error() string {
 	return fmt.Sprintf("root %s is in use by another agent-control-plane", e.Root)
 }
 
-func lockRoot(root string) (*rootLock, error) {
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return nil, fmt.Errorf("create root: %w", err)
-	}
-	path := filepath.Join(root, lockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+// lockRoot takes the root's lock file. The file is opened as the daemon's
+// own (no link followed, non-blocking, regular files only) and is
+// truncated only once the lock is held.
+func lockRoot(r *rootFS) (*rootLock, error) {
+	f, err := r.open(lockFile, unix.O_RDWR|unix.O_CREAT|unix.O_NONBLOCK, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open root lock: %w", err)
 	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("open root lock: %s is not a regular file", r.abs(lockFile))
+	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		b, _ := os.ReadFile(path)
-		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		b := make([]byte, 32)
+		n, _ := f.ReadAt(b, 0)
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(b[:n])))
 		f.Close()
 		if err == unix.EWOULDBLOCK {
-			return nil, &ErrRootLocked{Root: root, PID: pid}
+			return nil, &ErrRootLocked{Root: r.path, PID: pid}
 		}
 		return nil, fmt.Errorf("lock root: %w", err)
 	}
+	_ = f.Chmod(0o600)
 	_ = f.Truncate(0)
 	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	return &rootLock{f: f}, nil

@@ -7,10 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -56,6 +56,7 @@ type Supervisor struct {
 	opts   Options
 	log    *slog.Logger
 	now    func() time.Time
+	fs     *rootFS
 	lock   *rootLock
 	ports  *ports
 	events *hub
@@ -125,8 +126,13 @@ func New(ctx context.Context, opts Options) (*Supervisor, error) {
 		return nil, err
 	}
 	opts.Root = root
-	lock, err := lockRoot(root)
+	rfs, err := openRoot(root)
 	if err != nil {
+		return nil, err
+	}
+	lock, err := lockRoot(rfs)
+	if err != nil {
+		rfs.close()
 		return nil, err
 	}
 	lifetime, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -134,6 +140,7 @@ func New(ctx context.Context, opts Options) (*Supervisor, error) {
 		opts:      opts,
 		log:       opts.Logger,
 		now:       opts.Now,
+		fs:        rfs,
 		lock:      lock,
 		ports:     newPorts(opts.PortLo, opts.PortHi),
 		events:    newHub(opts.EventBuffer, 256, uint64(time.Now().UnixMicro())),
@@ -237,15 +244,22 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	undo = append(undo, func() { s.ports.release(port, req.Name) })
 	e.info.Port = port
 
-	if err := os.Mkdir(e.dir, 0o755); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return Sandbox{}, fmt.Errorf("%w: %s: a directory of that name is left in the root (delete the sandbox to remove it)", ErrConflict, req.Name)
-		}
+	// The directory is built under a staging name that proves it is ours
+	// (see rootFS.tempName) and appears under its own name, complete with
+	// its intent record, in one rename that never replaces anything: a
+	// daemon that dies on the way leaves either a staging directory it
+	// can prove it made, or a sandbox directory with a record.
+	made := s.fs.tempName(kindNew)
+	if err := s.fs.mkdir(made); err != nil {
 		return Sandbox{}, fmt.Errorf("create sandbox directory: %w", err)
 	}
-	undo = append(undo, func() { removeDir(e.dir) })
+	undo = append(undo, func() {
+		if err := s.fs.removeAll(made); err != nil {
+			s.log.Error("remove directory of a failed create", "sandbox", req.Name, "err", err)
+		}
+	})
 	workspace := filepath.Join(e.dir, WorkspaceDir)
-	if err := os.Mkdir(workspace, 0o755); err != nil {
+	if err := s.fs.mkdir(made + "/" + WorkspaceDir); err != nil {
 		return Sandbox{}, fmt.Errorf("create workspace: %w", err)
 	}
 	env := s.childEnv(req, port, workspace)
@@ -253,18 +267,28 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	if err != nil {
 		return Sandbox{}, err
 	}
-	// The env file and the intent record are atomic but not fsynced: they
-	// must exist before the workload does, so that a daemon that dies
-	// mid-create leaves a record whose marker finds the child, and a crash
-	// of the daemon's process loses no completed rename. Durability against
+	// The env file and the intent record are not fsynced: they must exist
+	// before the workload does, so that a daemon that dies mid-create
+	// leaves a record whose marker finds the child. Durability against
 	// power loss comes with the committed record below, whose directory
-	// fsync covers these renames too; a power loss kills the child anyway.
-	if err := writeFileAtomic(filepath.Join(e.dir, EnvFile), envJSON, 0o600, false); err != nil {
+	// fsync covers them too; a power loss kills the child anyway.
+	if err := s.fs.createFile(made+"/"+EnvFile, envJSON); err != nil {
 		return Sandbox{}, fmt.Errorf("write %s: %w", EnvFile, err)
 	}
-	if err := writeRecordMode(e.dir, toRecord(e.info, e.marker, e.grace, nil), false); err != nil {
+	intent, err := json.MarshalIndent(s.toRecord(e.info, e.marker, e.grace, nil), "", "  ")
+	if err != nil {
+		return Sandbox{}, err
+	}
+	if err := s.fs.createFile(made+"/"+RecordFile, append(intent, '\n')); err != nil {
 		return Sandbox{}, fmt.Errorf("write %s: %w", RecordFile, err)
 	}
+	if err := s.fs.renameNoReplace(made, req.Name); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return Sandbox{}, fmt.Errorf("%w: %s: the root holds an entry of that name that is not a sandbox; it is left alone", ErrConflict, req.Name)
+		}
+		return Sandbox{}, fmt.Errorf("create sandbox directory: %w", err)
+	}
+	made = req.Name
 	h, err := rt.Start(context.WithoutCancel(ctx), Spec{
 		ID: req.Name, Env: envList(env), Dir: e.dir, Workspace: workspace,
 		Stdout: filepath.Join(e.dir, StdoutFile), Stderr: filepath.Join(e.dir, StderrFile),
@@ -278,7 +302,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 		defer cancel()
 		_ = h.Stop(stopCtx, 0)
 	})
-	if err := writeRecord(e.dir, toRecord(e.info, e.marker, e.grace, h.State())); err != nil {
+	if err := s.writeRecord(e.id, s.toRecord(e.info, e.marker, e.grace, h.State()), true); err != nil {
 		return Sandbox{}, fmt.Errorf("write %s: %w", RecordFile, err)
 	}
 
@@ -333,20 +357,6 @@ func cloneMap(m map[string]string) map[string]string {
 		return map[string]string{}
 	}
 	return maps.Clone(m)
-}
-
-// removeDir removes a sandbox directory so that it disappears at once: it is
-// renamed into a trash name first, then removed.
-func removeDir(dir string) error {
-	trash := filepath.Join(filepath.Dir(dir), trashPrefix+filepath.Base(dir)+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
-	if err := os.Rename(dir, trash); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		return err
-	}
-	_ = syncDir(filepath.Dir(dir))
-	return os.RemoveAll(trash)
 }
 
 // watch starts the goroutine that follows a live workload: readiness for up
@@ -449,7 +459,7 @@ func (s *Supervisor) transition(e *sandbox, h Handle, change func(*Sandbox) (eve
 // (if not empty). Callers hold e.op. A record that cannot be written is
 // logged: the in-memory state still reflects the truth about the process.
 func (s *Supervisor) commit(e *sandbox, next Sandbox, ev string) {
-	if err := writeRecord(e.dir, toRecord(next, e.marker, e.grace, s.handleState(e))); err != nil {
+	if err := s.writeRecord(e.id, s.toRecord(next, e.marker, e.grace, s.handleState(e)), true); err != nil {
 		s.log.Error("persist sandbox record", "sandbox", next.ID, "err", err)
 	}
 	s.mu.Lock()
@@ -655,19 +665,11 @@ func (s *Supervisor) afterStop(e *sandbox) {
 }
 
 // Delete stops a sandbox if needed and removes its directory and record.
-// Deleting a sandbox that does not exist succeeds; a directory of that name
-// left in the root without a valid record is removed too.
+// Deleting a sandbox that does not exist succeeds and touches nothing on
+// disk, whatever the root holds under that name.
 func (s *Supervisor) Delete(ctx context.Context, id string) error {
 	e, err := s.lookup(id)
 	if errors.Is(err, ErrNotFound) {
-		if validName(id) {
-			s.mu.Lock()
-			_, reserved := s.sandboxes[id]
-			s.mu.Unlock()
-			if !reserved {
-				return removeDir(filepath.Join(s.opts.Root, id))
-			}
-		}
 		return nil
 	}
 	if err != nil {
@@ -688,7 +690,7 @@ func (s *Supervisor) delete(e *sandbox) error {
 		return nil // deleted meanwhile
 	}
 	s.mu.Unlock()
-	if err := removeDir(e.dir); err != nil {
+	if err := s.fs.removeAll(e.id); err != nil {
 		return fmt.Errorf("remove sandbox directory: %w", err)
 	}
 	s.mu.Lock()
@@ -771,5 +773,6 @@ func (s *Supervisor) Close(ctx context.Context) error {
 	s.bg.Wait()
 	s.events.closeAll()
 	s.lock.release()
+	s.fs.close()
 	return err
 }

@@ -290,16 +290,18 @@ func TestForeignPIDNeverSignalled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(h.opts.Root, "victim")
-	os.MkdirAll(dir, 0o755)
+	off := h.offline()
+	if err := off.fs.mkdir("victim"); err != nil {
+		t.Fatal(err)
+	}
 	now := time.Now().UTC()
 	rec := record{
-		Version: recordVersion, ID: "victim", Runtime: "native", State: Started, Port: h.opts.PortLo,
+		Version: recordVersion, ID: "victim", RootID: off.fs.id, Runtime: "native", State: Started, Port: h.opts.PortLo,
 		CreatedAt: now, UpdatedAt: now, LastActivityAt: now, Marker: "victim.deadbeef", StopGraceMs: 100,
 		// This boot, another start time: the PID was reused.
 		Handle: json.RawMessage(fmt.Sprintf(`{"pid":%d,"pgid":%d,"startTime":1,"bootId":%q,"marker":"victim.deadbeef"}`, foreign, foreign, boot)),
 	}
-	if err := writeRecord(dir, rec); err != nil {
+	if err := off.writeRecord("victim", rec, true); err != nil {
 		t.Fatal(err)
 	}
 	h.start()
@@ -329,14 +331,17 @@ func TestForeignPIDNeverSignalled(t *testing.T) {
 	}
 }
 
-func TestCorruptRecordMovedAside(t *testing.T) {
+// An unreadable record is left exactly as it is, across restarts, deletes
+// and creates of its name: the daemon cannot prove the directory is its.
+func TestUnreadableRecordLeftAlone(t *testing.T) {
 	h := newHarness(t, nil)
 	h.create("good", nil, nil)
 	h.waitState("good", Started)
 	h.close(false)
 	bad := filepath.Join(h.opts.Root, "bad")
-	os.MkdirAll(bad, 0o755)
-	os.WriteFile(filepath.Join(bad, RecordFile), []byte(`{"version":1,"id":"bad",`), 0o644)
+	os.MkdirAll(bad, 0o700)
+	garbage := []byte(`{"version":2,"id":"bad",`)
+	os.WriteFile(filepath.Join(bad, RecordFile), garbage, 0o600)
 	h.start()
 	if _, err := h.sup.Get("good"); err != nil {
 		t.Fatalf("good record lost: %v", err)
@@ -344,14 +349,18 @@ func TestCorruptRecordMovedAside(t *testing.T) {
 	if _, err := h.sup.Get("bad"); !isErr(err, ErrNotFound) {
 		t.Fatalf("corrupt record loaded: %v", err)
 	}
-	aside, _ := filepath.Glob(filepath.Join(bad, RecordFile+".corrupt-*"))
-	if len(aside) != 1 {
-		t.Fatalf("corrupt record not moved aside: %v", aside)
+	if err := h.sup.Delete(context.Background(), "bad"); err != nil {
+		t.Fatalf("delete of a name with no sandbox: %v", err)
 	}
-	// A second restart leaves the set-aside record alone.
+	if _, err := h.sup.Create(context.Background(), CreateRequest{Name: "bad"}); !isErr(err, ErrConflict) {
+		t.Fatalf("create over a directory that is not a sandbox: %v, want ErrConflict", err)
+	}
 	h.restart()
-	if _, err := os.Stat(aside[0]); err != nil {
-		t.Fatal(err)
+	if b, err := os.ReadFile(filepath.Join(bad, RecordFile)); err != nil || string(b) != string(garbage) {
+		t.Fatalf("unreadable record changed: %q %v", b, err)
+	}
+	if ents, _ := os.ReadDir(bad); len(ents) != 1 {
+		t.Fatalf("directory of the unreadable record changed: %v", ents)
 	}
 }
 
@@ -365,13 +374,10 @@ func TestInterruptedCreateSwept(t *testing.T) {
 	pid := h.pid("half")
 	h.close(false)
 	path := filepath.Join(h.opts.Root, "half", RecordFile)
-	r, err := readRecord(path, "half")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Handle = nil
-	r.State = Starting
-	writeRecord(filepath.Dir(path), r)
+	h.editRecord("half", func(r *record) {
+		r.Handle = nil
+		r.State = Starting
+	})
 	h.start()
 	if _, err := h.sup.Get("half"); !isErr(err, ErrNotFound) {
 		t.Fatalf("interrupted create still listed: %v", err)
