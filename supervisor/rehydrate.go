@@ -3,10 +3,10 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
-	"io/fs"
 )
 
 // Rehydration results, for metrics.
