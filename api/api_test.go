@@ -23,6 +23,13 @@ import (
 
 var portBlock = testenv.PortBlock{Base: 28000, Size: 40}
 
+// testToken is the bearer token of every in-process test server;
+// authClient sends it with every request that carries no Authorization.
+var (
+	testToken  = testenv.NewToken()
+	authClient = &http.Client{Transport: testenv.AuthTransport{Token: testToken}}
+)
+
 type env struct {
 	t   *testing.T
 	sup *supervisor.Supervisor
@@ -51,7 +58,7 @@ func newEnv(t *testing.T, tweak func(*supervisor.Options)) *env {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	s, err := New(sup, Options{Version: "test", Registry: reg, Heartbeat: 50 * time.Millisecond})
+	s, err := New(sup, Options{Version: "test", Registry: reg, Heartbeat: 50 * time.Millisecond, Token: testToken})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +102,7 @@ func (e *env) do(method, path string, body string, hdr ...string) resp {
 			req.Header.Set(hdr[i], hdr[i+1])
 		}
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := authClient.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}

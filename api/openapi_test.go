@@ -170,10 +170,11 @@ func (c *contract) validate(ptr string, body []byte) error {
 
 // client records and checks every exchange with the daemon.
 type contractClient struct {
-	t   *testing.T
-	c   *contract
-	url string
-	log []exchange
+	t    *testing.T
+	c    *contract
+	url  string
+	http *http.Client
+	log  []exchange
 }
 
 type exchange struct {
@@ -196,7 +197,7 @@ func (cc *contractClient) do(method, target, body string, hdr ...string) exchang
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := cc.http.Do(req)
 	if err != nil {
 		cc.t.Fatal(err)
 	}
@@ -220,7 +221,7 @@ func (cc *contractClient) state(id string) string {
 func runScenario(t *testing.T, cc *contractClient) {
 	// Watch events from the start; every frame is checked.
 	evReq, _ := http.NewRequest("GET", cc.url+"/v1/events?label.suite=contract", nil)
-	evResp, err := http.DefaultClient.Do(evReq)
+	evResp, err := cc.http.Do(evReq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,6 +307,15 @@ func runScenario(t *testing.T, cc *contractClient) {
 			t.Fatalf("event types seen: %v", want)
 		}
 	}
+	// Every route but info refuses a wrong token, as documented.
+	for _, rt := range routes {
+		if rt.path != "/v1/info" {
+			path := strings.NewReplacer("{id}", "wt-1", "{interval}", "5").Replace(rt.path)
+			if ex := cc.do(rt.method, path, "", "Authorization", "Bearer wrong-token-0123456789"); ex.status != http.StatusUnauthorized {
+				t.Errorf("%s %s with a wrong token: %d", rt.method, rt.path, ex.status)
+			}
+		}
+	}
 }
 
 func mapValues(m map[string]bool) []bool {
@@ -322,7 +332,7 @@ func TestOpenAPIConformance(t *testing.T) {
 	c := loadContract(t, OpenAPI, nil)
 	lo, hi := contractPorts.Next()
 	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi})
-	cc := &contractClient{t: t, c: c, url: d.URL}
+	cc := &contractClient{t: t, c: c, url: d.URL, http: d.HTTP(0)}
 	runScenario(t, cc)
 	t.Logf("%d exchanges checked, %d (operation, status) pairs seen", len(cc.log), len(c.seen))
 

@@ -20,11 +20,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/agent-control-plane/agent-control-plane/api/auth"
 	"github.com/agent-control-plane/agent-control-plane/conf"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 )
@@ -56,6 +58,10 @@ type Options struct {
 	// AllowHosts are host names accepted besides loopback ones (the
 	// listen host when the daemon is exposed on purpose).
 	AllowHosts []string
+	// Token is the bearer token every route but GET /v1/info (and
+	// /metrics, unless MetricsAuth) requires. Required.
+	Token       string
+	MetricsAuth bool
 }
 
 // MaxBodyBytes bounds every request body.
@@ -70,6 +76,7 @@ type Server struct {
 	handler   http.Handler
 	metrics   *httpMetrics
 	encoded   encodedEvents
+	token     atomic.Pointer[string]
 }
 
 // New builds the server and registers its metrics.
@@ -81,7 +88,11 @@ func New(sup Supervisor, opts Options) (*Server, error) {
 		opts.Heartbeat = 15 * time.Second
 	}
 	s := &Server{sup: sup, opts: opts, log: opts.Logger, startedAt: time.Now()}
+	if err := s.SetToken(opts.Token); err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
+	mux.Handle("GET /{$}", http.HandlerFunc(s.home))
 	for path, methods := range routesByPath() {
 		mux.Handle(path, s.dispatch(path, methods))
 	}
@@ -101,6 +112,16 @@ func New(sup Supervisor, opts Options) (*Server, error) {
 	}))
 	s.handler = s.guard(mux)
 	return s, nil
+}
+
+// SetToken replaces the bearer token (a rotation); requests that carry the
+// old one, and browser sessions made with it, are refused from now on.
+func (s *Server) SetToken(token string) error {
+	if err := auth.Validate(token); err != nil {
+		return fmt.Errorf("api token: %w", err)
+	}
+	s.token.Store(&token)
+	return nil
 }
 
 // ServeHTTP serves the API.
@@ -203,9 +224,10 @@ func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter 
 
 // guard runs before any handler. It answers only requests addressed to a
 // loopback host (a DNS-rebinding page names its own host), refuses
-// cross-site browser requests (an Origin other than a localhost one), and
-// makes any request that carries a body declare JSON, so that a simple
-// form post from another site cannot pass.
+// cross-site browser requests (an Origin other than a localhost one),
+// requires the bearer token (or the browser session cookie) on every route
+// but the open ones, and makes any request that carries a body declare
+// JSON, so that a simple form post from another site cannot pass.
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.allowedHost(r.Host) {
@@ -223,11 +245,16 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			h.Set("Access-Control-Expose-Headers", "Content-Type")
 			if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 				h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
-				h.Set("Access-Control-Allow-Headers", "Content-Type, Last-Event-ID")
+				h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID")
 				h.Set("Access-Control-Max-Age", "600")
 				w.WriteHeader(http.StatusNoContent)
 				return
 			}
+		}
+		if !s.open(r) && !s.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="agent-control-plane"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token: send Authorization: Bearer <token>; the CLI and the Go client read it from $"+auth.TokenEnv+" or the token file (default ~/.local/state/agent-control-plane/token)")
+			return
 		}
 		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 			mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))

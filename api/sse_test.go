@@ -33,7 +33,7 @@ func (e *env) watch(query, lastID string) *sseStream {
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := authClient.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestSSE(t *testing.T) {
 func TestSSEHeartbeat(t *testing.T) {
 	e := newEnv(t, nil)
 	req, _ := http.NewRequest("GET", e.srv.URL+"/v1/events", nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := authClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,9 +12,12 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/api/auth"
 )
 
 // EnvPrefix starts every environment variable the daemon reads.
@@ -49,6 +52,15 @@ type Config struct {
 
 	LogFormat string // text or json
 	LogLevel  string // debug, info, warn, error
+
+	// Token is the API's bearer token when given in the environment; a
+	// secret, never logged. Empty: the token file.
+	Token string
+	// TokenFile holds the token when Token is empty; created (0600) if
+	// missing.
+	TokenFile string
+	// MetricsAuth makes /metrics require the token too.
+	MetricsAuth bool
 }
 
 // PortRange is an inclusive range of TCP ports.
@@ -101,19 +113,12 @@ func Default(getenv func(string) string) Config {
 		EnvForward:     append([]string(nil), DefaultEnvForward...),
 		LogFormat:      "text",
 		LogLevel:       "info",
+		TokenFile:      filepath.Join(auth.StateDir(getenv), "token"),
 	}
 }
 
 func defaultRoot(getenv func(string) string) string {
-	state := getenv("XDG_STATE_HOME")
-	if state == "" {
-		home := getenv("HOME")
-		if home == "" {
-			home = os.TempDir()
-		}
-		state = filepath.Join(home, ".local", "state")
-	}
-	return filepath.Join(state, "agent-control-plane", "sandboxes")
+	return filepath.Join(auth.StateDir(getenv), "sandboxes")
 }
 
 // Sources are the inputs to Load besides the defaults.
@@ -208,6 +213,8 @@ var envSetters = []setter{
 	{"MAX_LIFETIME_MINUTES", minutesSetter(func(c *Config) *time.Duration { return &c.MaxLifetime })},
 	{"LOG_FORMAT", func(c *Config, v string) error { c.LogFormat = v; return nil }},
 	{"LOG_LEVEL", func(c *Config, v string) error { c.LogLevel = v; return nil }},
+	{"TOKEN", func(c *Config, v string) error { c.Token = strings.TrimSpace(v); return auth.Validate(c.Token) }},
+	{"TOKEN_FILE", func(c *Config, v string) error { c.TokenFile = v; return nil }},
 }
 
 func parseBool(v string) (bool, error) {
@@ -259,7 +266,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("listen %q: bad port", c.Listen)
 	}
 	if !c.AllowNonLoopback && !IsLoopbackHost(host) {
-		return fmt.Errorf("listen %q is not a loopback address; set allow_non_loopback = true in the config file to expose the daemon (it has no authentication)", c.Listen)
+		return fmt.Errorf("listen %q is not a loopback address; set allow_non_loopback = true in the config file to expose the daemon (its bearer token then travels unencrypted)", c.Listen)
 	}
 	if p >= c.Ports.Lo && p <= c.Ports.Hi {
 		return fmt.Errorf("listen port %d lies inside the sandbox port range %s", p, c.Ports)
@@ -269,6 +276,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Root == "" {
 		return errors.New("root must not be empty")
+	}
+	if c.TokenFile == "" && c.Token == "" {
+		return errors.New("token_file must not be empty")
 	}
 	if !filepath.IsAbs(c.Root) {
 		abs, err := filepath.Abs(c.Root)
@@ -313,6 +323,39 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("log level %q: want debug, info, warn or error", c.LogLevel)
 	}
 	return nil
+}
+
+// Diff names the settings that differ between a and b, by their config
+// key, never with their values (the token is a secret).
+func Diff(a, b Config) []string {
+	var out []string
+	add := func(key string, differ bool) {
+		if differ {
+			out = append(out, key)
+		}
+	}
+	add("listen", a.Listen != b.Listen)
+	add("allow_non_loopback", a.AllowNonLoopback != b.AllowNonLoopback)
+	add("root", a.Root != b.Root)
+	add("port_range", a.Ports != b.Ports)
+	add("native.command", !slices.Equal(a.NativeCommand, b.NativeCommand))
+	add("native.ready_path", a.ReadyPath != b.ReadyPath)
+	add("startup_timeout", a.StartupTimeout != b.StartupTimeout)
+	add("stop_grace", a.StopGrace != b.StopGrace)
+	add("reap_interval", a.ReapInterval != b.ReapInterval)
+	add("reap_on_exit", a.ReapOnExit != b.ReapOnExit)
+	add("autostop_minutes", a.AutoStop != b.AutoStop)
+	add("max_lifetime", a.MaxLifetime != b.MaxLifetime)
+	add("events.buffer", a.EventBuffer != b.EventBuffer)
+	add("events.heartbeat", a.EventHeartbeat != b.EventHeartbeat)
+	add("env.forward", !slices.Equal(a.EnvForward, b.EnvForward))
+	add("env.file", a.EnvFile != b.EnvFile)
+	add("log_format", a.LogFormat != b.LogFormat)
+	add("log_level", a.LogLevel != b.LogLevel)
+	add("token", a.Token != b.Token)
+	add("token_file", a.TokenFile != b.TokenFile)
+	add("metrics_auth", a.MetricsAuth != b.MetricsAuth)
+	return out
 }
 
 // IsLoopbackHost reports whether host is "localhost" or a loopback IP.

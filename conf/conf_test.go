@@ -3,6 +3,7 @@ package conf
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -159,6 +160,34 @@ func TestREADMEDocumentsEveryEnvVar(t *testing.T) {
 	for _, name := range EnvVars() {
 		if !strings.Contains(string(b), "`"+name+"`") {
 			t.Errorf("README.md does not document %s", name)
+		}
+	}
+}
+
+// Diff names every setting: change any one field and exactly one key comes
+// back, so a reload never misses a setting that needs a restart.
+func TestDiffNamesEveryField(t *testing.T) {
+	base := Default(func(string) string { return "" })
+	v := reflect.ValueOf(&base).Elem()
+	for i := range v.NumField() {
+		changed := base
+		f := reflect.ValueOf(&changed).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString(f.String() + "x")
+		case reflect.Bool:
+			f.SetBool(!f.Bool())
+		case reflect.Int, reflect.Int64:
+			f.SetInt(f.Int() + 1)
+		case reflect.Slice:
+			f.Set(reflect.Append(f, reflect.ValueOf("x")))
+		case reflect.Struct:
+			f.Field(0).SetInt(f.Field(0).Int() + 1)
+		default:
+			t.Fatalf("field %s: kind %s not covered by this test", v.Type().Field(i).Name, f.Kind())
+		}
+		if keys := Diff(base, changed); len(keys) != 1 {
+			t.Errorf("field %s: Diff named %v, want one key", v.Type().Field(i).Name, keys)
 		}
 	}
 }

@@ -21,6 +21,8 @@ type fileConfig struct {
 	MaxLifetime      *duration `toml:"max_lifetime"`
 	LogFormat        *string   `toml:"log_format"`
 	LogLevel         *string   `toml:"log_level"`
+	TokenFile        *string   `toml:"token_file"`
+	MetricsAuth      *bool     `toml:"metrics_auth"`
 	Native           struct {
 		Command   []string `toml:"command"`
 		ReadyPath *string  `toml:"ready_path"`
@@ -86,6 +88,8 @@ func (c *Config) applyFile(path string) error {
 	}
 	set(&c.LogFormat, f.LogFormat)
 	set(&c.LogLevel, f.LogLevel)
+	set(&c.TokenFile, f.TokenFile)
+	set(&c.MetricsAuth, f.MetricsAuth)
 	if f.Native.Command != nil {
 		c.NativeCommand = f.Native.Command
 	}

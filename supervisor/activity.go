@@ -100,7 +100,8 @@ func (s *Supervisor) idle(sb Sandbox, now time.Time) bool {
 }
 
 func (s *Supervisor) tooOld(sb Sandbox, now time.Time) bool {
-	return sb.State.Live() && s.opts.MaxLifetime > 0 && !now.Before(sb.CreatedAt.Add(s.opts.MaxLifetime))
+	limit := time.Duration(s.maxLifetime.Load())
+	return sb.State.Live() && limit > 0 && !now.Before(sb.CreatedAt.Add(limit))
 }
 
 // reapOne re-checks under the sandbox's lock (a keep-alive may have landed
@@ -127,4 +128,13 @@ func (s *Supervisor) reapOne(e *sandbox) {
 	if stopped {
 		s.afterStop(e)
 	}
+}
+
+// SetDefaults changes the auto-stop interval given to creates that do not
+// say (0 disables) and the maximum lifetime (0: none), as a reload does.
+// The lifetime applies to every live sandbox from the next reap on; the
+// auto-stop default only to sandboxes created from now on.
+func (s *Supervisor) SetDefaults(autoStop, maxLifetime time.Duration) {
+	s.autoStop.Store(int64(max(autoStop, 0)))
+	s.maxLifetime.Store(int64(max(maxLifetime, 0)))
 }

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -66,6 +67,9 @@ type Supervisor struct {
 	mu        sync.Mutex // guards sandboxes, each sandbox's info and handle, closed
 	sandboxes map[string]*sandbox
 	closed    bool
+
+	// Defaults a reload may change (SetDefaults).
+	autoStop, maxLifetime atomic.Int64
 
 	bg sync.WaitGroup // readiness and exit watchers
 	// lifetime is cancelled by Close; background work derives from it.
@@ -153,6 +157,7 @@ func New(ctx context.Context, opts Options) (*Supervisor, error) {
 			Timeout:   2 * time.Second,
 		},
 	}
+	s.SetDefaults(opts.AutoStop, opts.MaxLifetime)
 	s.events.onPub = s.stats.eventPublished
 	s.rehydrate(ctx)
 	return s, nil
@@ -189,7 +194,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 		return Sandbox{}, fmt.Errorf("%w: %q", ErrUnsupportedRuntime, req.Runtime)
 	}
 	now := s.clock()
-	autoStop := s.opts.AutoStop
+	autoStop := time.Duration(s.autoStop.Load())
 	if req.AutoStopInterval != nil {
 		autoStop = *req.AutoStopInterval
 	}

@@ -108,7 +108,7 @@ func checkInvariants(t *testing.T, d *testenv.Daemon, round int) {
 		markers[rec.Marker] = sb.ID
 		if sb.State == "started" {
 			// A started sandbox's child is alive and serves its own id.
-			c := http.Client{Timeout: 5 * time.Second}
+			c := d.HTTP(5 * time.Second)
 			resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/api/info", sb.Port))
 			if err != nil {
 				// It may have died this instant; then the daemon must say so.
@@ -141,7 +141,7 @@ func checkInvariants(t *testing.T, d *testenv.Daemon, round int) {
 func TestChaosKillDuringChurn(t *testing.T) {
 	lo, _ := portBlock.Next()
 	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: lo + 39, Env: []string{"AGENT_CONTROL_PLANE_STOP_GRACE_MS=200"}})
-	c := http.Client{Timeout: 10 * time.Second}
+	c := d.HTTP(10 * time.Second)
 	seen := map[string]int{}
 	for round := range chaosRounds() {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -322,7 +322,7 @@ func TestChaosLoad(t *testing.T) {
 	g0, fd0 := daemonGauges(t, d)
 
 	tr := &http.Transport{MaxIdleConnsPerHost: 200, DialContext: (&net.Dialer{}).DialContext}
-	c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	c := &http.Client{Transport: testenv.AuthTransport{Token: d.Token, Base: tr}, Timeout: 30 * time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
 	var requests, fivexx atomic.Int64

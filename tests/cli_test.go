@@ -19,16 +19,32 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
-// cliCmd prepares the binary pointed at d.
-func cliCmd(t *testing.T, url string, args ...string) *exec.Cmd {
-	cmd := exec.Command(testenv.Binary(t), args...)
-	cmd.Env = append(os.Environ(), "AGENT_CONTROL_PLANE_URL="+url, "NO_COLOR=1")
+// cliCmd prepares the binary pointed at d, with its token.
+func cliCmd(t *testing.T, d *testenv.Daemon, args ...string) *exec.Cmd {
+	cmd := cliAtCmd(t, d.URL, args...)
+	cmd.Env = append(cmd.Env, d.ClientEnv()...)
 	return cmd
 }
 
-func cli(t *testing.T, url string, args ...string) (code int, stdout, stderr string) {
+// cliAtCmd prepares the binary pointed at url, with no token.
+func cliAtCmd(t *testing.T, url string, args ...string) *exec.Cmd {
+	cmd := exec.Command(testenv.Binary(t), args...)
+	cmd.Env = append(os.Environ(), "AGENT_CONTROL_PLANE_URL="+url, "NO_COLOR=1", "AGENT_CONTROL_PLANE_TOKEN=", "XDG_STATE_HOME="+t.TempDir())
+	return cmd
+}
+
+func cli(t *testing.T, d *testenv.Daemon, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	cmd := cliCmd(t, url, args...)
+	return runCmd(t, cliCmd(t, d, args...))
+}
+
+func cliAt(t *testing.T, url string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	return runCmd(t, cliAtCmd(t, url, args...))
+}
+
+func runCmd(t *testing.T, cmd *exec.Cmd) (code int, stdout, stderr string) {
+	t.Helper()
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -43,7 +59,7 @@ func cli(t *testing.T, url string, args ...string) (code int, stdout, stderr str
 // runAttached starts `run` and returns once it printed the sandbox line.
 func runAttached(t *testing.T, d *testenv.Daemon, args ...string) (*exec.Cmd, string, *strings.Builder) {
 	t.Helper()
-	cmd := cliCmd(t, d.URL, append([]string{"run"}, args...)...)
+	cmd := cliCmd(t, d, append([]string{"run"}, args...)...)
 	stdout, _ := cmd.StdoutPipe()
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -158,57 +174,89 @@ func TestRunReportsStop(t *testing.T) {
 
 func TestCLICommands(t *testing.T) {
 	d := startDaemon(t)
-	if code, out, errs := cli(t, d.URL, "create", "one", "--label", "team=a", "--env", "X=1", "--wait"); code != 0 || !strings.Contains(out, "Created sandbox one (started)") {
+	if code, out, errs := cli(t, d, "create", "one", "--label", "team=a", "--env", "X=1", "--wait"); code != 0 || !strings.Contains(out, "Created sandbox one (started)") {
 		t.Fatalf("create: %d %q %q", code, out, errs)
 	}
-	code, out, _ := cli(t, d.URL, "ls")
+	code, out, _ := cli(t, d, "ls")
 	if code != 0 || !strings.HasPrefix(out, "NAME  ") || !strings.Contains(out, "one ") || !strings.Contains(out, "team=a") {
 		t.Fatalf("ls: %d\n%s", code, out)
 	}
-	code, out, _ = cli(t, d.URL, "ls", "--json", "--label", "team=a")
+	code, out, _ = cli(t, d, "ls", "--json", "--label", "team=a")
 	var list []map[string]any
 	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 || list[0]["id"] != "one" {
 		t.Fatalf("ls --json: %d %s", code, out)
 	}
-	if code, out, _ := cli(t, d.URL, "get", "one"); code != 0 || !strings.Contains(out, "State:") {
+	if code, out, _ := cli(t, d, "get", "one"); code != 0 || !strings.Contains(out, "State:") {
 		t.Fatalf("get: %d %s", code, out)
 	}
-	if code, out, _ := cli(t, d.URL, "autostop", "one", "30"); code != 0 || !strings.Contains(out, "30 idle minutes") {
+	if code, out, _ := cli(t, d, "autostop", "one", "30"); code != 0 || !strings.Contains(out, "30 idle minutes") {
 		t.Fatalf("autostop: %d %s", code, out)
 	}
-	if code, _, _ := cli(t, d.URL, "keepalive", "one"); code != 0 {
+	if code, _, _ := cli(t, d, "keepalive", "one"); code != 0 {
 		t.Fatalf("keepalive: %d", code)
 	}
-	if code, out, _ := cli(t, d.URL, "logs", "one"); code != 0 || !strings.Contains(out, "listening on") {
+	if code, out, _ := cli(t, d, "logs", "one"); code != 0 || !strings.Contains(out, "listening on") {
 		t.Fatalf("logs: %d %s", code, out)
 	}
-	if code, out, _ := cli(t, d.URL, "info"); code != 0 || !strings.Contains(out, "Root:") {
+	if code, out, _ := cli(t, d, "info"); code != 0 || !strings.Contains(out, "Root:") {
 		t.Fatalf("info: %d %s", code, out)
 	}
-	if code, _, _ := cli(t, d.URL, "stop", "one"); code != 0 {
+	if code, _, _ := cli(t, d, "stop", "one"); code != 0 {
 		t.Fatalf("stop: %d", code)
 	}
-	if code, out, _ := cli(t, d.URL, "rm", "one"); code != 0 || out != "Deleted one\n" {
+	if code, out, _ := cli(t, d, "rm", "one"); code != 0 || out != "Deleted one\n" {
 		t.Fatalf("rm: %d %q", code, out)
 	}
 	// Errors: one line with the API's code; documented exit codes.
-	code, _, errs := cli(t, d.URL, "get", "nope")
+	code, _, errs := cli(t, d, "get", "nope")
 	if code != 1 || errs != "agent-control-plane: not_found: sandbox not found: nope\n" {
 		t.Fatalf("get nope: %d %q", code, errs)
 	}
-	if code, _, _ := cli(t, d.URL, "create"); code != 2 {
+	if code, _, _ := cli(t, d, "create"); code != 2 {
 		t.Fatalf("create without a name: %d", code)
 	}
 	dead := fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t))
-	code, _, errs = cli(t, dead, "ls")
+	code, _, errs = cliAt(t, dead, "ls")
 	if code != 3 || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "agent-control-plane ensure") {
 		t.Fatalf("dead daemon: %d %q", code, errs)
 	}
 }
 
+// A label, an error reason and a log full of terminal escapes print inert
+// in text; --json keeps them exact.
+func TestCLIControlCharactersInert(t *testing.T) {
+	d := startDaemon(t)
+	const evil = "\x1b]0;pwned\x07\x1b[2J\u009b31m\r\x7f"
+	body, _ := json.Marshal(map[string]any{"name": "evil", "labels": map[string]string{"note": evil},
+		"envVars": map[string]string{"STUB_AGENT_PRINT": evil}})
+	if code, b := call(t, d, "POST", "/v1/sandboxes", string(body)); code != 201 {
+		t.Fatalf("create: %d %s", code, b)
+	}
+	waitState(t, d, "evil", "started")
+	for _, args := range [][]string{{"ls"}, {"get", "evil"}, {"logs", "evil"}} {
+		code, out, errs := cli(t, d, args...)
+		if code != 0 {
+			t.Fatalf("%v: %d %q", args, code, errs)
+		}
+		for _, c := range []string{"\x1b", "\x07", "\u009b", "\r", "\x7f"} {
+			if strings.Contains(out+errs, c) {
+				t.Fatalf("%v printed a raw %q:\n%q", args, c, out)
+			}
+		}
+		if !strings.Contains(out, `\e]0;pwned\x07\e[2J\u009b31m`) {
+			t.Fatalf("%v does not show the escapes as text:\n%q", args, out)
+		}
+	}
+	code, out, _ := cli(t, d, "get", "evil", "--json")
+	var info struct{ Labels map[string]string }
+	if code != 0 || json.Unmarshal([]byte(out), &info) != nil || info.Labels["note"] != evil {
+		t.Fatalf("get --json changed the label: %d %q", code, out)
+	}
+}
+
 func TestWatchCommand(t *testing.T) {
 	d := startDaemon(t)
-	cmd := cliCmd(t, d.URL, "watch", "--json")
+	cmd := cliCmd(t, d, "watch", "--json")
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Start()
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
@@ -237,7 +285,7 @@ func TestEnsure(t *testing.T) {
 	url := fmt.Sprintf("http://127.0.0.1:%d", lo) // the block's first port for the API
 	lo++
 	ensure := func() (int, string, string) {
-		cmd := cliCmd(t, url, "ensure")
+		cmd := cliAtCmd(t, url, "ensure")
 		cmd.Env = append(cmd.Env, "AGENT_CONTROL_PLANE_ROOT="+root, "XDG_STATE_HOME="+state,
 			fmt.Sprintf("AGENT_CONTROL_PLANE_PORT_RANGE=%d-%d", lo, hi))
 		var out, errb strings.Builder
@@ -269,6 +317,16 @@ func TestEnsure(t *testing.T) {
 	}
 	if again, _ := d.Info(); int(again["pid"].(float64)) != pid {
 		t.Fatal("second ensure started another daemon")
+	}
+	// ensure's daemon made the token file; the CLI finds it with no flag,
+	// and refuses a wrong one with a hint.
+	ls := cliAtCmd(t, url, "ls")
+	ls.Env = append(ls.Env, "XDG_STATE_HOME="+state)
+	if code, out, errs := runCmd(t, ls); code != 0 || !strings.Contains(out, "No sandboxes") {
+		t.Fatalf("ls with the token file and no flag: %d %q %q", code, out, errs)
+	}
+	if code, _, errs := cliAt(t, url, "ls", "--token", "wrong-token-0123456789"); code != 1 || !strings.Contains(errs, "unauthorized") {
+		t.Fatalf("ls with a wrong --token: %d %q", code, errs)
 	}
 	// The daemon started by ensure outlives it and logs to the state dir.
 	if _, err := os.Stat(filepath.Join(state, "agent-control-plane", "daemon.log")); err != nil {

@@ -39,8 +39,7 @@ func call(t *testing.T, d *testenv.Daemon, method, path, body string) (int, []by
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	c := http.Client{Timeout: 30 * time.Second}
-	res, err := c.Do(req)
+	res, err := d.HTTP(30 * time.Second).Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -170,10 +169,46 @@ func TestDaemonSignalLeavesChildren(t *testing.T) {
 	}
 }
 
+// SIGHUP never ends the daemon: it reloads what it can (here the log
+// level and the token, rotated in its file) and keeps its children.
+func TestDaemonSurvivesSIGHUP(t *testing.T) {
+	lo, hi := portBlock.Next()
+	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi, TokenFile: true})
+	call(t, d, "POST", "/v1/sandboxes", `{"name":"child"}`)
+	waitState(t, d, "child", "started")
+	pid := childPID(t, d, "child")
+	old := d.Token
+	rotated := testenv.NewToken()
+	tokenFile := filepath.Join(d.State, "agent-control-plane", "token")
+	if err := os.WriteFile(tokenFile, []byte(rotated+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		d.Signal(syscall.SIGHUP)
+	}
+	testenv.Eventually(t, "the rotated token in force", func() bool {
+		code, _ := call(t, d, "GET", "/v1/sandboxes", "")
+		return code == 401
+	})
+	d.Token = rotated
+	if code, b := call(t, d, "GET", "/v1/sandboxes/child", ""); code != 200 || !strings.Contains(string(b), `"started"`) {
+		t.Fatalf("after SIGHUP: %d %s", code, b)
+	}
+	if _, ok := d.Wait(0); ok {
+		t.Fatalf("the daemon exited on SIGHUP:\n%s", d.Log())
+	}
+	if gone(pid) {
+		t.Fatal("the child died on SIGHUP")
+	}
+	if !strings.Contains(d.Log(), "configuration reloaded on SIGHUP") || strings.Contains(d.Log(), old) || strings.Contains(d.Log(), rotated) {
+		t.Fatalf("reload log (no token may appear in it):\n%s", d.Log())
+	}
+}
+
 func runBinary(t *testing.T, env []string, args ...string) (int, string) {
 	t.Helper()
 	cmd := exec.Command(testenv.Binary(t), args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(append(os.Environ(), "XDG_STATE_HOME="+t.TempDir()), env...)
 	out, err := cmd.CombinedOutput()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
@@ -193,6 +228,8 @@ func TestDaemonRefusesBadStartup(t *testing.T) {
 		os.WriteFile(p, []byte(body), 0o644)
 		return p
 	}
+	populated := t.TempDir()
+	os.WriteFile(filepath.Join(populated, "notes.txt"), []byte("mine\n"), 0o644)
 	busy, _ := net.Listen("tcp", "127.0.0.1:0")
 	defer busy.Close()
 	tests := []struct {
@@ -210,6 +247,9 @@ func TestDaemonRefusesBadStartup(t *testing.T) {
 		{"port taken by another program", nil, []string{"--listen", busy.Addr().String()}, "in use by another program"},
 		{"port taken by agent-control-plane", nil, []string{"--listen", d.Addr}, "another agent-control-plane"},
 		{"root locked", nil, []string{"--root", d.Root}, "in use by another agent-control-plane"},
+		{"root holds someone's files", nil, []string{"--root", populated}, "is not empty and has no .agent-control-plane-root mark"},
+		{"token file others can read", []string{"AGENT_CONTROL_PLANE_TOKEN=", "AGENT_CONTROL_PLANE_TOKEN_FILE=" + write("token", testenv.NewToken())}, nil, "group and others must have no access"},
+		{"token too short", []string{"AGENT_CONTROL_PLANE_TOKEN=short"}, nil, "AGENT_CONTROL_PLANE_TOKEN"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.why, func(t *testing.T) {

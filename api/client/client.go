@@ -16,9 +16,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/agent-control-plane/agent-control-plane/api/auth"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 )
 
@@ -40,6 +42,14 @@ type Client struct {
 	base    string
 	http    *http.Client
 	timeout time.Duration
+	// token is the bearer token given with WithToken; without one it is
+	// found as the daemon finds it (auth.Find), at the first call that
+	// needs it, so that a client made before `ensure` started the daemon
+	// (which creates the token file) still finds it.
+	token     string
+	tokenMu   sync.Mutex
+	tokenErr  error
+	tokenOnce bool
 	// Warn receives non-fatal notices (an apiVersion mismatch). Default:
 	// nothing.
 	Warn func(string)
@@ -50,6 +60,45 @@ type Option func(*Client)
 
 // WithTimeout sets the per-call deadline.
 func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
+
+// WithToken sets the bearer token. Without it the client uses
+// $AGENT_CONTROL_PLANE_TOKEN, else the token file
+// ($AGENT_CONTROL_PLANE_TOKEN_FILE, else
+// ~/.local/state/agent-control-plane/token).
+func WithToken(token string) Option {
+	return func(c *Client) {
+		c.token = token
+		c.tokenOnce = token != ""
+	}
+}
+
+// authorize adds the bearer token to req.
+func (c *Client) authorize(req *http.Request) {
+	c.tokenMu.Lock()
+	if !c.tokenOnce {
+		c.token, c.tokenErr = auth.Find(os.Getenv, "")
+		c.tokenOnce = c.token != "" || c.tokenErr != nil
+	}
+	token := c.token
+	c.tokenMu.Unlock()
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+}
+
+// unauthorized adds why no token was sent to a 401 answer.
+func (c *Client) unauthorized(e *Error) error {
+	c.tokenMu.Lock()
+	err, token := c.tokenErr, c.token
+	c.tokenMu.Unlock()
+	switch {
+	case err != nil:
+		e.Message += " (the token could not be read: " + err.Error() + ")"
+	case token == "":
+		e.Message += " (no token found: set $" + auth.TokenEnv + " or pass --token)"
+	}
+	return e
+}
 
 // New returns a client for baseURL; an empty baseURL means
 // $AGENT_CONTROL_PLANE_URL, or DefaultURL.
@@ -131,6 +180,7 @@ func (c *Client) do(ctx context.Context, timeout time.Duration, method, path str
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	c.authorize(req)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return c.transportError(err)
@@ -143,7 +193,11 @@ func (c *Client) do(ctx context.Context, timeout time.Duration, method, path str
 	if resp.StatusCode/100 != 2 {
 		var eb wire.ErrorBody
 		if json.Unmarshal(b, &eb) == nil && eb.Error.Code != "" {
-			return &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+			e := &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+			if resp.StatusCode == http.StatusUnauthorized {
+				return c.unauthorized(e)
+			}
+			return e
 		}
 		return &Error{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: strings.TrimSpace(string(b))}
 	}

@@ -23,7 +23,32 @@ var portBlock = testenv.PortBlock{Base: 29000, Size: 20}
 func daemon(t *testing.T) (*testenv.Daemon, *Client) {
 	lo, hi := portBlock.Next()
 	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi})
-	return d, New(d.URL)
+	return d, New(d.URL, WithToken(d.Token))
+}
+
+// With no token given, the client finds it as the daemon made it: in the
+// token file under $XDG_STATE_HOME, also when the file appears only after
+// the client was made; a wrong token is refused with a hint.
+func TestClientFindsTokenFile(t *testing.T) {
+	lo, hi := portBlock.Next()
+	state := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", state)
+	t.Setenv("AGENT_CONTROL_PLANE_TOKEN", "")
+	t.Setenv("AGENT_CONTROL_PLANE_TOKEN_FILE", "")
+	url := fmt.Sprintf("http://127.0.0.1:%d", lo)
+	c := New(url) // before the daemon and its token file exist
+	d := testenv.StartDaemon(t, testenv.Options{Listen: url[len("http://"):], PortLo: lo + 1, PortHi: hi, TokenFile: true, State: state})
+	ctx := testenv.Context(t)
+	if _, err := c.List(ctx, nil); err != nil {
+		t.Fatalf("list with the token from the file: %v", err)
+	}
+	if d.Token == "" {
+		t.Fatal("no token file")
+	}
+	_, err := New(url, WithToken("wrong-token-0123456789")).List(ctx, nil)
+	if !IsCode(err, "unauthorized") {
+		t.Fatalf("wrong token: %v", err)
+	}
 }
 
 func TestClientAgainstDaemon(t *testing.T) {
@@ -213,7 +238,7 @@ func TestWatchAcrossDisconnect(t *testing.T) {
 	ctx, cancel := context.WithCancel(testenv.Context(t))
 	defer cancel()
 	proxy := newCutProxy(t, d.Addr)
-	viaProxy := New("http://" + proxy.ln.Addr().String())
+	viaProxy := New("http://"+proxy.ln.Addr().String(), WithToken(d.Token))
 
 	var direct, proxied recorder
 	var wg sync.WaitGroup

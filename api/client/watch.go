@@ -67,6 +67,7 @@ func (c *Client) watchOnce(ctx context.Context, labels map[string]string, last *
 		return false, err
 	}
 	req.Header.Set("Accept", "text/event-stream")
+	c.authorize(req)
 	if *last > 0 {
 		req.Header.Set("Last-Event-ID", strconv.FormatUint(*last, 10))
 	}
@@ -85,7 +86,11 @@ func (c *Client) watchOnce(ctx context.Context, labels map[string]string, last *
 	if resp.StatusCode != http.StatusOK {
 		var eb wire.ErrorBody
 		json.NewDecoder(resp.Body).Decode(&eb)
-		return false, &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+		e := &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+		if resp.StatusCode == http.StatusUnauthorized {
+			return false, c.unauthorized(e)
+		}
+		return false, e
 	}
 	delivered := false
 	sc := bufio.NewScanner(resp.Body)

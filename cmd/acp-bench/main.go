@@ -25,6 +25,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/api/auth"
 )
 
 type config struct {
@@ -195,15 +197,31 @@ type daemon struct {
 	events          *feed
 }
 
-var httpc = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+// benchToken is the bench daemon's bearer token; every request to the
+// daemon carries it.
+var benchToken = auth.New()
+
+type bearer struct{ base http.RoundTripper }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+benchToken)
+	return b.base.RoundTrip(r)
+}
+
+var httpc = &http.Client{Timeout: 60 * time.Second, Transport: bearer{&http.Transport{MaxIdleConnsPerHost: 256}}}
+
+// daemonEnv is the bench daemon's environment.
+func daemonEnv(extra ...string) []string {
+	return append(append(os.Environ(), "AGENT_CONTROL_PLANE_TOKEN="+benchToken, "AGENT_CONTROL_PLANE_AUTOSTOP_MINUTES=0"), extra...)
+}
 
 func (d *daemon) url(path string) string { return "http://" + d.addr + path }
 
 func (d *daemon) start() error {
 	cmd := exec.Command(d.bin, "serve", "--root", d.root, "--listen", d.addr,
 		"--port-range", fmt.Sprintf("%d-%d", d.portLo, d.portHi))
-	cmd.Env = append(os.Environ(), "AGENT_CONTROL_PLANE_AUTOSTOP_MINUTES=0", "AGENT_CONTROL_PLANE_STOP_GRACE_MS=2000",
-		"AGENT_CONTROL_PLANE_LOG_LEVEL=warn")
+	cmd.Env = daemonEnv("AGENT_CONTROL_PLANE_STOP_GRACE_MS=2000", "AGENT_CONTROL_PLANE_LOG_LEVEL=warn")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return err
@@ -334,7 +352,7 @@ type feed struct {
 }
 
 func subscribe(url string) (*feed, error) {
-	resp, err := (&http.Client{}).Get(url)
+	resp, err := (&http.Client{Transport: bearer{http.DefaultTransport}}).Get(url)
 	if err != nil {
 		return nil, err
 	}
@@ -645,7 +663,7 @@ func benchRehydrate(c config, d *daemon, r *results) error {
 	d.kill()
 	t0 := time.Now()
 	cmd := exec.Command(d.bin, "serve", "--root", d.root, "--listen", d.addr, "--port-range", fmt.Sprintf("%d-%d", d.portLo, d.portHi))
-	cmd.Env = append(os.Environ(), "AGENT_CONTROL_PLANE_AUTOSTOP_MINUTES=0", "AGENT_CONTROL_PLANE_LOG_LEVEL=warn")
+	cmd.Env = daemonEnv("AGENT_CONTROL_PLANE_LOG_LEVEL=warn")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return err

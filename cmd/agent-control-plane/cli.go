@@ -27,6 +27,7 @@ import (
 // to print JSON, and where output goes.
 type cli struct {
 	url    string
+	token  string
 	json   bool
 	stdout io.Writer
 	stderr io.Writer
@@ -38,6 +39,7 @@ func (c *cli) newFlags(name, usage string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
 	fs.StringVar(&c.url, "url", "", "daemon `URL` (default $AGENT_CONTROL_PLANE_URL or "+client.DefaultURL+")")
+	fs.StringVar(&c.token, "token", "", "bearer `token` (default $AGENT_CONTROL_PLANE_TOKEN or the token file)")
 	fs.BoolVar(&c.json, "json", false, "print JSON instead of text")
 	fs.Usage = func() {
 		fmt.Fprintf(c.stderr, "Usage: agent-control-plane %s\n\nFlags:\n", usage)
@@ -69,8 +71,12 @@ func parse(fs *flag.FlagSet, args []string, minPos, maxPos int) ([]string, bool)
 }
 
 func (c *cli) client() *client.Client {
-	cl := client.New(c.url)
-	cl.Warn = func(s string) { fmt.Fprintln(c.stderr, "warning:", s) }
+	var opts []client.Option
+	if c.token != "" {
+		opts = append(opts, client.WithToken(c.token))
+	}
+	cl := client.New(c.url, opts...)
+	cl.Warn = func(s string) { fmt.Fprintln(c.stderr, "warning:", inert(s)) }
 	return cl
 }
 
@@ -79,12 +85,12 @@ func (c *cli) fail(err error) int {
 	var ae *client.Error
 	switch {
 	case errors.Is(err, client.ErrUnavailable):
-		fmt.Fprintln(c.stderr, "agent-control-plane:", err)
+		fmt.Fprintln(c.stderr, "agent-control-plane:", inert(err.Error()))
 		return exitNoDaemon
 	case errors.As(err, &ae):
-		fmt.Fprintf(c.stderr, "agent-control-plane: %s: %s\n", ae.Code, ae.Message)
+		fmt.Fprintf(c.stderr, "agent-control-plane: %s: %s\n", inert(ae.Code), inert(ae.Message))
 	default:
-		fmt.Fprintln(c.stderr, "agent-control-plane:", err)
+		fmt.Fprintln(c.stderr, "agent-control-plane:", inert(err.Error()))
 	}
 	return exitFailure
 }
@@ -107,6 +113,56 @@ func (f kvFlag) Set(s string) error {
 	}
 	f[k] = v
 	return nil
+}
+
+// inert makes text safe to print to a terminal: every C0 and C1 control
+// character, ESC and DEL among them, is shown as an escape (\e, \n, \x07,
+// \u009b), so that a label, name, error or reason cannot move the cursor,
+// retitle the window or clear the screen. Invalid UTF-8 is shown as \xNN.
+// --json output is never passed through it: it stays exact.
+func inert(s string) string { return inertText(s, false) }
+
+// inertLog is inert for log text: line breaks and tabs stay, every other
+// control character is escaped. The exact bytes are in --json.
+func inertLog(s string) string { return inertText(s, true) }
+
+func inertText(s string, keepLines bool) string {
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b < 0x20 || b >= 0x7f {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i, w := 0, 0; i < len(s); i += w {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		w = size
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case keepLines && (r == '\n' || r == '\t'):
+			b.WriteRune(r)
+		case r == 0x1b:
+			b.WriteString(`\e`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r >= 0x80 && r < 0xa0:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // isTerminal reports whether w is a terminal.
@@ -158,7 +214,7 @@ func labelString(l map[string]string) string {
 	slices.Sort(keys)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = k + "=" + l[k]
+		parts[i] = inert(k) + "=" + inert(l[k])
 	}
 	return strings.Join(parts, ",")
 }
@@ -167,7 +223,7 @@ func reason(sb wire.SandboxInfo) string {
 	if sb.ErrorReason == nil {
 		return ""
 	}
-	return *sb.ErrorReason
+	return inert(*sb.ErrorReason)
 }
 
 // autoStopIn says when an idle sandbox will be stopped.
@@ -189,7 +245,7 @@ func (c *cli) table(list []wire.SandboxInfo) {
 	rows := [][]string{{"NAME", "STATE", "PORT", "AGE", "AUTO-STOP", "LABELS", "REASON"}}
 	now := time.Now()
 	for _, sb := range list {
-		rows = append(rows, []string{sb.ID, sb.State, strconv.Itoa(sb.Port), ago(now.Sub(sb.CreatedAt.Time)),
+		rows = append(rows, []string{inert(sb.ID), inert(sb.State), strconv.Itoa(sb.Port), ago(now.Sub(sb.CreatedAt.Time)),
 			autoStopIn(sb, now), labelString(sb.Labels), reason(sb)})
 	}
 	// Aligned by hand, not by text/tabwriter: the state's colour codes
@@ -219,14 +275,14 @@ func (c *cli) table(list []wire.SandboxInfo) {
 func (c *cli) describe(sb wire.SandboxInfo) {
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
-	row("Name", sb.ID)
-	row("State", c.paint(sb.State))
+	row("Name", inert(sb.ID))
+	row("State", c.paint(inert(sb.State)))
 	if r := reason(sb); r != "" {
 		row("Reason", r)
 	}
-	row("Runtime", sb.Runtime)
+	row("Runtime", inert(sb.Runtime))
 	row("Port", strconv.Itoa(sb.Port))
-	row("Preview", sb.PreviewURL)
+	row("Preview", inert(sb.PreviewURL))
 	row("Labels", labelString(sb.Labels))
 	row("Created", sb.CreatedAt.Local().Format(time.DateTime))
 	row("Last activity", sb.LastActivityAt.Local().Format(time.DateTime))
@@ -301,7 +357,7 @@ func runCreate(args []string, stdout, stderr io.Writer) int {
 		c.printJSON(sb)
 		return exitOK
 	}
-	fmt.Fprintf(c.stdout, "Created sandbox %s (%s) on port %d: %s\n", sb.ID, c.paint(sb.State), sb.Port, sb.PreviewURL)
+	fmt.Fprintf(c.stdout, "Created sandbox %s (%s) on port %d: %s\n", inert(sb.ID), c.paint(sb.State), sb.Port, inert(sb.PreviewURL))
 	return exitOK
 }
 
@@ -343,7 +399,7 @@ func runStop(args []string, stdout, stderr io.Writer) int {
 	if c.json {
 		c.printJSON(sb)
 	} else {
-		fmt.Fprintf(c.stdout, "Stopped %s\n", sb.ID)
+		fmt.Fprintf(c.stdout, "Stopped %s\n", inert(sb.ID))
 	}
 	return exitOK
 }
@@ -388,8 +444,8 @@ func runLogs(args []string, stdout, stderr io.Writer) int {
 		c.printJSON(logs)
 		return exitOK
 	}
-	io.WriteString(c.stdout, logs.Stdout)
-	io.WriteString(c.stderr, logs.Stderr)
+	io.WriteString(c.stdout, inertLog(logs.Stdout))
+	io.WriteString(c.stderr, inertLog(logs.Stderr))
 	return exitOK
 }
 
@@ -443,9 +499,9 @@ func runAutostop(args []string, stdout, stderr io.Writer) int {
 	if c.json {
 		c.printJSON(sb)
 	} else if min == 0 {
-		fmt.Fprintf(c.stdout, "Auto-stop off for %s\n", sb.ID)
+		fmt.Fprintf(c.stdout, "Auto-stop off for %s\n", inert(sb.ID))
 	} else {
-		fmt.Fprintf(c.stdout, "%s stops after %d idle minutes (%s)\n", sb.ID, min, autoStopIn(sb, time.Now()))
+		fmt.Fprintf(c.stdout, "%s stops after %d idle minutes (%s)\n", inert(sb.ID), min, autoStopIn(sb, time.Now()))
 	}
 	return exitOK
 }
@@ -469,7 +525,7 @@ func runInfo(args []string, stdout, stderr io.Writer) int {
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "URL:\t%s\nVersion:\t%s (API %s)\nPID:\t%d\nUp:\t%s\nRoot:\t%s\nPorts:\t%s\n",
-		cl.URL(), info.Version, info.APIVersion, info.PID, ago(time.Since(info.StartedAt.Time)), info.Root, info.PortRange)
+		cl.URL(), inert(info.Version), inert(info.APIVersion), info.PID, ago(time.Since(info.StartedAt.Time)), inert(info.Root), inert(info.PortRange))
 	tw.Flush()
 	return exitOK
 }
@@ -497,12 +553,12 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 		if ev.Type == wire.EventSnapshot {
 			fmt.Fprintf(c.stdout, "%s  %d sandboxes\n", ts, len(ev.Sandboxes))
 			for _, sb := range ev.Sandboxes {
-				fmt.Fprintf(c.stdout, "%s  %-10s %s  port %d\n", ts, c.paint(sb.State), sb.ID, sb.Port)
+				fmt.Fprintf(c.stdout, "%s  %-10s %s  port %d\n", ts, c.paint(inert(sb.State)), inert(sb.ID), sb.Port)
 			}
 			return nil
 		}
 		sb := ev.Sandbox
-		line := fmt.Sprintf("%s  %-10s %s  port %d", ts, c.paint(strings.TrimPrefix(ev.Type, "sandbox.")), sb.ID, sb.Port)
+		line := fmt.Sprintf("%s  %-10s %s  port %d", ts, c.paint(inert(strings.TrimPrefix(ev.Type, "sandbox."))), inert(sb.ID), sb.Port)
 		if r := reason(*sb); r != "" {
 			line += "  (" + r + ")"
 		}

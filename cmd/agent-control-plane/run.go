@@ -56,7 +56,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	// From here on the sandbox exists: every way out cleans up with --rm.
 	cleanup := func() {
 		if !*rm {
-			fmt.Fprintf(c.stderr, "Sandbox %s is left running; delete it with: agent-control-plane rm %s\n", sb.ID, sb.ID)
+			fmt.Fprintf(c.stderr, "Sandbox %s is left running; delete it with: agent-control-plane rm %s\n", inert(sb.ID), inert(sb.ID))
 			return
 		}
 		dctx, dcancel := context.WithTimeout(context.Background(), client.DefaultTimeout+client.StopAllowance)
@@ -65,10 +65,10 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 			c.fail(fmt.Errorf("delete %s: %w", sb.ID, err))
 			return
 		}
-		fmt.Fprintf(c.stderr, "Deleted sandbox %s\n", sb.ID)
+		fmt.Fprintf(c.stderr, "Deleted sandbox %s\n", inert(sb.ID))
 	}
 
-	stopSpinner := c.progress(fmt.Sprintf("Starting sandbox %s on port %d", sb.ID, sb.Port))
+	stopSpinner := c.progress(fmt.Sprintf("Starting sandbox %s on port %d", inert(sb.ID), sb.Port))
 	sb, err = cl.WaitForReady(ctx, sb.ID)
 	stopSpinner()
 	if err != nil {
@@ -81,7 +81,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if c.json {
 		c.printJSON(sb)
 	} else {
-		fmt.Fprintf(c.stdout, "Sandbox: %s\nPreview: %s\n", sb.ID, sb.PreviewURL)
+		fmt.Fprintf(c.stdout, "Sandbox: %s\nPreview: %s\n", inert(sb.ID), inert(sb.PreviewURL))
 	}
 	if *rm {
 		fmt.Fprintln(c.stderr, "Keeping it alive while attached. Ctrl-C stops and deletes it.")

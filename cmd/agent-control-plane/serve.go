@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/agent-control-plane/agent-control-plane/api"
+	"github.com/agent-control-plane/agent-control-plane/api/auth"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/conf"
 	"github.com/agent-control-plane/agent-control-plane/proc"
@@ -61,20 +62,20 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			flags[f.Name] = f.Value.String()
 		}
 	})
-	cfg, err := conf.Load(conf.Sources{File: *configPath, Flags: flags})
+	src := conf.Sources{File: *configPath, Flags: flags}
+	cfg, err := conf.Load(src)
 	if err != nil {
 		fmt.Fprintln(stderr, "agent-control-plane:", err)
 		return exitUsage
 	}
-	if err := serve(cfg, stderr); err != nil {
+	if err := serve(cfg, src, stderr); err != nil {
 		fmt.Fprintln(stderr, "agent-control-plane:", err)
 		return exitFailure
 	}
 	return exitOK
 }
 
-func newLogger(cfg conf.Config, w io.Writer) *slog.Logger {
-	var level slog.Level
+func newLogger(cfg conf.Config, level *slog.LevelVar, w io.Writer) *slog.Logger {
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	opts := &slog.HandlerOptions{Level: level}
 	if cfg.LogFormat == "json" {
@@ -83,11 +84,23 @@ func newLogger(cfg conf.Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// serve runs the daemon until SIGINT or SIGTERM.
-func serve(cfg conf.Config, logw io.Writer) error {
-	log := newLogger(cfg, logw)
+// serve runs the daemon until SIGINT or SIGTERM; SIGHUP reloads what can
+// be changed safely (see reload).
+func serve(cfg conf.Config, src conf.Sources, logw io.Writer) error {
+	level := new(slog.LevelVar)
+	log := newLogger(cfg, level, logw)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// SIGHUP is caught from the start, so that a hangup (the terminal
+	// closing, a reload sent early) never ends the daemon.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
+	token, tokenSource, err := auth.Load(cfg.Token, cfg.TokenFile)
+	if err != nil {
+		return err
+	}
 
 	ln, err := listen(cfg.Listen)
 	if err != nil {
@@ -129,12 +142,27 @@ func serve(cfg conf.Config, logw io.Writer) error {
 	if host, _, _ := net.SplitHostPort(cfg.Listen); !conf.IsLoopbackHost(host) {
 		allow = append(allow, host)
 	}
-	srv, err := api.New(sup, api.Options{Version: version, Logger: log, Registry: reg, Heartbeat: cfg.EventHeartbeat, AllowHosts: allow})
+	srv, err := api.New(sup, api.Options{Version: version, Logger: log, Registry: reg, Heartbeat: cfg.EventHeartbeat, AllowHosts: allow,
+		Token: token, MetricsAuth: cfg.MetricsAuth})
 	if err != nil {
 		sup.Close(context.Background())
 		return err
 	}
-	log.Info("agent-control-plane serving", "version", version, "listen", "http://"+ln.Addr().String(), "root", sup.Root(), "portRange", cfg.Ports.String(), "pid", os.Getpid())
+	tokenAttrs := []any{"tokenSource", string(tokenSource)}
+	if tokenSource != auth.FromEnv {
+		tokenAttrs = append(tokenAttrs, "tokenFile", cfg.TokenFile)
+	}
+	log.Info("agent-control-plane serving", append([]any{"version", version, "listen", "http://" + ln.Addr().String(), "root", sup.Root(), "portRange", cfg.Ports.String(), "pid", os.Getpid()}, tokenAttrs...)...)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				cfg = reload(log, cfg, src, level, sup, srv)
+			}
+		}
+	}()
 	go sup.Run(ctx)
 	err = srv.Run(ctx, ln)
 	closeCtx, cancel := context.WithTimeout(context.Background(), cfg.StopGrace+30*time.Second)
@@ -142,6 +170,37 @@ func serve(cfg conf.Config, logw io.Writer) error {
 	sup.Close(closeCtx)
 	log.Info("agent-control-plane stopped", "reapedChildren", cfg.ReapOnExit)
 	return err
+}
+
+// reload applies SIGHUP: it reads the configuration again and changes
+// what can be changed without a restart: the log level, the auto-stop
+// default and the maximum lifetime, and the API token (re-read from its
+// file, so that a rotated token takes effect). Everything else is logged
+// as needing a restart. A configuration that no longer loads changes
+// nothing. It returns the configuration now in force.
+func reload(log *slog.Logger, cur conf.Config, src conf.Sources, level *slog.LevelVar, sup *supervisor.Supervisor, srv *api.Server) conf.Config {
+	next, err := conf.Load(src)
+	if err != nil {
+		log.Error("reload on SIGHUP failed; the running configuration stays", "err", err)
+		return cur
+	}
+	token, _, err := auth.Load(next.Token, next.TokenFile)
+	if err == nil {
+		err = srv.SetToken(token)
+	}
+	if err != nil {
+		log.Error("reload on SIGHUP: the token could not be read; the current one stays", "err", err)
+	}
+	_ = level.UnmarshalText([]byte(next.LogLevel))
+	sup.SetDefaults(next.AutoStop, next.MaxLifetime)
+	applied := cur
+	applied.LogLevel, applied.AutoStop, applied.MaxLifetime = next.LogLevel, next.AutoStop, next.MaxLifetime
+	applied.Token, applied.TokenFile = next.Token, next.TokenFile
+	if restart := conf.Diff(applied, next); len(restart) > 0 {
+		log.Warn("reload on SIGHUP: these settings changed but need a restart", "keys", restart)
+	}
+	log.Info("configuration reloaded on SIGHUP", "logLevel", next.LogLevel, "autostop", next.AutoStop, "maxLifetime", next.MaxLifetime)
+	return applied
 }
 
 // listen binds the API address, and when it is taken says by whom.

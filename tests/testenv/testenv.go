@@ -119,6 +119,8 @@ type Daemon struct {
 	Root    string
 	Addr    string // host:port
 	URL     string // http://host:port
+	Token   string // the API's bearer token
+	State   string // the daemon's $XDG_STATE_HOME
 	Env     []string
 	Args    []string
 	Cmd     *exec.Cmd
@@ -134,6 +136,12 @@ type Options struct {
 	Env    []string // extra environment, KEY=VALUE
 	Args   []string // extra serve flags
 	Listen string   // default 127.0.0.1:<free port>
+	// State is the daemon's $XDG_STATE_HOME; default t.TempDir().
+	State string
+	// TokenFile: the daemon finds its token as it would by default, in
+	// the token file under its own $XDG_STATE_HOME (created on first
+	// start), instead of from $AGENT_CONTROL_PLANE_TOKEN.
+	TokenFile bool
 }
 
 // StartDaemon starts `agent-control-plane serve` and waits until /v1/info
@@ -153,12 +161,29 @@ func StartDaemon(t testing.TB, o Options) *Daemon {
 	if o.Listen == "" {
 		o.Listen = "127.0.0.1:" + strconv.Itoa(FreePort(t))
 	}
-	d := &Daemon{t: t, Root: o.Root, Addr: o.Listen, URL: "http://" + o.Listen,
-		Env: o.Env, Args: o.Args, LogPath: filepath.Join(t.TempDir(), "daemon.log")}
+	if o.State == "" {
+		o.State = t.TempDir()
+	}
+	d := &Daemon{t: t, Root: o.Root, Addr: o.Listen, URL: "http://" + o.Listen, State: o.State,
+		Args: o.Args, LogPath: filepath.Join(t.TempDir(), "daemon.log")}
+	// Its own state directory, so that no test writes a token file into the
+	// home of whoever runs the tests.
+	d.Env = append([]string{"XDG_STATE_HOME=" + d.State}, o.Env...)
+	if !o.TokenFile {
+		d.Token = NewToken()
+		d.Env = append(d.Env, "AGENT_CONTROL_PLANE_TOKEN="+d.Token)
+	}
 	if o.PortLo > 0 {
 		d.Env = append(d.Env, fmt.Sprintf("AGENT_CONTROL_PLANE_PORT_RANGE=%d-%d", o.PortLo, o.PortHi))
 	}
 	d.Start()
+	if o.TokenFile {
+		b, err := os.ReadFile(filepath.Join(d.State, "agent-control-plane", "token"))
+		if err != nil {
+			t.Fatalf("the daemon made no token file: %v", err)
+		}
+		d.Token = strings.TrimSpace(string(b))
+	}
 	t.Cleanup(func() {
 		d.Kill()
 		KillSandboxes(d.Root)
@@ -201,6 +226,41 @@ func (d *Daemon) Start() {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// NewToken returns a random token for a test daemon.
+func NewToken() string { return fmt.Sprintf("test-token-%016x%016x", rand.Uint64(), rand.Uint64()) }
+
+// ClientEnv is the environment a CLI process needs to reach d: its URL and
+// its token.
+func (d *Daemon) ClientEnv() []string {
+	return []string{"AGENT_CONTROL_PLANE_URL=" + d.URL, "AGENT_CONTROL_PLANE_TOKEN=" + d.Token}
+}
+
+// HTTP returns an HTTP client that sends d's token with every request that
+// carries no Authorization of its own.
+func (d *Daemon) HTTP(timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: AuthTransport{Token: d.Token}}
+}
+
+// AuthTransport adds a bearer token to requests that carry no
+// Authorization header.
+type AuthTransport struct {
+	Token string
+	Base  http.RoundTripper // default http.DefaultTransport
+}
+
+// RoundTrip implements http.RoundTripper.
+func (a AuthTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	base := a.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if r.Header.Get("Authorization") == "" && a.Token != "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+a.Token)
+	}
+	return base.RoundTrip(r)
 }
 
 // Log returns what the daemon has logged so far.

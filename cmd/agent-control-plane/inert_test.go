@@ -1,0 +1,21 @@
+package main
+
+import "testing"
+
+func TestInert(t *testing.T) {
+	cases := []struct{ in, want, wantLog string }{
+		{"plain text, ünïcödé", "plain text, ünïcödé", "plain text, ünïcödé"},
+		{"\x1b]0;title\x07\x1b[2J", `\e]0;title\x07\e[2J`, `\e]0;title\x07\e[2J`},
+		{"a\nb\tc\rd", `a\nb\tc\rd`, "a\nb\tc\\rd"},
+		{"\u009b31m\x7f\x00", `\u009b31m\x7f\x00`, `\u009b31m\x7f\x00`},
+		{"bad \xff utf8", `bad \xff utf8`, `bad \xff utf8`},
+	}
+	for _, c := range cases {
+		if got := inert(c.in); got != c.want {
+			t.Errorf("inert(%q) = %q, want %q", c.in, got, c.want)
+		}
+		if got := inertLog(c.in); got != c.wantLog {
+			t.Errorf("inertLog(%q) = %q, want %q", c.in, got, c.wantLog)
+		}
+	}
+}
