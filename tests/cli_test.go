@@ -254,6 +254,25 @@ func TestCLIControlCharactersInert(t *testing.T) {
 	}
 }
 
+// dashboard prints the link that signs a browser in.
+func TestDashboardLink(t *testing.T) {
+	d := startDaemon(t)
+	code, out, errs := cli(t, d, "dashboard")
+	link := strings.TrimSpace(out)
+	if code != 0 || link != d.URL+"/?token="+d.Token {
+		t.Fatalf("dashboard: %d %q %q", code, out, errs)
+	}
+	c := http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := c.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusSeeOther || !strings.Contains(res.Header.Get("Set-Cookie"), "acp_session=") {
+		t.Fatalf("following the link: %d %q", res.StatusCode, res.Header.Get("Set-Cookie"))
+	}
+}
+
 func TestWatchCommand(t *testing.T) {
 	d := startDaemon(t)
 	cmd := cliCmd(t, d, "watch", "--json")

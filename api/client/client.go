@@ -129,6 +129,24 @@ func New(baseURL string, opts ...Option) *Client {
 // URL returns the daemon's base URL.
 func (c *Client) URL() string { return c.base }
 
+// BrowserLink returns the link that signs a browser in to the daemon's
+// page: it carries the token, so print it only to its owner.
+func (c *Client) BrowserLink() (string, error) {
+	req, _ := http.NewRequest("GET", c.base, nil)
+	c.authorize(req)
+	token, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		c.tokenMu.Lock()
+		err := c.tokenErr
+		c.tokenMu.Unlock()
+		if err != nil {
+			return "", err
+		}
+		return "", fmt.Errorf("no token found: set $%s or pass --token", auth.TokenEnv)
+	}
+	return c.base + "/?token=" + url.QueryEscape(token), nil
+}
+
 // Error is an error answer from the daemon.
 type Error struct {
 	Status  int

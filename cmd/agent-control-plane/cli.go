@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"slices"
 	"strconv"
@@ -527,6 +528,36 @@ func runInfo(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(tw, "URL:\t%s\nVersion:\t%s (API %s)\nPID:\t%d\nUp:\t%s\nRoot:\t%s\nPorts:\t%s\n",
 		cl.URL(), inert(info.Version), inert(info.APIVersion), info.PID, ago(time.Since(info.StartedAt.Time)), inert(info.Root), inert(info.PortRange))
 	tw.Flush()
+	return exitOK
+}
+
+func runDashboard(args []string, stdout, stderr io.Writer) int {
+	c := newCLI(stdout, stderr)
+	fs := c.newFlags("dashboard", "dashboard [--open]")
+	open := fs.Bool("open", false, "open the link in a browser (xdg-open)")
+	if _, ok := parse(fs, args, 0, 0); !ok {
+		return exitUsage
+	}
+	ctx, cancel := commandContext()
+	defer cancel()
+	cl := c.client()
+	if _, err := cl.Info(ctx); err != nil {
+		return c.fail(err)
+	}
+	link, err := cl.BrowserLink()
+	if err != nil {
+		return c.fail(err)
+	}
+	if c.json {
+		c.printJSON(map[string]string{"url": link})
+	} else {
+		fmt.Fprintln(c.stdout, link)
+	}
+	if *open {
+		if err := exec.Command("xdg-open", link).Start(); err != nil {
+			return c.fail(fmt.Errorf("open a browser: %w", err))
+		}
+	}
 	return exitOK
 }
 

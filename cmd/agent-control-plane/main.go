@@ -41,6 +41,7 @@ func commands() []command {
 		{"keepalive", "refresh a sandbox's activity", runKeepalive},
 		{"autostop", "set a sandbox's idle auto-stop interval", runAutostop},
 		{"info", "show the daemon's identity", runInfo},
+		{"dashboard", "print (or --open) the link that signs a browser in", runDashboard},
 		{"stub-agent", "run the bundled stub agent-server (the default child)", runStub},
 		{"version", "print the version", func([]string, io.Writer, io.Writer) int { fmt.Println(version); return exitOK }},
 	}
