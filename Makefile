@@ -36,7 +36,7 @@ chaos: build
 	ACP_CHAOS_ROUNDS=50 ACP_TEST_BINARY=$(abspath $(BIN)) $(GO) test -race -count=1 -run 'Chaos' -v ./tests
 	$(MAKE) fuzz FUZZTIME=30s
 
-FUZZ_TARGETS := api:FuzzDecodeCreate api:FuzzLabelFilter api:FuzzParseLastEventID supervisor:FuzzRedact supervisor:FuzzValidateCreate
+FUZZ_TARGETS := api:FuzzDecodeCreate api:FuzzLabelFilter api:FuzzParseLastEventID supervisor:FuzzRedact supervisor:FuzzValidateCreate supervisor:FuzzRedactMatchesReference
 FUZZTIME ?= 5s
 
 # Each fuzz target for FUZZTIME (CI runs the short default).

@@ -302,7 +302,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 		}
 		tail = n
 	}
-	l, err := s.sup.EntrypointLogs(r.PathValue("id"), tail)
+	l, err := s.sup.EntrypointLogs(r.Context(), r.PathValue("id"), tail)
 	if err != nil {
 		s.writeSupervisorError(w, err, "internal")
 		return

@@ -42,7 +42,7 @@ type Supervisor interface {
 	RefreshActivity(id string) error
 	SetAutoStop(id string, interval time.Duration) (supervisor.Sandbox, error)
 	Touch(id string) (supervisor.Sandbox, error)
-	EntrypointLogs(id string, tail int) (supervisor.Logs, error)
+	EntrypointLogs(ctx context.Context, id string, tail int) (supervisor.Logs, error)
 	Subscribe(f supervisor.Filter, after *uint64) (*supervisor.Subscription, []supervisor.Event)
 	Stats() supervisor.Stats
 	Root() string

@@ -74,7 +74,7 @@ func TestRefreshActivityResetsTimerReadsDoNot(t *testing.T) {
 	for range 5 {
 		h.sup.Get("kept")
 		h.sup.List(nil)
-		h.sup.EntrypointLogs("kept", 0)
+		h.sup.EntrypointLogs(context.Background(), "kept", 0)
 		s, _ := h.sup.Subscribe(nil, nil)
 		s.Close()
 		h.sup.Stats()
