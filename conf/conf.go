@@ -23,6 +23,9 @@ import (
 // EnvPrefix starts every environment variable the daemon reads.
 const EnvPrefix = "AGENT_CONTROL_PLANE_"
 
+// MinLogMaxBytes is the smallest log cap accepted.
+const MinLogMaxBytes = 64 << 10
+
 // DefaultListen is the daemon's loopback address.
 const DefaultListen = "127.0.0.1:4025"
 
@@ -61,6 +64,9 @@ type Config struct {
 	TokenFile string
 	// MetricsAuth makes /metrics require the token too.
 	MetricsAuth bool
+
+	// LogMaxBytes caps each sandbox's stdout and stderr on disk.
+	LogMaxBytes int64
 }
 
 // PortRange is an inclusive range of TCP ports.
@@ -114,6 +120,7 @@ func Default(getenv func(string) string) Config {
 		LogFormat:      "text",
 		LogLevel:       "info",
 		TokenFile:      filepath.Join(auth.StateDir(getenv), "token"),
+		LogMaxBytes:    10 << 20,
 	}
 }
 
@@ -215,6 +222,10 @@ var envSetters = []setter{
 	{"LOG_LEVEL", func(c *Config, v string) error { c.LogLevel = v; return nil }},
 	{"TOKEN", func(c *Config, v string) error { c.Token = strings.TrimSpace(v); return auth.Validate(c.Token) }},
 	{"TOKEN_FILE", func(c *Config, v string) error { c.TokenFile = v; return nil }},
+	{"LOG_MAX_BYTES", func(c *Config, v string) (err error) {
+		c.LogMaxBytes, err = strconv.ParseInt(v, 10, 64)
+		return err
+	}},
 }
 
 func parseBool(v string) (bool, error) {
@@ -276,6 +287,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Root == "" {
 		return errors.New("root must not be empty")
+	}
+	if c.LogMaxBytes < MinLogMaxBytes {
+		return fmt.Errorf("log_max_bytes %d: want at least %d", c.LogMaxBytes, MinLogMaxBytes)
 	}
 	if c.TokenFile == "" && c.Token == "" {
 		return errors.New("token_file must not be empty")
@@ -355,6 +369,7 @@ func Diff(a, b Config) []string {
 	add("token", a.Token != b.Token)
 	add("token_file", a.TokenFile != b.TokenFile)
 	add("metrics_auth", a.MetricsAuth != b.MetricsAuth)
+	add("log_max_bytes", a.LogMaxBytes != b.LogMaxBytes)
 	return out
 }
 

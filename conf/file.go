@@ -23,6 +23,7 @@ type fileConfig struct {
 	LogLevel         *string   `toml:"log_level"`
 	TokenFile        *string   `toml:"token_file"`
 	MetricsAuth      *bool     `toml:"metrics_auth"`
+	LogMaxBytes      *int64    `toml:"log_max_bytes"`
 	Native           struct {
 		Command   []string `toml:"command"`
 		ReadyPath *string  `toml:"ready_path"`
@@ -90,6 +91,7 @@ func (c *Config) applyFile(path string) error {
 	set(&c.LogLevel, f.LogLevel)
 	set(&c.TokenFile, f.TokenFile)
 	set(&c.MetricsAuth, f.MetricsAuth)
+	set(&c.LogMaxBytes, f.LogMaxBytes)
 	if f.Native.Command != nil {
 		c.NativeCommand = f.Native.Command
 	}

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -75,32 +76,53 @@ func (s *Supervisor) secretsOf(e *sandbox) []string {
 	return out
 }
 
-// readTail reads the end of a log: the last tail bytes plus a margin so
-// that redaction sees a secret whole even where the window starts. A window
-// that does not start at the file's start drops its first, partial line.
-// The log is opened as the daemon's own file: a link or a FIFO planted in
-// its place is refused at once, never followed or waited on.
+// readTail reads the end of a log across its rotation: the last tail
+// bytes plus a margin so that redaction sees a secret whole even where the
+// window starts, taken from the live file and, where that is shorter, the
+// end of the rotated one before it. A window that does not start at the
+// log's start drops its first, partial line.
+//
+// The files are opened as the daemon's own: a link or a FIFO planted in
+// their place is refused at once, never followed or waited on.
 func (s *Supervisor) readTail(rel string, tail int) (string, error) {
-	f, fi, err := s.fs.openRegular(rel)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
+	window := int64(tail) + 64<<10
+	b, off, err := s.readEnd(rel, window)
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	window := int64(tail) + 64<<10
-	off := max(fi.Size()-window, 0)
-	b := make([]byte, fi.Size()-off)
-	if _, err := f.ReadAt(b, off); err != nil && err != io.EOF {
-		return "", err
+	if off == 0 && int64(len(b)) < window {
+		older, olderOff, err := s.readEnd(rel+RotatedSuffix, window-int64(len(b)))
+		if err != nil {
+			return "", err
+		}
+		b, off = append(older, b...), olderOff
 	}
 	if off > 0 {
-		if i := strings.IndexByte(string(b), '\n'); i >= 0 {
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
 			b = b[i+1:]
 		}
 	}
 	return strings.ToValidUTF8(string(b), "\uFFFD"), nil
+}
+
+// readEnd returns the last n bytes of file rel (none if it does not
+// exist) and the offset they start at.
+func (s *Supervisor) readEnd(rel string, n int64) ([]byte, int64, error) {
+	f, fi, err := s.fs.openRegular(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	off := max(fi.Size()-n, 0)
+	b := make([]byte, fi.Size()-off)
+	k, err := f.ReadAt(b, off)
+	if err != nil && err != io.EOF {
+		return nil, 0, err
+	}
+	return b[:k], off, nil
 }
 
 // clipStart keeps the last n bytes of s, starting at a character boundary.

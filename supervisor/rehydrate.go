@@ -107,6 +107,7 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name string) (runtime, ma
 				e.handle = h
 				s.register(e)
 				log.Info("sandbox re-adopted", "port", e.info.Port, "state", e.info.State)
+				s.logs.watch(e.id)
 				s.stats.rehydrated(RehydrateAdopted)
 				s.watch(e, h, s.opts.StartupTimeout-s.clock().Sub(e.info.CreatedAt))
 				return "", ""

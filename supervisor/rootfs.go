@@ -227,7 +227,12 @@ func (e errNotOwnFile) Is(target error) bool { return target == ErrNotOwnFile }
 // openRegular opens rel for reading, non-blocking, and checks that it is a
 // regular file.
 func (r *rootFS) openRegular(rel string) (*os.File, os.FileInfo, error) {
-	f, err := r.open(rel, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+	return r.openRegularFlags(rel, unix.O_RDONLY)
+}
+
+// openRegularFlags is openRegular with other access flags (O_RDWR).
+func (r *rootFS) openRegularFlags(rel string, flags int) (*os.File, os.FileInfo, error) {
+	f, err := r.open(rel, flags|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -306,7 +311,15 @@ func (r *rootFS) createFile(rel string, data []byte) error {
 // new content survives a power loss too; without, a power loss may lose
 // the write (and after one every child is gone anyway: the boot id
 // changes).
-func (r *rootFS) writeAtomic(dir, name string, data []byte, durable bool) (err error) {
+func (r *rootFS) writeAtomic(dir, name string, data []byte, durable bool) error {
+	return r.writeAtomicFunc(dir, name, durable, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// writeAtomicFunc is writeAtomic with the content written by fill.
+func (r *rootFS) writeAtomicFunc(dir, name string, durable bool, fill func(io.Writer) error) (err error) {
 	d, err := r.open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return err
@@ -328,7 +341,7 @@ func (r *rootFS) writeAtomic(dir, name string, data []byte, durable bool) (err e
 	if err = f.Chmod(0o600); err != nil {
 		return err
 	}
-	if _, err = f.Write(data); err != nil {
+	if err = fill(f); err != nil {
 		return err
 	}
 	if durable {

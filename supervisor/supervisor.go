@@ -35,6 +35,9 @@ type Options struct {
 	MaxLifetime    time.Duration // 0: no cap
 	EventBuffer    int           // default 1024
 	ReapOnExit     bool          // Close stops every live sandbox
+	// LogMaxBytes caps each sandbox's stdout and stderr on disk (the live
+	// file and one rotated file); default 10 MiB.
+	LogMaxBytes int64
 
 	// BaseEnv is given to every child before the request's envVars (PATH,
 	// HOME and the like).
@@ -46,6 +49,9 @@ type Options struct {
 	Logger *slog.Logger
 	Now    func() time.Time // default time.Now; tests inject a fake clock
 }
+
+// DefaultLogMaxBytes is the default cap of each log stream on disk.
+const DefaultLogMaxBytes = 10 << 20
 
 // Harness markers: a request carrying one of these comes from a harness
 // that provides its own credentials, so nothing is forwarded.
@@ -59,6 +65,7 @@ type Supervisor struct {
 	now    func() time.Time
 	fs     *rootFS
 	lock   *rootLock
+	logs   *logCap
 	ports  *ports
 	events *hub
 	stats  *stats
@@ -116,6 +123,9 @@ func New(ctx context.Context, opts Options) (*Supervisor, error) {
 	if opts.EventBuffer <= 0 {
 		opts.EventBuffer = 1024
 	}
+	if opts.LogMaxBytes <= 0 {
+		opts.LogMaxBytes = DefaultLogMaxBytes
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -139,6 +149,12 @@ func New(ctx context.Context, opts Options) (*Supervisor, error) {
 		rfs.close()
 		return nil, err
 	}
+	logs, err := newLogCap(rfs, opts.LogMaxBytes, opts.Logger)
+	if err != nil {
+		lock.release()
+		rfs.close()
+		return nil, fmt.Errorf("log cap: %w", err)
+	}
 	lifetime, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Supervisor{
 		opts:      opts,
@@ -146,6 +162,7 @@ func New(ctx context.Context, opts Options) (*Supervisor, error) {
 		now:       opts.Now,
 		fs:        rfs,
 		lock:      lock,
+		logs:      logs,
 		ports:     newPorts(opts.PortLo, opts.PortHi),
 		events:    newHub(opts.EventBuffer, 256, uint64(time.Now().UnixMicro())),
 		stats:     newStats(),
@@ -318,6 +335,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	s.events.publish(Event{Type: EventCreated, Time: now, Sandbox: info})
 	s.mu.Unlock()
 	s.log.Info("sandbox created", "sandbox", req.Name, "runtime", req.Runtime, "port", port, "labels", req.Labels)
+	s.logs.watch(e.id)
 	s.watch(e, h, s.opts.StartupTimeout)
 	return info, nil
 }
@@ -503,7 +521,7 @@ func (s *Supervisor) exited(e *sandbox, h Handle) {
 		return EventStopped, true
 	})
 	if stopped {
-		s.ports.release(port, e.id)
+		s.gone(e, port)
 		s.afterStop(e)
 	}
 }
@@ -653,8 +671,15 @@ func (s *Supervisor) stopLocked(e *sandbox, why StopReason, errorReason string, 
 	next.UpdatedAt = next.StoppedAt
 	s.stats.stopped(why)
 	s.commit(e, next, EventStopped)
-	s.ports.release(port, e.id)
+	s.gone(e, port)
 	return true, nil
+}
+
+// gone releases what a sandbox's workload held, once it is gone: its port
+// and its logs' cap.
+func (s *Supervisor) gone(e *sandbox, port int) {
+	s.ports.release(port, e.id)
+	s.logs.release(e.id)
 }
 
 // afterStop deletes a sandbox whose auto-delete interval is zero.
@@ -777,6 +802,7 @@ func (s *Supervisor) Close(ctx context.Context) error {
 	s.cancel()
 	s.bg.Wait()
 	s.events.closeAll()
+	s.logs.close()
 	s.lock.release()
 	s.fs.close()
 	return err

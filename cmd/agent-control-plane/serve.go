@@ -130,7 +130,7 @@ func serve(cfg conf.Config, src conf.Sources, logw io.Writer) error {
 		Runtimes:  map[string]supervisor.Runtime{"native": &supervisor.NativeRuntime{Watcher: watcher, Argv: argv}},
 		ReadyPath: cfg.ReadyPath, StartupTimeout: cfg.StartupTimeout, StopGrace: cfg.StopGrace,
 		ReapInterval: cfg.ReapInterval, AutoStop: cfg.AutoStop, MaxLifetime: cfg.MaxLifetime,
-		EventBuffer: cfg.EventBuffer, ReapOnExit: cfg.ReapOnExit,
+		EventBuffer: cfg.EventBuffer, ReapOnExit: cfg.ReapOnExit, LogMaxBytes: cfg.LogMaxBytes,
 		BaseEnv: baseEnv(), ForwardEnv: forward, Logger: log,
 	})
 	if err != nil {

@@ -26,6 +26,9 @@ import (
 //	STUB_AGENT_EXIT_AFTER_MS    exit with code 3 after this long
 //	STUB_AGENT_GRANDCHILD=1     start a grandchild that shares stdout/stderr
 //	STUB_AGENT_PRINT            a line printed to stdout at start
+//	STUB_AGENT_SPAM_BYTES       write this many bytes of numbered lines to
+//	                            stdout and stderr at start, then a line
+//	                            "stub-agent: last spam line" on each
 func runStub(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("stub-agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -40,6 +43,11 @@ func runStub(args []string, stdout, stderr io.Writer) int {
 	}
 	if line := os.Getenv("STUB_AGENT_PRINT"); line != "" {
 		fmt.Fprintln(stdout, line)
+	}
+	if n, _ := strconv.ParseInt(os.Getenv("STUB_AGENT_SPAM_BYTES"), 10, 64); n > 0 {
+		for _, w := range []io.Writer{stdout, stderr} {
+			spam(w, n)
+		}
 	}
 	sigs := []os.Signal{os.Interrupt}
 	if os.Getenv("STUB_AGENT_IGNORE_SIGTERM") == "1" {
@@ -93,4 +101,23 @@ func runStub(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, "stub-agent: stopped")
 	return exitOK
+}
+
+// spam writes n bytes of numbered lines to w, 64 KiB at a time, then a
+// last line.
+func spam(w io.Writer, n int64) {
+	buf := make([]byte, 0, 64<<10)
+	for i := 0; n > 0; {
+		buf = buf[:0]
+		for len(buf) < cap(buf)-100 && int64(len(buf)) < n {
+			buf = fmt.Appendf(buf, "stub-agent: spam line %09d ..............................................\n", i)
+			i++
+		}
+		buf = buf[:min(int64(len(buf)), n)]
+		if _, err := w.Write(buf); err != nil {
+			return
+		}
+		n -= int64(len(buf))
+	}
+	fmt.Fprintln(w, "stub-agent: last spam line")
 }

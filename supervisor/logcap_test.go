@@ -1,0 +1,137 @@
+package supervisor
+
+import (
+	"context"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
+)
+
+// dirBytes sums the sizes of the regular files under dir.
+func dirBytes(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// A child that writes 200 MB (100 MB to each stream) keeps its sandbox
+// directory under the cap, and the newest lines are in entrypoint-logs;
+// with collapse, and with the truncating fallback.
+func TestLogCap(t *testing.T) {
+	const capBytes = 1 << 20
+	for _, collapse := range []bool{true, false} {
+		name := "collapse"
+		if !collapse {
+			name = "truncate"
+		}
+		t.Run(name, func(t *testing.T) {
+			canCollapse.Store(collapse)
+			defer canCollapse.Store(true)
+			h := newHarness(t, func(o *Options) { o.LogMaxBytes = capBytes })
+			h.create("chatty", map[string]string{"STUB_AGENT_SPAM_BYTES": "100000000"}, nil)
+			h.waitState("chatty", Started)
+			dir := filepath.Join(h.opts.Root, "chatty")
+			testenv.Eventually(t, "the sandbox directory under the cap", func() bool {
+				if n := dirBytes(dir); n > 2*capBytes+64<<10 {
+					sizes := map[string]int64{}
+					ents, _ := os.ReadDir(dir)
+					for _, e := range ents {
+						if fi, err := e.Info(); err == nil {
+							sizes[e.Name()] = fi.Size()
+						}
+					}
+					t.Logf("%d bytes: %v", n, sizes)
+					return false
+				}
+				return true
+			})
+			logs, err := h.sup.EntrypointLogs(context.Background(), "chatty", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range []string{logs.Stdout, logs.Stderr} {
+				if !strings.Contains(s, "stub-agent: last spam line") || !strings.Contains(s, "spam line 00") {
+					t.Fatalf("newest lines missing from the tail:\n%.300s…", s[max(0, len(s)-300):])
+				}
+			}
+			if _, err := os.Stat(filepath.Join(dir, StdoutFile+RotatedSuffix)); err != nil {
+				t.Fatalf("no rotated file: %v", err)
+			}
+			t.Logf("%s: %d bytes on disk after 200 MB written", name, dirBytes(dir))
+		})
+	}
+}
+
+// The tail reads across the rotation: the live file alone is shorter than
+// the tail asked for, so the rest comes from the rotated file.
+func TestLogTailAcrossRotation(t *testing.T) {
+	h := newHarness(t, nil)
+	h.create("t", nil, nil)
+	h.waitState("t", Started)
+	dir := filepath.Join(h.opts.Root, "t")
+	os.WriteFile(filepath.Join(dir, StdoutFile+RotatedSuffix), []byte("partial first line\nolder line\nend of older "), 0o600)
+	os.WriteFile(filepath.Join(dir, StdoutFile), []byte("half\nnewest line\n"), 0o600)
+	logs, err := h.sup.EntrypointLogs(context.Background(), "t", 0)
+	if err != nil || logs.Stdout != "partial first line\nolder line\nend of older half\nnewest line\n" {
+		t.Fatalf("tail %q %v", logs.Stdout, err)
+	}
+}
+
+// On a full disk the older part cannot be kept: that is logged, the cap
+// still holds, and the sandbox and the daemon go on. (tmpfs: no collapse,
+// so this also runs the truncating path on a file system that refuses it.)
+func TestLogCapFullDisk(t *testing.T) {
+	root := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", root).CombinedOutput(); err != nil {
+		t.Skipf("needs to mount a small tmpfs (root): %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", root).Run() })
+	defer canCollapse.Store(true)
+	var logBuf syncBuffer
+	h := newHarness(t, func(o *Options) {
+		o.Root = root
+		o.LogMaxBytes = 4 << 20
+		o.Logger = slog.New(slog.NewTextHandler(&logBuf, nil))
+	})
+	h.create("filler", map[string]string{"STUB_AGENT_SPAM_BYTES": "20000000"}, nil)
+	h.waitState("filler", Started)
+	testenv.Eventually(t, "a rotation failure logged", func() bool { return strings.Contains(logBuf.String(), "could not be kept") })
+	if sb, err := h.sup.Get("filler"); err != nil || sb.State != Started {
+		t.Fatalf("sandbox after a full disk: %+v %v", sb, err)
+	}
+	testenv.Eventually(t, "the cap held", func() bool { return dirBytes(filepath.Join(root, "filler")) <= 4<<20+64<<10 })
+	if _, err := h.sup.EntrypointLogs(context.Background(), "filler", 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
