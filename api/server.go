@@ -62,6 +62,14 @@ type Options struct {
 	// /metrics, unless MetricsAuth) requires. Required.
 	Token       string
 	MetricsAuth bool
+	// BodyTimeout bounds reading a request's body (default 30s): a body
+	// that does not arrive in time closes its connection. Event streams,
+	// which have no body, are not affected.
+	BodyTimeout time.Duration
+	// MaxConns caps concurrent connections (default 1024); past it, new
+	// connections wait in the kernel's backlog until one closes, so no
+	// client can exhaust the daemon's file descriptors.
+	MaxConns int
 }
 
 // MaxBodyBytes bounds every request body.
@@ -86,6 +94,12 @@ func New(sup Supervisor, opts Options) (*Server, error) {
 	}
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = 15 * time.Second
+	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = 30 * time.Second
+	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = 1024
 	}
 	s := &Server{sup: sup, opts: opts, log: opts.Logger, startedAt: time.Now()}
 	if err := s.SetToken(opts.Token); err != nil {
@@ -139,6 +153,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	errc := make(chan error, 1)
+	ln = limitListener(ln, s.opts.MaxConns)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
@@ -263,6 +278,10 @@ func (s *Server) guard(next http.Handler) http.Handler {
 				return
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+			// The body must arrive in time; the header already had to
+			// (ReadHeaderTimeout). Streams have no body and keep no
+			// read deadline.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
 		}
 		next.ServeHTTP(w, r)
 	})

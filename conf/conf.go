@@ -67,6 +67,9 @@ type Config struct {
 
 	// LogMaxBytes caps each sandbox's stdout and stderr on disk.
 	LogMaxBytes int64
+
+	BodyTimeout    time.Duration // reading one request body
+	MaxConnections int           // open at once; more wait in the backlog
 }
 
 // PortRange is an inclusive range of TCP ports.
@@ -121,6 +124,8 @@ func Default(getenv func(string) string) Config {
 		LogLevel:       "info",
 		TokenFile:      filepath.Join(auth.StateDir(getenv), "token"),
 		LogMaxBytes:    10 << 20,
+		BodyTimeout:    30 * time.Second,
+		MaxConnections: 1024,
 	}
 }
 
@@ -222,6 +227,11 @@ var envSetters = []setter{
 	{"LOG_LEVEL", func(c *Config, v string) error { c.LogLevel = v; return nil }},
 	{"TOKEN", func(c *Config, v string) error { c.Token = strings.TrimSpace(v); return auth.Validate(c.Token) }},
 	{"TOKEN_FILE", func(c *Config, v string) error { c.TokenFile = v; return nil }},
+	{"BODY_TIMEOUT_MS", msSetter(func(c *Config) *time.Duration { return &c.BodyTimeout })},
+	{"MAX_CONNECTIONS", func(c *Config, v string) (err error) {
+		c.MaxConnections, err = strconv.Atoi(v)
+		return err
+	}},
 	{"LOG_MAX_BYTES", func(c *Config, v string) (err error) {
 		c.LogMaxBytes, err = strconv.ParseInt(v, 10, 64)
 		return err
@@ -287,6 +297,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Root == "" {
 		return errors.New("root must not be empty")
+	}
+	if c.BodyTimeout <= 0 {
+		return errors.New("body_timeout must be positive")
+	}
+	if c.MaxConnections < 16 || c.MaxConnections > 1<<20 {
+		return fmt.Errorf("max_connections %d: want 16 to %d", c.MaxConnections, 1<<20)
 	}
 	if c.LogMaxBytes < MinLogMaxBytes {
 		return fmt.Errorf("log_max_bytes %d: want at least %d", c.LogMaxBytes, MinLogMaxBytes)
@@ -370,6 +386,8 @@ func Diff(a, b Config) []string {
 	add("token_file", a.TokenFile != b.TokenFile)
 	add("metrics_auth", a.MetricsAuth != b.MetricsAuth)
 	add("log_max_bytes", a.LogMaxBytes != b.LogMaxBytes)
+	add("body_timeout", a.BodyTimeout != b.BodyTimeout)
+	add("max_connections", a.MaxConnections != b.MaxConnections)
 	return out
 }
 

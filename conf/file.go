@@ -24,6 +24,8 @@ type fileConfig struct {
 	TokenFile        *string   `toml:"token_file"`
 	MetricsAuth      *bool     `toml:"metrics_auth"`
 	LogMaxBytes      *int64    `toml:"log_max_bytes"`
+	BodyTimeout      *duration `toml:"body_timeout"`
+	MaxConnections   *int      `toml:"max_connections"`
 	Native           struct {
 		Command   []string `toml:"command"`
 		ReadyPath *string  `toml:"ready_path"`
@@ -92,6 +94,8 @@ func (c *Config) applyFile(path string) error {
 	set(&c.TokenFile, f.TokenFile)
 	set(&c.MetricsAuth, f.MetricsAuth)
 	set(&c.LogMaxBytes, f.LogMaxBytes)
+	setDur(&c.BodyTimeout, f.BodyTimeout)
+	set(&c.MaxConnections, f.MaxConnections)
 	if f.Native.Command != nil {
 		c.NativeCommand = f.Native.Command
 	}

@@ -143,7 +143,7 @@ func serve(cfg conf.Config, src conf.Sources, logw io.Writer) error {
 		allow = append(allow, host)
 	}
 	srv, err := api.New(sup, api.Options{Version: version, Logger: log, Registry: reg, Heartbeat: cfg.EventHeartbeat, AllowHosts: allow,
-		Token: token, MetricsAuth: cfg.MetricsAuth})
+		Token: token, MetricsAuth: cfg.MetricsAuth, BodyTimeout: cfg.BodyTimeout, MaxConns: cfg.MaxConnections})
 	if err != nil {
 		sup.Close(context.Background())
 		return err
