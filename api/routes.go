@@ -1,13 +1,16 @@
 package api
 
 import (
+	"bufio"
 	_ "embed"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,17 +57,37 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// labelFilter reads label.k=v query parameters (and Daytona's
-// labels={"k":"v"}) into a filter.
+// labelFilter reads label filters into a filter: label=k=v (repeatable;
+// the form generated clients send), label.k=v, and Daytona's
+// labels={"k":"v"}. All must match.
 func labelFilter(q map[string][]string) (supervisor.Filter, error) {
 	f := supervisor.Filter{}
+	add := func(k, v string) error {
+		if old, ok := f[k]; ok && old != v {
+			return fmt.Errorf("label %s is filtered on twice, with different values", quote(k))
+		}
+		f[k] = v
+		return nil
+	}
 	for key, vals := range q {
 		switch {
+		case key == "label":
+			for _, kv := range vals {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok {
+					return nil, fmt.Errorf("label=%s: want label=KEY=VALUE", quote(kv))
+				}
+				if err := add(k, v); err != nil {
+					return nil, err
+				}
+			}
 		case strings.HasPrefix(key, "label."):
 			if len(vals) != 1 {
-				return nil, fmt.Errorf("%s given %d times", key, len(vals))
+				return nil, fmt.Errorf("%s given %d times", quote(key), len(vals))
 			}
-			f[strings.TrimPrefix(key, "label.")] = vals[0]
+			if err := add(strings.TrimPrefix(key, "label."), vals[0]); err != nil {
+				return nil, err
+			}
 		case key == "labels":
 			for _, v := range vals {
 				var m map[string]string
@@ -72,7 +95,9 @@ func labelFilter(q map[string][]string) (supervisor.Filter, error) {
 					return nil, errors.New(`labels must be a JSON object of strings, e.g. {"origin":"cli"}`)
 				}
 				for k, v := range m {
-					f[k] = v
+					if err := add(k, v); err != nil {
+						return nil, err
+					}
 				}
 			}
 		}
@@ -83,18 +108,125 @@ func labelFilter(q map[string][]string) (supervisor.Filter, error) {
 	return f, nil
 }
 
+// MaxListLimit bounds a page of the list.
+const MaxListLimit = 1000
+
+// listPageSize is how many sandboxes a full list answer holds in memory at
+// once while it streams.
+const listPageSize = 256
+
+// listOptions reads the list's query: label filters, states=a,b (also
+// repeated), limit and cursor.
+func listOptions(q map[string][]string) (supervisor.ListOptions, error) {
+	f, err := labelFilter(q)
+	if err != nil {
+		return supervisor.ListOptions{}, err
+	}
+	o := supervisor.ListOptions{Labels: f}
+	for _, v := range q["states"] {
+		for _, st := range strings.Split(v, ",") {
+			switch st := supervisor.State(strings.TrimSpace(st)); st {
+			case supervisor.Starting, supervisor.Started, supervisor.Stopped:
+				if !slices.Contains(o.States, st) {
+					o.States = append(o.States, st)
+				}
+			default:
+				return o, fmt.Errorf("states: %s is not a state; want starting, started or stopped", quote(string(st)))
+			}
+		}
+	}
+	if v := firstOf(q, "limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxListLimit {
+			return o, fmt.Errorf("limit must be a whole number from 1 to %d", MaxListLimit)
+		}
+		o.Limit = n
+	}
+	if v := firstOf(q, "cursor"); v != "" {
+		c, err := decodeCursor(v)
+		if err != nil {
+			return o, err
+		}
+		o.After = &c
+	}
+	return o, nil
+}
+
+func firstOf(q map[string][]string, k string) string {
+	if vs := q[k]; len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
+}
+
+// A cursor is opaque to clients: base64url of "<createdAt unix ms>:<id>".
+func encodeCursor(sb supervisor.Sandbox) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(sb.CreatedAt.UnixMilli(), 10) + ":" + sb.ID))
+}
+
+func decodeCursor(v string) (supervisor.Cursor, error) {
+	bad := errors.New("cursor is not one this daemon gave out")
+	b, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil {
+		return supervisor.Cursor{}, bad
+	}
+	ms, id, ok := strings.Cut(string(b), ":")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if !ok || err != nil || supervisor.ValidateName(id) != nil {
+		return supervisor.Cursor{}, bad
+	}
+	return supervisor.Cursor{CreatedAt: time.UnixMilli(n).UTC(), ID: id}, nil
+}
+
+// list answers GET /v1/sandboxes. With a limit it is one page and the
+// cursor of the next. Without, it is the whole list, written in pages of
+// listPageSize as it goes: memory per reader does not grow with the
+// registry, however many readers and however slow.
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
-	f, err := labelFilter(r.URL.Query())
+	o, err := listOptions(r.URL.Query())
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
 		return
 	}
-	list := s.sup.List(f)
-	out := wire.ListResponse{Sandboxes: make([]wire.SandboxInfo, 0, len(list))}
-	for _, sb := range list {
-		out.Sandboxes = append(out.Sandboxes, ToInfo(sb))
+	if o.Limit > 0 {
+		page, more := s.sup.ListPage(o)
+		out := wire.ListResponse{Sandboxes: make([]wire.SandboxInfo, 0, len(page))}
+		for _, sb := range page {
+			out.Sandboxes = append(out.Sandboxes, ToInfo(sb))
+		}
+		if more {
+			out.NextCursor = encodeCursor(page[len(page)-1])
+		}
+		writeJSON(w, http.StatusOK, out)
+		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 32<<10)
+	bw.WriteString(`{"sandboxes":[`)
+	enc := json.NewEncoder(bw) // its buffers are pooled: no garbage per sandbox
+	o.Limit = listPageSize
+	first := true
+	for {
+		page, more := s.sup.ListPage(o)
+		for _, sb := range page {
+			if !first {
+				bw.WriteByte(',')
+			}
+			first = false
+			if err := enc.Encode(ToInfo(sb)); err != nil {
+				return // the client went away
+			}
+		}
+		if !more {
+			break
+		}
+		last := page[len(page)-1]
+		o.After = &supervisor.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	bw.WriteString("]}\n")
+	bw.Flush()
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {

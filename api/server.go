@@ -36,7 +36,7 @@ import (
 type Supervisor interface {
 	Create(ctx context.Context, req supervisor.CreateRequest) (supervisor.Sandbox, error)
 	Get(id string) (supervisor.Sandbox, error)
-	List(f supervisor.Filter) []supervisor.Sandbox
+	ListPage(o supervisor.ListOptions) (page []supervisor.Sandbox, more bool)
 	Stop(ctx context.Context, id string, force bool) (supervisor.Sandbox, error)
 	Delete(ctx context.Context, id string) error
 	RefreshActivity(id string) error
@@ -122,7 +122,7 @@ func New(sup Supervisor, opts Options) (*Server, error) {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry}))
 	}
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "no route "+r.URL.Path)
+		writeError(w, http.StatusNotFound, "not_found", "no route "+quote(r.URL.Path))
 	}))
 	s.handler = s.guard(mux)
 	return s, nil
@@ -246,12 +246,12 @@ func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter 
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.allowedHost(r.Host) {
-			writeError(w, http.StatusForbidden, "forbidden_host", "host "+strconv.Quote(r.Host)+" is not allowed; use 127.0.0.1 or localhost")
+			writeError(w, http.StatusForbidden, "forbidden_host", "host "+quote(r.Host)+" is not allowed; use 127.0.0.1 or localhost")
 			return
 		}
 		if origin := r.Header.Get("Origin"); origin != "" {
 			if !allowedOrigin(origin) {
-				writeError(w, http.StatusForbidden, "forbidden_origin", "origin "+strconv.Quote(origin)+" is not allowed; only http://localhost:* and http://127.0.0.1:* may call this daemon")
+				writeError(w, http.StatusForbidden, "forbidden_origin", "origin "+quote(origin)+" is not allowed; only http://localhost:* and http://127.0.0.1:* may call this daemon")
 				return
 			}
 			h := w.Header()
@@ -314,6 +314,10 @@ func allowedOrigin(origin string) bool {
 	}
 	return false
 }
+
+// quote quotes a caller's input for an error message, at most
+// supervisor.MaxQuoted bytes of it.
+func quote(s string) string { return strconv.Quote(supervisor.Clip(s, supervisor.MaxQuoted)) }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")

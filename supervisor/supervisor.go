@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"container/heap"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
+	"math"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -546,7 +548,7 @@ func (s *Supervisor) Get(id string) (Sandbox, error) {
 	defer s.mu.Unlock()
 	e, ok := s.sandboxes[id]
 	if !ok || e.pending {
-		return Sandbox{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+		return Sandbox{}, fmt.Errorf("%w: %s", ErrNotFound, Clip(id, MaxQuoted))
 	}
 	return s.view(e), nil
 }
@@ -570,9 +572,8 @@ func (s *Supervisor) view(e *sandbox) Sandbox {
 
 // List returns the sandboxes whose labels match f, oldest first.
 func (s *Supervisor) List(f Filter) []Sandbox {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.listLocked(f)
+	page, _ := s.ListPage(ListOptions{Labels: f})
+	return page
 }
 
 func (s *Supervisor) listLocked(f Filter) []Sandbox {
@@ -583,13 +584,94 @@ func (s *Supervisor) listLocked(f Filter) []Sandbox {
 		}
 		out = append(out, s.view(e))
 	}
-	slices.SortFunc(out, func(a, b Sandbox) int {
-		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
+	slices.SortFunc(out, listCompare)
 	return out
+}
+
+// Cursor is a position in the list order (creation time, then id).
+type Cursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+func (c Cursor) before(sb Sandbox) bool {
+	if d := c.CreatedAt.Compare(sb.CreatedAt); d != 0 {
+		return d < 0
+	}
+	return c.ID < sb.ID
+}
+
+// ListOptions choose a page of the list.
+type ListOptions struct {
+	Labels Filter
+	States []State // any of these; empty: every state
+	After  *Cursor // only sandboxes after this position; nil: from the start
+	Limit  int     // at most this many; 0 or less: all
+}
+
+// ListPage returns the sandboxes that match o in list order (oldest first,
+// then by id), at most o.Limit of them, and whether more follow. Walking
+// pages with After set to the last one returned sees every sandbox that
+// exists throughout the walk exactly once, whatever is created or deleted
+// meanwhile. It holds at most Limit sandboxes, whatever the registry's
+// size.
+func (s *Supervisor) ListPage(o ListOptions) (page []Sandbox, more bool) {
+	limit := o.Limit
+	if limit <= 0 {
+		limit = math.MaxInt
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// The limit+1 first matches, kept in a max-heap by position.
+	h := &pageHeap{}
+	for _, e := range s.sandboxes {
+		if e.pending || !o.Labels.Match(e.info.Labels) {
+			continue
+		}
+		sb := s.view(e)
+		if len(o.States) > 0 && !slices.Contains(o.States, sb.State) {
+			continue
+		}
+		if o.After != nil && !o.After.before(sb) {
+			continue
+		}
+		if h.Len() <= limit {
+			heap.Push(h, sb)
+		} else if listLess(sb, (*h)[0]) {
+			(*h)[0] = sb
+			heap.Fix(h, 0)
+		}
+	}
+	more = h.Len() > limit
+	if more {
+		heap.Pop(h)
+	}
+	page = []Sandbox(*h)
+	slices.SortFunc(page, listCompare)
+	return page, more
+}
+
+func listCompare(a, b Sandbox) int {
+	if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ID, b.ID)
+}
+
+func listLess(a, b Sandbox) bool { return listCompare(a, b) < 0 }
+
+// pageHeap is a max-heap of sandboxes by list position.
+type pageHeap []Sandbox
+
+func (h pageHeap) Len() int           { return len(h) }
+func (h pageHeap) Less(i, j int) bool { return listLess(h[j], h[i]) }
+func (h pageHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *pageHeap) Push(x any)        { *h = append(*h, x.(Sandbox)) }
+func (h *pageHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 func (s *Supervisor) lookup(id string) (*sandbox, error) {
@@ -597,7 +679,7 @@ func (s *Supervisor) lookup(id string) (*sandbox, error) {
 	defer s.mu.Unlock()
 	e, ok := s.sandboxes[id]
 	if !ok || e.pending {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, Clip(id, MaxQuoted))
 	}
 	return e, nil
 }

@@ -34,7 +34,7 @@ func invalid(format string, args ...any) error {
 // name.
 func ValidateName(name string) error {
 	if !validName(name) {
-		return invalid("name %q must match %s", truncate(name, 80), nameRE)
+		return invalid("name %q must match %s", Clip(name, MaxQuoted), nameRE)
 	}
 	return nil
 }
@@ -46,10 +46,10 @@ func ValidateLabels(labels map[string]string) error {
 	}
 	for k, v := range labels {
 		if k == "" || len(k) > MaxLabelKeyLen || !utf8.ValidString(k) {
-			return invalid("label key %q must be 1 to %d bytes of UTF-8", truncate(k, 80), MaxLabelKeyLen)
+			return invalid("label key %q must be 1 to %d bytes of UTF-8", Clip(k, MaxQuoted), MaxLabelKeyLen)
 		}
 		if len(v) > MaxLabelValueLen || !utf8.ValidString(v) {
-			return invalid("label %q: value must be at most %d bytes of UTF-8", truncate(k, 80), MaxLabelValueLen)
+			return invalid("label %q: value must be at most %d bytes of UTF-8", Clip(k, MaxQuoted), MaxLabelValueLen)
 		}
 	}
 	return nil
@@ -71,7 +71,7 @@ func (r *CreateRequest) Validate() error {
 	for k, v := range r.Env {
 		// Never echo a value: it may be a secret.
 		if !conf.ValidEnvName(k) {
-			return invalid("envVars key %q is not a valid variable name", truncate(k, 80))
+			return invalid("envVars key %q is not a valid variable name", Clip(k, MaxQuoted))
 		}
 		if k == proc.MarkerEnv {
 			return invalid("envVars key %s is reserved for the daemon", k)
@@ -94,7 +94,13 @@ func (r *CreateRequest) Validate() error {
 	return nil
 }
 
-func truncate(s string, n int) string {
+// MaxQuoted is how much of a caller's input an error message quotes.
+const MaxQuoted = 100
+
+// Clip returns s cut to at most n bytes at a character boundary, marked
+// with … when cut: error messages quote at most that much of what a
+// caller sent.
+func Clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

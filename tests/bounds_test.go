@@ -1,10 +1,13 @@
 package tests
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,4 +82,129 @@ func TestConnectionCap(t *testing.T) {
 		t.Fatalf("info after the idle connections closed: %v", err)
 	}
 	testenv.Eventually(t, "descriptors back to their level", func() bool { return fdCount(pid) <= base+4 })
+}
+
+// sendQueued sums the send queues of the TCP sockets on addr's port
+// (/proc/net/tcp: tx_queue).
+func sendQueued(t *testing.T, addr string) int64 {
+	_, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 5 || !strings.HasSuffix(f[1], fmt.Sprintf(":%04X", p)) {
+			continue
+		}
+		tx, _, _ := strings.Cut(f[4], ":")
+		n, _ := strconv.ParseInt(tx, 16, 64)
+		sum += n
+	}
+	return sum
+}
+
+func rssBytes(t *testing.T, pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}
+
+// A multi-megabyte list read by 30 clients that stop reading costs the
+// daemon far less than 30 copies of it: the answer is written in pages as
+// it goes. The full answer equals a cursor walk.
+func TestSlowReadersOfABigList(t *testing.T) {
+	lo, hi := portBlock.Next()
+	// Children that exit at once: 300 stopped sandboxes, no processes.
+	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi,
+		Env: []string{`AGENT_CONTROL_PLANE_NATIVE_COMMAND=["/bin/true"]`, "AGENT_CONTROL_PLANE_PORT_RANGE=20000-20999"}})
+	labels := map[string]string{}
+	for i := range 64 {
+		labels[fmt.Sprintf("label-%02d", i)] = strings.Repeat(string(rune('a'+i%26)), 512)
+	}
+	const n = 300
+	for i := range n {
+		body, _ := json.Marshal(map[string]any{"name": fmt.Sprintf("big%03d", i), "labels": labels})
+		if code, b := call(t, d, "POST", "/v1/sandboxes", string(body)); code != 201 {
+			t.Fatalf("create %d: %d %s", i, code, b)
+		}
+	}
+	testenv.Eventually(t, "every child exited", func() bool {
+		code, b := call(t, d, "GET", "/v1/sandboxes?states=starting,started&limit=1", "")
+		return code == 200 && strings.Contains(string(b), `"sandboxes":[]`)
+	})
+	code, full := call(t, d, "GET", "/v1/sandboxes", "")
+	var list struct{ Sandboxes []sandboxInfo }
+	if code != 200 || json.Unmarshal(full, &list) != nil || len(list.Sandboxes) != n {
+		t.Fatalf("full list: %d, %d sandboxes", code, len(list.Sandboxes))
+	}
+	var walked []string
+	for cursor := ""; ; {
+		q := "/v1/sandboxes?limit=97"
+		if cursor != "" {
+			q += "&cursor=" + cursor
+		}
+		_, b := call(t, d, "GET", q, "")
+		var page struct {
+			Sandboxes  []sandboxInfo
+			NextCursor string
+		}
+		json.Unmarshal(b, &page)
+		for _, sb := range page.Sandboxes {
+			walked = append(walked, sb.ID)
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	for i, sb := range list.Sandboxes {
+		if i >= len(walked) || walked[i] != sb.ID {
+			t.Fatalf("the full list and the cursor walk differ at %d", i)
+		}
+	}
+	size := int64(len(full))
+	pid := d.Cmd.Process.Pid
+	before := rssBytes(t, pid)
+	var conns []net.Conn
+	for range 30 {
+		c, err := net.Dial("tcp", d.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.(*net.TCPConn).SetReadBuffer(4 << 10)
+		conns = append(conns, c)
+		fmt.Fprintf(c, "GET /v1/sandboxes HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", d.Addr, d.Token)
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	// Wait until the daemon has written all it can: its sockets' send
+	// queues are full and stay so.
+	var grown int64
+	last := int64(-1)
+	testenv.Eventually(t, "the daemon's send queues full", func() bool {
+		grown = max(grown, rssBytes(t, pid)-before)
+		q := sendQueued(t, d.Addr)
+		settled := q > 0 && q == last
+		last = q
+		time.Sleep(50 * time.Millisecond) // the interval over which the queue must not move
+		return settled
+	})
+	t.Logf("list of %d bytes, 30 stalled readers: RSS %d → +%d bytes", size, before, grown)
+	if grown > 3*size {
+		t.Fatalf("30 stalled readers of a %d-byte list grew the daemon by %d bytes (more than 3 copies)", size, grown)
+	}
 }

@@ -285,6 +285,40 @@ func (c *Client) List(ctx context.Context, labels map[string]string) ([]wire.San
 	return out.Sandboxes, err
 }
 
+// ListOptions choose a page of the list.
+type ListOptions struct {
+	Labels map[string]string // all must match
+	States []string          // any of these; empty: every state
+	Limit  int               // page size, 1 to 1000; 0: the whole list
+	Cursor string            // NextCursor of the page before; empty: from the start
+}
+
+// ListPage returns one page of sandboxes, oldest first, and the cursor of
+// the next page ("" after the last). Walking the pages sees every sandbox
+// that exists throughout the walk exactly once.
+func (c *Client) ListPage(ctx context.Context, o ListOptions) ([]wire.SandboxInfo, string, error) {
+	q := url.Values{}
+	for k, v := range o.Labels {
+		q.Add("label", k+"="+v)
+	}
+	if len(o.States) > 0 {
+		q.Set("states", strings.Join(o.States, ","))
+	}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if o.Cursor != "" {
+		q.Set("cursor", o.Cursor)
+	}
+	path := "/v1/sandboxes"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out wire.ListResponse
+	err := c.do(ctx, c.timeout, "GET", path, nil, &out)
+	return out.Sandboxes, out.NextCursor, err
+}
+
 // Create creates a sandbox; it is returned in state starting.
 func (c *Client) Create(ctx context.Context, req wire.CreateSandboxRequest) (wire.SandboxInfo, error) {
 	var out wire.SandboxInfo

@@ -125,6 +125,9 @@ type ErrorDetail struct {
 // ListResponse is the body of GET /v1/sandboxes.
 type ListResponse struct {
 	Sandboxes []SandboxInfo `json:"sandboxes"`
+	// NextCursor, given with a limit when more sandboxes follow, is the
+	// cursor of the next page.
+	NextCursor string `json:"nextCursor,omitempty"`
 }
 
 // StreamEvent is the data of one SSE event on /v1/events.
