@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )

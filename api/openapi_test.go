@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/agent-control-plane/agent-control-plane/api/client"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
@@ -232,12 +232,13 @@ func runScenario(t *testing.T, cc *contractClient) {
 	frames := make(chan []byte, 100)
 	go func() {
 		defer close(frames)
-		sc := bufio.NewScanner(evResp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-				frames <- []byte(data)
+		er := client.NewEventReader(evResp.Body)
+		for {
+			ev, err := er.Next()
+			if err != nil {
+				return
 			}
+			frames <- ev.Data
 		}
 	}()
 

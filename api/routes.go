@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"math"
 	"net/http"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 )
 

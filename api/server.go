@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"io"
 	"log/slog"
 	"mime"
@@ -27,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agent-control-plane/agent-control-plane/api/auth"
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/conf"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 )

@@ -1,13 +1,17 @@
 package api
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 )
 
@@ -61,6 +65,15 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, ev := range first {
+		if ev.Type == supervisor.EventSnapshot {
+			// Written as it is encoded, in pieces: a snapshot of a big
+			// registry is never held whole in memory.
+			_ = rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
+			if writeSnapshot(flushWriter{w, rc}, ev) != nil || rc.Flush() != nil {
+				return
+			}
+			continue
+		}
 		if !write(s.encoded.get(ev)) {
 			return
 		}
@@ -89,16 +102,119 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// MaxSSELine bounds every line of an event stream. Common SSE clients read
+// lines into a 64 KiB buffer and fail on longer ones; the data of an event
+// is spread over several data: lines, broken only between JSON tokens
+// (clients join data lines with newlines, which JSON allows between
+// tokens). A line is broken at the first token boundary past
+// sseLineTarget; the longest token is a label value or key (at most 512 and
+// 128 bytes, 6 times that when every byte is escaped), so no line comes
+// near the bound.
+const (
+	MaxSSELine    = 16 << 10
+	sseLineTarget = 8 << 10
+)
+
+// dataLines writes JSON as SSE data lines.
+type dataLines struct {
+	w        *bufio.Writer
+	line     int // bytes on the current line
+	str, esc bool
+	started  bool
+}
+
+func newDataLines(w *bufio.Writer) *dataLines { return &dataLines{w: w} }
+
+// Write writes a piece of the JSON text; pieces may end anywhere. A
+// newline byte can only be the one json.Encoder puts after a value (JSON
+// strings escape theirs): it is dropped.
+func (d *dataLines) Write(b []byte) (int, error) {
+	if !d.started {
+		d.w.WriteString("data: ")
+		d.started = true
+	}
+	for _, c := range b {
+		switch {
+		case c == '\n':
+			continue
+		case d.esc:
+			d.esc = false
+		case d.str:
+			if c == '\\' {
+				d.esc = true
+			} else if c == '"' {
+				d.str = false
+			}
+		case c == '"':
+			d.str = true
+		case (c == ',' || c == ':' || c == '{' || c == '[') && d.line >= sseLineTarget:
+			d.w.WriteByte(c)
+			d.w.WriteString("\ndata: ")
+			d.line = 0
+			continue
+		}
+		d.w.WriteByte(c)
+		d.line++
+	}
+	return len(b), nil
+}
+
+// end closes the event.
+func (d *dataLines) end() error {
+	d.w.WriteString("\n\n")
+	return d.w.Flush()
+}
+
+func eventHead(w *bufio.Writer, seq uint64, typ string) {
+	w.WriteString("id: ")
+	w.WriteString(strconv.FormatUint(seq, 10))
+	w.WriteString("\nevent: ")
+	w.WriteString(typ)
+	w.WriteByte('\n')
+}
+
 func formatEvent(ev supervisor.Event) []byte {
-	data, _ := json.Marshal(ToStreamEvent(ev))
-	b := make([]byte, 0, len(data)+64)
-	b = append(b, "id: "...)
-	b = strconv.AppendUint(b, ev.Seq, 10)
-	b = append(b, "\nevent: "...)
-	b = append(b, ev.Type...)
-	b = append(b, "\ndata: "...)
-	b = append(b, data...)
-	return append(b, "\n\n"...)
+	var buf bytes.Buffer
+	bw := bufio.NewWriter(&buf)
+	eventHead(bw, ev.Seq, ev.Type)
+	d := newDataLines(bw)
+	_ = json.NewEncoder(d).Encode(ToStreamEvent(ev))
+	_ = d.end()
+	return buf.Bytes()
+}
+
+// writeSnapshot writes a sandboxes_replaced event to w as it encodes it,
+// one sandbox at a time.
+func writeSnapshot(w io.Writer, ev supervisor.Event) error {
+	bw := bufio.NewWriterSize(w, 32<<10)
+	eventHead(bw, ev.Seq, ev.Type)
+	d := newDataLines(bw)
+	head, _ := json.Marshal(wire.StreamEvent{Type: ev.Type, Seq: ev.Seq, Time: wire.Time{Time: ev.Time}})
+	d.Write(head[:len(head)-1]) // without the closing brace
+	d.Write([]byte(`,"sandboxes":[`))
+	enc := json.NewEncoder(d)
+	for i, sb := range ev.All {
+		if i > 0 {
+			d.Write([]byte(","))
+		}
+		if err := enc.Encode(ToInfo(sb)); err != nil {
+			return err
+		}
+	}
+	d.Write([]byte("]}"))
+	return d.end()
+}
+
+// flushWriter writes to an event stream, renewing the write deadline on
+// every write so that only a client that stops reading is cut off.
+type flushWriter struct {
+	w  io.Writer
+	rc *http.ResponseController
+}
+
+func (f flushWriter) Write(b []byte) (int, error) {
+	_ = f.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
+	return f.w.Write(b)
 }
 
 // encodedEvents shares one encoding of each event among all the streams

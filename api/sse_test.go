@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/api/client"
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
 )
 
 type sseEvent struct {
@@ -21,7 +24,6 @@ type sseEvent struct {
 type sseStream struct {
 	t      *testing.T
 	resp   *http.Response
-	sc     *bufio.Scanner
 	cancel context.CancelFunc
 	events chan sseEvent
 }
@@ -40,8 +42,7 @@ func (e *env) watch(query, lastID string) *sseStream {
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		e.t.Fatalf("events: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	s := &sseStream{t: e.t, resp: resp, sc: bufio.NewScanner(resp.Body), cancel: cancel, events: make(chan sseEvent, 1000)}
-	s.sc.Buffer(make([]byte, 1<<20), 1<<20)
+	s := &sseStream{t: e.t, resp: resp, cancel: cancel, events: make(chan sseEvent, 1000)}
 	go s.read()
 	e.t.Cleanup(s.close)
 	return s
@@ -49,22 +50,15 @@ func (e *env) watch(query, lastID string) *sseStream {
 
 func (s *sseStream) read() {
 	defer close(s.events)
-	var cur sseEvent
-	for s.sc.Scan() {
-		line := s.sc.Text()
-		switch {
-		case line == "":
-			if cur.event != "" {
-				s.events <- cur
-			}
-			cur = sseEvent{}
-		case strings.HasPrefix(line, "id: "):
-			cur.id = line[4:]
-		case strings.HasPrefix(line, "event: "):
-			cur.event = line[7:]
-		case strings.HasPrefix(line, "data: "):
-			json.Unmarshal([]byte(line[6:]), &cur.data)
+	er := client.NewEventReader(s.resp.Body)
+	for {
+		ev, err := er.Next()
+		if err != nil {
+			return
 		}
+		cur := sseEvent{id: ev.ID, event: ev.Type}
+		json.Unmarshal(ev.Data, &cur.data)
+		s.events <- cur
 	}
 }
 
@@ -164,4 +158,42 @@ func TestSSEHeartbeat(t *testing.T) {
 		}
 	}
 	t.Fatal("no heartbeat comment on an idle stream")
+}
+
+// No data line is longer than MaxSSELine, even for a sandbox whose every
+// label is as long as allowed and made of characters JSON escapes six
+// times over; joined with newlines, the lines are the JSON again.
+func TestSSEDataLinesBounded(t *testing.T) {
+	labels := map[string]string{}
+	for i := range supervisor.MaxLabels {
+		labels[fmt.Sprintf("%s%03d", strings.Repeat("<", supervisor.MaxLabelKeyLen-3), i)] = strings.Repeat("\x01", supervisor.MaxLabelValueLen)
+	}
+	var all []supervisor.Sandbox
+	for i := range 20 {
+		all = append(all, supervisor.Sandbox{ID: fmt.Sprintf("s%d", i), State: supervisor.Started, Labels: labels})
+	}
+	ev := supervisor.Event{Type: supervisor.EventSnapshot, Seq: 7, All: all}
+	var buf strings.Builder
+	if err := writeSnapshot(&buf, ev); err != nil {
+		t.Fatal(err)
+	}
+	one := formatEvent(supervisor.Event{Type: supervisor.EventCreated, Seq: 8, Sandbox: all[0]})
+	for _, stream := range []string{buf.String(), string(one)} {
+		for _, line := range strings.Split(stream, "\n") {
+			if len(line) > MaxSSELine {
+				t.Fatalf("a line of %d bytes", len(line))
+			}
+		}
+		ev, err := client.NewEventReader(strings.NewReader(stream)).Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var decoded wire.StreamEvent
+		if err := json.Unmarshal(ev.Data, &decoded); err != nil {
+			t.Fatalf("the data lines joined are not JSON: %v", err)
+		}
+		if decoded.Sandbox == nil && (len(decoded.Sandboxes) != 20 || decoded.Sandboxes[3].Labels[fmt.Sprintf("%s%03d", strings.Repeat("<", supervisor.MaxLabelKeyLen-3), 5)] != labels[fmt.Sprintf("%s%03d", strings.Repeat("<", supervisor.MaxLabelKeyLen-3), 5)]) {
+			t.Fatalf("snapshot decoded wrong: %d sandboxes", len(decoded.Sandboxes))
+		}
+	}
 }

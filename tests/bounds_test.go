@@ -1,16 +1,24 @@
 package tests
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	sse "github.com/tmaxmax/go-sse"
+
+	"github.com/agent-control-plane/agent-control-plane/api"
+	"github.com/agent-control-plane/agent-control-plane/api/client"
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
@@ -206,5 +214,73 @@ func TestSlowReadersOfABigList(t *testing.T) {
 	t.Logf("list of %d bytes, 30 stalled readers: RSS %d → +%d bytes", size, before, grown)
 	if grown > 3*size {
 		t.Fatalf("30 stalled readers of a %d-byte list grew the daemon by %d bytes (more than 3 copies)", size, grown)
+	}
+}
+
+// A daemon holding 800 sandboxes streams its snapshot as one
+// sandboxes_replaced event whose lines are all at most 16 KiB; an
+// independent SSE parser (tmaxmax/go-sse) joins its data lines into the
+// JSON of all 800, and so does the Go client.
+//
+// go-sse's default buffer, like r3labs/sse's, bounds a whole event (64 KB),
+// not a line, so it is raised here: a snapshot of 800 sandboxes is about
+// 400 KB however it is split into lines.
+func TestSSEAt800Sandboxes(t *testing.T) {
+	lo, hi := portBlock.Next()
+	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi,
+		Env: []string{`AGENT_CONTROL_PLANE_NATIVE_COMMAND=["/bin/true"]`}})
+	const n = 800
+	for i := range n {
+		body := fmt.Sprintf(`{"name":"sse%03d","labels":{"origin":"web-ui","note":"<tag> & \"quoted\" \u00e9"}}`, i)
+		if code, b := call(t, d, "POST", "/v1/sandboxes", body); code != 201 {
+			t.Fatalf("create %d: %d %s", i, code, b)
+		}
+	}
+	req, _ := http.NewRequest("GET", d.URL+"/v1/events", nil)
+	res, err := d.HTTP(0).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	// Read the raw stream up to the end of the first event, checking lines.
+	br := bufio.NewReader(res.Body)
+	var raw strings.Builder
+	for blank := 0; blank < 2; {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(line) > api.MaxSSELine+1 {
+			t.Fatalf("a line of %d bytes", len(line))
+		}
+		raw.WriteString(line)
+		if line == "\n" {
+			blank++ // the retry field's event, then the snapshot
+		}
+	}
+	for ev, err := range sse.Read(strings.NewReader(raw.String()), &sse.ReadConfig{MaxEventSize: 4 << 20}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type != "sandboxes_replaced" {
+			continue
+		}
+		var snap wire.StreamEvent
+		if err := json.Unmarshal([]byte(ev.Data), &snap); err != nil || len(snap.Sandboxes) != n || snap.Sandboxes[n-1].Labels["note"] != "<tag> & \"quoted\" é" {
+			t.Fatalf("go-sse's snapshot: %v, %d sandboxes", err, len(snap.Sandboxes))
+		}
+		break
+	}
+	c := client.New(d.URL, client.WithToken(d.Token))
+	got := 0
+	ctx, cancel := context.WithCancel(testenv.Context(t))
+	defer cancel()
+	c.Watch(ctx, nil, func(ev wire.StreamEvent) error {
+		got = len(ev.Sandboxes)
+		cancel()
+		return nil
+	})
+	if got != n {
+		t.Fatalf("the Go client's snapshot holds %d sandboxes", got)
 	}
 }

@@ -1,14 +1,13 @@
 package client
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
@@ -93,35 +92,43 @@ func (c *Client) watchOnce(ctx context.Context, labels map[string]string, last *
 		return false, e
 	}
 	delivered := false
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 32<<20)
-	var data []byte
-	for sc.Scan() {
-		idle.Reset(IdleTimeout)
-		line := sc.Text()
-		switch {
-		case line == "":
-			if len(data) == 0 {
-				continue
+	// Anything read, heartbeat comments included, proves the stream alive.
+	er := NewEventReader(readNotify{resp.Body, func() { idle.Reset(IdleTimeout) }})
+	for {
+		raw, err := er.Next()
+		if err != nil {
+			if err == io.EOF {
+				err = nil
 			}
-			var ev wire.StreamEvent
-			if err := json.Unmarshal(data, &ev); err != nil {
-				return delivered, fmt.Errorf("decode event: %w", err)
-			}
-			data = data[:0]
-			// A replayed or raced event at or below the last delivered id
-			// is a duplicate; a snapshot always replaces the view.
-			if ev.Type != wire.EventSnapshot && ev.Seq <= *last {
-				continue
-			}
-			*last = ev.Seq
-			delivered = true
-			if err := handler(ev); err != nil {
-				return delivered, handlerError{err}
-			}
-		case strings.HasPrefix(line, "data:"):
-			data = append(data, strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " ")...)
+			return delivered, err
+		}
+		var ev wire.StreamEvent
+		if err := json.Unmarshal(raw.Data, &ev); err != nil {
+			return delivered, fmt.Errorf("decode event: %w", err)
+		}
+		// A replayed or raced event at or below the last delivered id is
+		// a duplicate; a snapshot always replaces the view.
+		if ev.Type != wire.EventSnapshot && ev.Seq <= *last {
+			continue
+		}
+		*last = ev.Seq
+		delivered = true
+		if err := handler(ev); err != nil {
+			return delivered, handlerError{err}
 		}
 	}
-	return delivered, sc.Err()
+}
+
+// readNotify calls f after every read that returned data.
+type readNotify struct {
+	r io.Reader
+	f func()
+}
+
+func (r readNotify) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if n > 0 {
+		r.f()
+	}
+	return n, err
 }

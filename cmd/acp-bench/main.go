@@ -7,7 +7,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +26,7 @@ import (
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/api/auth"
+	"github.com/agent-control-plane/agent-control-plane/api/client"
 )
 
 type config struct {
@@ -375,35 +375,36 @@ func (f *feed) expect(typ, id string) <-chan time.Time {
 }
 
 func (f *feed) read() {
-	sc := bufio.NewScanner(f.resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	var typ string
-	for sc.Scan() {
-		line := sc.Bytes()
-		switch {
-		case len(line) > 7 && string(line[:7]) == "event: ":
-			typ = string(line[7:])
-		case len(line) > 6 && string(line[:6]) == "data: " && typ != "sandboxes_replaced":
-			at := time.Now()
-			// The id is the first "id" inside "sandbox"; avoid a full
-			// decode on the hot path.
-			i := strings.Index(string(line), `"sandbox":{"id":"`)
-			if i < 0 {
-				continue
-			}
-			rest := string(line[i+len(`"sandbox":{"id":"`):])
-			id := rest[:strings.IndexByte(rest, '"')]
-			f.mu.Lock()
-			c := f.waiters[typ+" "+id]
-			delete(f.waiters, typ+" "+id)
-			on := f.onEvent
-			f.mu.Unlock()
-			if c != nil {
-				c <- at
-			}
-			if on != nil {
-				on(typ, id, at)
-			}
+	er := client.NewEventReader(f.resp.Body)
+	for {
+		ev, err := er.Next()
+		if err != nil {
+			return
+		}
+		if ev.Type == "sandboxes_replaced" {
+			continue
+		}
+		at := time.Now()
+		// The id is the first "id" inside "sandbox"; avoid a full decode
+		// on the hot path.
+		data := string(ev.Data)
+		i := strings.Index(data, `"sandbox":{"id":"`)
+		if i < 0 {
+			continue
+		}
+		rest := data[i+len(`"sandbox":{"id":"`):]
+		id := rest[:strings.IndexByte(rest, '"')]
+		typ := ev.Type
+		f.mu.Lock()
+		c := f.waiters[typ+" "+id]
+		delete(f.waiters, typ+" "+id)
+		on := f.onEvent
+		f.mu.Unlock()
+		if c != nil {
+			c <- at
+		}
+		if on != nil {
+			on(typ, id, at)
 		}
 	}
 }
