@@ -5,206 +5,177 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/pb33f/libopenapi"
+	validator "github.com/pb33f/libopenapi-validator"
+	"github.com/pb33f/libopenapi-validator/config"
+	liberrors "github.com/pb33f/libopenapi-validator/errors"
+	"github.com/pb33f/libopenapi-validator/paths"
+	"github.com/pb33f/libopenapi-validator/schema_validation"
+	"github.com/pb33f/libopenapi/datamodel/high/base"
+	v3 "github.com/pb33f/libopenapi/datamodel/high/v3"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/agent-control-plane/agent-control-plane/api/client"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
-// contract checks real answers against api/openapi.yaml.
+// contract checks real exchanges against api/openapi.yaml with an
+// independent OpenAPI 3.1 implementation (pb33f/libopenapi and its
+// validator): the document is validated as a whole, requests are routed
+// and answers validated by the library; this file only keeps count.
 type contract struct {
-	doc      map[string]any
-	compiler *jsonschema.Compiler
-	schemas  map[string]*jsonschema.Schema
-	paths    []pathTemplate
-	seen     map[string]bool // "METHOD template status"
+	raw   []byte
+	model *v3.Document
+	v     validator.Validator
+	opts  *config.ValidationOptions
+	seen  map[string]bool // "METHOD template status"
 }
-
-type pathTemplate struct {
-	tpl      string
-	re       *regexp.Regexp
-	literals int
-}
-
-const docURL = "mem://openapi.json"
 
 func loadContract(t *testing.T, raw []byte, mutate func(map[string]any)) *contract {
 	t.Helper()
-	var y any
-	if err := yaml.Unmarshal(raw, &y); err != nil {
+	if mutate != nil {
+		var y map[string]any
+		if err := yaml.Unmarshal(raw, &y); err != nil {
+			t.Fatal(err)
+		}
+		mutate(y)
+		var err error
+		if raw, err = yaml.Marshal(y); err != nil {
+			t.Fatal(err)
+		}
+	}
+	doc, err := libopenapi.NewDocument(raw)
+	if err != nil {
 		t.Fatalf("openapi.yaml: %v", err)
 	}
-	if mutate != nil {
-		mutate(y.(map[string]any))
+	if doc.GetVersion() != "3.1.0" {
+		t.Fatalf("openapi version %q", doc.GetVersion())
 	}
-	// Round-trip through JSON so numbers and maps have JSON's types.
-	js, err := json.Marshal(y)
-	if err != nil {
-		t.Fatalf("openapi.yaml is not JSON-compatible: %v", err)
+	v, errs := validator.NewValidator(doc)
+	if len(errs) > 0 {
+		t.Fatalf("openapi.yaml: %v", errs)
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(js))
+	if ok, verrs := v.ValidateDocument(); !ok {
+		t.Fatalf("openapi.yaml is not a valid OpenAPI 3.1 document: %s", describe(verrs))
+	}
+	m, err := doc.BuildV3Model()
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.AssertFormat()
-	if err := c.AddResource(docURL, doc); err != nil {
-		t.Fatal(err)
-	}
-	ct := &contract{doc: doc.(map[string]any), compiler: c, schemas: map[string]*jsonschema.Schema{}, seen: map[string]bool{}}
-	if v, _ := ct.doc["openapi"].(string); v != "3.1.0" {
-		t.Fatalf("openapi version %q", v)
-	}
-	for tpl := range ct.doc["paths"].(map[string]any) {
-		pattern := "^" + regexp.MustCompile(`\\\{[^}]+\\\}`).ReplaceAllString(regexp.QuoteMeta(tpl), `[^/]+`) + "$"
-		ct.paths = append(ct.paths, pathTemplate{tpl: tpl, re: regexp.MustCompile(pattern), literals: strings.Count(tpl, "/") - strings.Count(tpl, "{")})
-	}
-	// Prefer the template with the most literal segments.
-	slices.SortFunc(ct.paths, func(a, b pathTemplate) int { return b.literals - a.literals })
-	return ct
+	return &contract{raw: raw, model: &m.Model, v: v, opts: config.NewValidationOptions(), seen: map[string]bool{}}
 }
 
-func pointerEscape(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
-}
-
-func (c *contract) schema(ptr string) (*jsonschema.Schema, error) {
-	if s, ok := c.schemas[ptr]; ok {
-		return s, nil
-	}
-	s, err := c.compiler.Compile(docURL + "#" + ptr)
-	if err != nil {
-		return nil, err
-	}
-	c.schemas[ptr] = s
-	return s, nil
-}
-
-func (c *contract) match(path string) (string, bool) {
-	for _, p := range c.paths {
-		if p.re.MatchString(path) {
-			return p.tpl, true
+func describe(errs []*liberrors.ValidationError) string {
+	var b strings.Builder
+	for _, e := range errs {
+		fmt.Fprintf(&b, "\n  %s: %s", e.Message, e.Reason)
+		for _, se := range e.SchemaValidationErrors {
+			fmt.Fprintf(&b, "\n    %s %s", se.FieldPath, se.Reason)
 		}
 	}
-	return "", false
+	return b.String()
 }
 
-// resolve follows a local $ref and returns the object and its pointer.
-func (c *contract) resolve(obj map[string]any, ptr string) (map[string]any, string) {
-	ref, ok := obj["$ref"].(string)
-	if !ok {
-		return obj, ptr
-	}
-	ptr = strings.TrimPrefix(ref, "#")
-	var cur any = c.doc
-	for _, part := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
-		part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
-		cur = cur.(map[string]any)[part]
-	}
-	return cur.(map[string]any), ptr
+// schema returns a schema of components/schemas by name.
+func (c *contract) schema(name string) *base.Schema {
+	return c.model.Components.Schemas.GetOrZero(name).Schema()
 }
 
-// check validates one real answer against the document.
-func (c *contract) check(method, path string, status int, hdr http.Header, body []byte) error {
-	tpl, ok := c.match(path)
-	if !ok {
-		return fmt.Errorf("%s %s: path not in the document", method, path)
+// validate checks a JSON value against a named component schema.
+func (c *contract) validate(name string, body []byte) error {
+	if ok, errs := schema_validation.NewSchemaValidator().ValidateSchemaBytes(c.schema(name), body); !ok {
+		return fmt.Errorf("does not match %s:%s\n%s", name, describe(errs), body)
 	}
-	m := strings.ToLower(method)
-	op, ok := c.doc["paths"].(map[string]any)[tpl].(map[string]any)[m].(map[string]any)
-	if !ok {
-		return fmt.Errorf("%s %s: operation not in the document", method, tpl)
+	return nil
+}
+
+// check validates one real exchange: the answer always (status, headers,
+// body), the request whenever the daemon accepted it. reqBody is the body
+// the request was sent with.
+func (c *contract) check(req *http.Request, reqBody []byte, status int, hdr http.Header, body []byte) error {
+	pi, errs, tpl := paths.FindPath(req, c.model, c.opts)
+	if pi == nil {
+		return fmt.Errorf("%s %s: path not in the document:%s", req.Method, req.URL.Path, describe(errs))
 	}
+	op := pi.GetOperations().GetOrZero(strings.ToLower(req.Method))
 	code := strconv.Itoa(status)
-	r, ok := op["responses"].(map[string]any)[code].(map[string]any)
-	if !ok {
-		return fmt.Errorf("%s %s: status %d not documented (body %s)", method, tpl, status, body)
-	}
-	c.seen[method+" "+tpl+" "+code] = true
-	resp, ptr := c.resolve(r, "/paths/"+pointerEscape(tpl)+"/"+m+"/responses/"+code)
-	content, _ := resp["content"].(map[string]any)
-	if len(content) == 0 {
-		if len(body) != 0 {
-			return fmt.Errorf("%s %s %d: documented without a body, got %q", method, tpl, status, body)
+	if op == nil {
+		// Methods a path does not list: components/responses/MethodNotAllowed.
+		if status != http.StatusMethodNotAllowed || hdr.Get("Allow") == "" {
+			return fmt.Errorf("%s %s: operation not in the document, answered %d", req.Method, tpl, status)
 		}
-		return nil
+		c.seen["* "+tpl+" 405"] = true
+		return c.validate("Error", body)
 	}
-	mt, _, err := mime.ParseMediaType(hdr.Get("Content-Type"))
-	if err != nil {
-		return fmt.Errorf("%s %s %d: bad Content-Type %q", method, tpl, status, hdr.Get("Content-Type"))
+	if op.Responses.Codes.GetOrZero(code) == nil {
+		return fmt.Errorf("%s %s: status %d not documented (body %s)", req.Method, tpl, status, body)
 	}
-	if _, ok := content[mt]; !ok {
-		return fmt.Errorf("%s %s %d: Content-Type %s not documented", method, tpl, status, mt)
+	c.seen[req.Method+" "+tpl+" "+code] = true
+	if mt, _, _ := mime.ParseMediaType(hdr.Get("Content-Type")); mt == "text/event-stream" {
+		return nil // a stream: its frames are checked one by one
 	}
-	if mt != "application/json" {
-		return nil // event streams are checked frame by frame
+	res := &http.Response{StatusCode: status, Header: hdr, Body: io.NopCloser(bytes.NewReader(body)), Request: req}
+	if ok, errs := c.v.ValidateHttpResponse(req, res); !ok {
+		return fmt.Errorf("%s %s %d: the answer does not match the document:%s\n%s", req.Method, tpl, status, describe(errs), body)
 	}
-	return c.validate(ptr+"/content/application~1json/schema", body)
-}
-
-func (c *contract) validate(ptr string, body []byte) error {
-	sch, err := c.schema(ptr)
-	if err != nil {
-		return fmt.Errorf("compile %s: %w", ptr, err)
-	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("answer is not JSON: %v: %s", err, body)
-	}
-	if err := sch.Validate(v); err != nil {
-		return fmt.Errorf("answer does not match %s: %v\n%s", ptr, err, body)
+	// Both ways: what the daemon accepts the document allows, and what it
+	// refuses as invalid the document refuses too.
+	again := req.Clone(req.Context())
+	again.Body = io.NopCloser(bytes.NewReader(reqBody))
+	ok, errs := c.v.ValidateHttpRequest(again)
+	switch {
+	case status/100 == 2 && !ok:
+		return fmt.Errorf("%s %s: the daemon accepted a request the document refuses:%s", req.Method, req.URL, describe(errs))
+	case status == http.StatusBadRequest && ok:
+		return fmt.Errorf("%s %s %s: the daemon refused a request the document allows: %s", req.Method, req.URL, reqBody, body)
 	}
 	return nil
 }
 
 // client records and checks every exchange with the daemon.
 type contractClient struct {
-	t    *testing.T
-	c    *contract
-	url  string
-	http *http.Client
+	t     *testing.T
+	c     *contract
+	url   string
+	token string
 	log  []exchange
 }
 
 type exchange struct {
-	method, path string
-	status       int
-	hdr          http.Header
-	body         []byte
+	req     *http.Request
+	reqBody []byte
+	status  int
+	hdr     http.Header
+	body    []byte
 }
 
 func (cc *contractClient) do(method, target, body string, hdr ...string) exchange {
 	cc.t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, _ := http.NewRequest(method, cc.url+target, rd)
+	req, _ := http.NewRequest(method, cc.url+target, strings.NewReader(body))
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	req.Header.Set("Authorization", "Bearer "+cc.token)
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	res, err := cc.http.Do(req)
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		cc.t.Fatal(err)
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
-	ex := exchange{method, req.URL.Path, res.StatusCode, res.Header, b}
-	if err := cc.c.check(method, req.URL.Path, res.StatusCode, res.Header, b); err != nil {
+	ex := exchange{req, []byte(body), res.StatusCode, res.Header, b}
+	if err := cc.c.check(req, []byte(body), res.StatusCode, res.Header, b); err != nil {
 		cc.t.Error(err)
 	}
 	cc.log = append(cc.log, ex)
@@ -220,13 +191,14 @@ func (cc *contractClient) state(id string) string {
 // runScenario drives every route of the running daemon.
 func runScenario(t *testing.T, cc *contractClient) {
 	// Watch events from the start; every frame is checked.
-	evReq, _ := http.NewRequest("GET", cc.url+"/v1/events?label.suite=contract", nil)
-	evResp, err := cc.http.Do(evReq)
+	evReq, _ := http.NewRequest("GET", cc.url+"/v1/events?label=suite%3Dcontract", nil)
+	evReq.Header.Set("Authorization", "Bearer "+cc.token)
+	evResp, err := http.DefaultClient.Do(evReq)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer evResp.Body.Close()
-	if err := cc.c.check("GET", "/v1/events", evResp.StatusCode, evResp.Header, nil); err != nil {
+	if err := cc.c.check(evReq, nil, evResp.StatusCode, evResp.Header, nil); err != nil {
 		t.Error(err)
 	}
 	frames := make(chan []byte, 100)
@@ -249,6 +221,10 @@ func runScenario(t *testing.T, cc *contractClient) {
 	cc.do("POST", "/v1/sandboxes", `{"name":"k2","labels":{"suite":"contract"},"autoStopInterval":0,"autoDeleteInterval":0}`)
 	cc.do("POST", "/v1/sandboxes", `{"name":"k1"}`)
 	cc.do("POST", "/v1/sandboxes", `{"name":"../k"}`)
+	cc.do("POST", "/v1/sandboxes", `{"name":"k4","autoDeleteInterval":-2}`)
+	cc.do("POST", "/v1/sandboxes", `{"name":"k4","autoStopInterval":1e9}`)
+	cc.do("POST", "/v1/sandboxes", `{"name":"k4","colour":"blue"}`)
+	cc.do("POST", "/v1/sandboxes", `{"name":"k4","labels":{"a":1}}`)
 	cc.do("POST", "/v1/sandboxes", `{"name":"k3"}`, "Content-Type", "text/plain")
 	testenv.Eventually(t, "k1 started", func() bool { return cc.state("k1") == "started" })
 	testenv.Eventually(t, "k2 started", func() bool { return cc.state("k2") == "started" })
@@ -256,6 +232,9 @@ func runScenario(t *testing.T, cc *contractClient) {
 	cc.do("GET", "/v1/sandboxes?label.suite=contract", "")
 	cc.do("GET", `/v1/sandboxes?labels={"suite":"contract"}`, "")
 	cc.do("GET", "/v1/sandboxes?labels=nope", "")
+	cc.do("GET", "/v1/sandboxes?label=suite%3Dcontract&states=started,stopped&limit=1", "")
+	cc.do("GET", "/v1/sandboxes?states=running", "")
+	cc.do("PUT", "/v1/sandboxes", "")
 	cc.do("GET", "/v1/sandboxes/k1", "")
 	cc.do("GET", "/v1/sandboxes/missing", "")
 	cc.do("POST", "/v1/sandboxes/k1/refresh-activity", "")
@@ -298,7 +277,7 @@ func runScenario(t *testing.T, cc *contractClient) {
 			if !ok {
 				t.Fatal("event stream ended")
 			}
-			if err := cc.c.validate("/components/schemas/StreamEvent", f); err != nil {
+			if err := cc.c.validate("StreamEvent", f); err != nil {
 				t.Error(err)
 			}
 			var ev struct{ Type string }
@@ -333,7 +312,7 @@ func TestOpenAPIConformance(t *testing.T) {
 	c := loadContract(t, OpenAPI, nil)
 	lo, hi := contractPorts.Next()
 	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi})
-	cc := &contractClient{t: t, c: c, url: d.URL, http: d.HTTP(0)}
+	cc := &contractClient{t: t, c: c, url: d.URL, token: d.Token}
 	runScenario(t, cc)
 	t.Logf("%d exchanges checked, %d (operation, status) pairs seen", len(cc.log), len(c.seen))
 
@@ -341,12 +320,11 @@ func TestOpenAPIConformance(t *testing.T) {
 	// status, except server failures (500, 503), which no scenario can
 	// provoke on demand, and the browser guard's 403, which is the same
 	// middleware on every route and is provoked once.
-	for tpl, item := range c.doc["paths"].(map[string]any) {
-		for method, op := range item.(map[string]any) {
-			if method == "parameters" {
-				continue
-			}
-			for code := range op.(map[string]any)["responses"].(map[string]any) {
+	var docOps []string
+	for tpl, pi := range c.model.Paths.PathItems.FromOldest() {
+		for method, op := range pi.GetOperations().FromOldest() {
+			docOps = append(docOps, strings.ToUpper(method)+" "+tpl)
+			for code := range op.Responses.Codes.KeysFromOldest() {
 				key := strings.ToUpper(method) + " " + tpl + " " + code
 				skip := code == "500" || code == "503" || code == "403" && tpl != "/v1/info"
 				if !skip && !c.seen[key] {
@@ -355,15 +333,11 @@ func TestOpenAPIConformance(t *testing.T) {
 			}
 		}
 	}
-	// The document and the route table name the same operations.
-	var docOps, codeOps []string
-	for tpl, item := range c.doc["paths"].(map[string]any) {
-		for method := range item.(map[string]any) {
-			if method != "parameters" {
-				docOps = append(docOps, strings.ToUpper(method)+" "+tpl)
-			}
-		}
+	if !slices.ContainsFunc(slices.Collect(maps.Keys(c.seen)), func(k string) bool { return strings.HasSuffix(k, " 405") }) {
+		t.Error("405 documented (components/responses/MethodNotAllowed) but never exercised")
 	}
+	// The document and the route table name the same operations.
+	var codeOps []string
 	for _, rt := range routes {
 		codeOps = append(codeOps, rt.method+" "+rt.path)
 	}
@@ -373,11 +347,11 @@ func TestOpenAPIConformance(t *testing.T) {
 		t.Errorf("document operations %v\nroute table %v", docOps, codeOps)
 	}
 
-	// The check can fail: a wrong copy of a schema, and a drifted answer,
-	// are both caught.
+	// The check can fail: a wrong copy of a schema, a drifted answer, an
+	// undocumented status and a request the document refuses are caught.
 	var created exchange
 	for _, ex := range cc.log {
-		if ex.method == "POST" && ex.path == "/v1/sandboxes" && ex.status == 201 {
+		if ex.req.Method == "POST" && ex.req.URL.Path == "/v1/sandboxes" && ex.status == 201 {
 			created = ex
 			break
 		}
@@ -386,14 +360,17 @@ func TestOpenAPIConformance(t *testing.T) {
 		props := doc["components"].(map[string]any)["schemas"].(map[string]any)["SandboxInfo"].(map[string]any)["properties"].(map[string]any)
 		props["port"] = map[string]any{"type": "string"}
 	})
-	if err := wrong.check("POST", "/v1/sandboxes", 201, created.hdr, created.body); err == nil {
+	if err := wrong.check(created.req, created.reqBody, 201, created.hdr, created.body); err == nil {
 		t.Error("a wrong schema for SandboxInfo.port passed")
 	}
 	drifted := bytes.Replace(created.body, []byte(`"state":`), []byte(`"status":"x","state":`), 1)
-	if err := c.check("POST", "/v1/sandboxes", 201, created.hdr, drifted); err == nil {
+	if err := c.check(created.req, created.reqBody, 201, created.hdr, drifted); err == nil {
 		t.Error("an answer with an undocumented field passed")
 	}
-	if err := c.check("POST", "/v1/sandboxes", 202, created.hdr, created.body); err == nil {
+	if err := c.check(created.req, created.reqBody, 202, created.hdr, created.body); err == nil {
 		t.Error("an undocumented status passed")
+	}
+	if err := c.check(created.req, []byte(`{"name":"x","autoDeleteInterval":-2}`), 201, created.hdr, created.body); err == nil {
+		t.Error("a request with autoDeleteInterval -2 passed")
 	}
 }
