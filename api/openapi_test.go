@@ -147,7 +147,7 @@ type contractClient struct {
 	c     *contract
 	url   string
 	token string
-	log  []exchange
+	log   []exchange
 }
 
 type exchange struct {
