@@ -143,3 +143,27 @@ func TestListCursorWalk(t *testing.T) {
 		t.Fatalf("full list out of order: %v", got)
 	}
 }
+
+// Error messages quote at most about 100 bytes of what a caller sent.
+func TestErrorsQuoteLittleInput(t *testing.T) {
+	e := newEnv(t, nil)
+	long := strings.Repeat("x", 10000)
+	for _, c := range []struct{ method, path, body string }{
+		{"GET", "/v1/sandboxes/" + long, ""},
+		{"POST", "/v1/sandboxes/" + long + "/stop", ""},
+		{"GET", "/v1/" + long, ""},
+		{"GET", "/v1/sandboxes?label." + long + "=1&label." + long + "=2", ""},
+		{"GET", "/v1/sandboxes?states=" + long, ""},
+		{"POST", "/v1/sandboxes", `{"name":"` + long + `"}`},
+		{"POST", "/v1/sandboxes", `{"name":"ok","envVars":{"` + long + `":"v"}}`},
+	} {
+		r := e.do(c.method, c.path, c.body)
+		var body wire.ErrorBody
+		if json.Unmarshal(r.body, &body) != nil || body.Error.Code == "" {
+			t.Fatalf("%s %.40s: not an error answer: %d %.200s", c.method, c.path, r.code, r.body)
+		}
+		if n := len(body.Error.Message); n > 300 {
+			t.Errorf("%s %.40s: a %d-byte message quotes too much: %.200s…", c.method, c.path, n, body.Error.Message)
+		}
+	}
+}
