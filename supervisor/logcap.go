@@ -32,14 +32,17 @@ const RotatedSuffix = ".1"
 //     anything the child waits on.
 //   - Never loses the newest output: the older part is copied to
 //     <log>.1 (replacing the one before), then cut from the head of the
-//     live file with fallocate(FALLOC_FL_COLLAPSE_RANGE), which the kernel
-//     serializes with the child's appends. Where the file system cannot
-//     collapse (tmpfs, some others), the file is emptied with ftruncate
-//     after the copy has caught up with the child; the bytes written in
-//     the instant between the last copy and the truncation can then be
-//     lost (as with logrotate's copytruncate). The cut happens even when
-//     the copy fails (a full disk): the cap holds, the older part is lost,
-//     and that is logged.
+//     live file in whole blocks that the copy has already read, with
+//     fallocate: FALLOC_FL_COLLAPSE_RANGE where the file system has it
+//     (ext4, xfs; the file shrinks), else FALLOC_FL_PUNCH_HOLE (tmpfs,
+//     btrfs; the head's blocks are freed and the size stays, readers start
+//     at SEEK_DATA). Both leave the bytes after the head alone, so the
+//     child's appends are never lost. Only where neither exists is the
+//     file emptied with ftruncate after the copy has caught up with the
+//     child; the bytes of the instant between the last copy and the
+//     truncation can then be lost (as with logrotate's copytruncate). The
+//     cut happens even when the copy fails (a full disk): the cap holds,
+//     the older part is lost, and that is logged.
 //   - Only the daemon's own files are touched (rootFS).
 type logCap struct {
 	fs  *rootFS
@@ -56,11 +59,9 @@ type logCap struct {
 	done chan struct{}
 }
 
-// canCollapse is cleared once the file system refuses
-// FALLOC_FL_COLLAPSE_RANGE; then rotation truncates.
-var canCollapse atomic.Bool
-
-func init() { canCollapse.Store(true) }
+// cutMode is the best way to cut a log's head that the root's file system
+// has not refused (cutCollapse, cutPunch, cutTruncate).
+var cutMode atomic.Int32
 
 // newLogCap starts the rotator.
 func newLogCap(r *rootFS, max int64, log *slog.Logger) (*logCap, error) {
@@ -149,8 +150,29 @@ func (lc *logCap) run() {
 	}
 }
 
-// rotate moves the older part of log rel to rel.1 when rel has reached
-// half the cap.
+// How the head of a log is cut, best first. Each file system supports a
+// prefix of these; rotation falls down the list once one is refused.
+const (
+	cutCollapse = iota // FALLOC_FL_COLLAPSE_RANGE: the file shrinks (ext4, xfs)
+	cutPunch           // FALLOC_FL_PUNCH_HOLE: the head's blocks are freed, the size stays (tmpfs, btrfs)
+	cutTruncate        // ftruncate(0) after the copy: may lose the last instant's bytes
+)
+
+// dataStart is where a log's data begins: after the hole a punched head
+// leaves (SEEK_DATA), or 0. size when there is no data.
+func dataStart(f *os.File, size int64) int64 {
+	off, err := unix.Seek(int(f.Fd()), 0, unix.SEEK_DATA)
+	if err != nil {
+		if errors.Is(err, unix.ENXIO) {
+			return size
+		}
+		return 0
+	}
+	return min(off, size)
+}
+
+// rotate moves the older part of log rel to rel.1 when its data has
+// reached half the cap.
 func (lc *logCap) rotate(rel string) {
 	f, fi, err := lc.fs.openRegularFlags(rel, unix.O_RDWR)
 	if err != nil {
@@ -160,70 +182,70 @@ func (lc *logCap) rotate(rel string) {
 		return
 	}
 	defer f.Close()
-	if fi.Size() < lc.max/2 {
+	size := fi.Size()
+	start := dataStart(f, size)
+	if size-start < lc.max/2 {
 		return
 	}
-	collapse := canCollapse.Load()
-	cut, err := lc.keepOlder(f, rel, fi.Size(), collapse)
-	if err != nil {
-		lc.warn(rel, "rotate log: the older part could not be kept and is dropped to hold the cap", err)
-	}
-	if cut <= 0 {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil || st.Bsize <= 0 {
+		lc.warn(rel, "rotate log: statfs failed", err)
 		return
 	}
-	if collapse {
-		err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_COLLAPSE_RANGE, 0, cut)
+	for {
+		how := int(cutMode.Load())
+		cut, err := lc.keepOlder(f, rel, start, size, st.Bsize, how)
+		if err != nil {
+			lc.warn(rel, "rotate log: the older part could not be kept and is dropped to hold the cap", err)
+		}
+		if cut <= start {
+			return
+		}
+		switch how {
+		case cutCollapse:
+			err = unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_COLLAPSE_RANGE, 0, cut)
+		case cutPunch:
+			err = unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, start, cut-start)
+		default:
+			err = f.Truncate(0)
+		}
 		if err == nil {
 			return
 		}
-		if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EINVAL) {
-			lc.warn(rel, "rotate log: collapse failed", err)
+		if how == cutTruncate || !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EINVAL) {
+			lc.warn(rel, "rotate log: cutting the head failed", err)
 			return
 		}
-		// This file system cannot collapse: from now on, truncate. The
-		// older part is copied again, up to the end.
-		canCollapse.Store(false)
-		if cut, err = lc.keepOlder(f, rel, fi.Size(), false); err != nil {
-			lc.warn(rel, "rotate log: the older part could not be kept and is dropped to hold the cap", err)
-		}
-	}
-	if err := f.Truncate(0); err != nil {
-		lc.warn(rel, "rotate log: truncate failed", err)
+		// This file system cannot: fall to the next way, and copy the
+		// older part again for it.
+		cutMode.CompareAndSwap(int32(how), int32(how+1))
 	}
 }
 
-// keepOlder copies the newest max/2 bytes of the head of f to rel.1
-// (atomically replacing it; anything older is dropped) and returns how many
-// bytes of the head may now be cut. With collapse, the head is size
-// rounded down to the file system's block size (collapse works in whole
-// blocks, and never up to the end); without, the copy goes on, a few
-// rounds at most, until it has caught up with the child, and everything up
-// to where it got may be cut.
-func (lc *logCap) keepOlder(f *os.File, rel string, size int64, collapse bool) (int64, error) {
-	cut := size
-	if collapse {
-		var st unix.Statfs_t
-		if err := unix.Fstatfs(int(f.Fd()), &st); err != nil || st.Bsize <= 0 {
-			return 0, err
-		}
-		bs := st.Bsize
+// keepOlder copies the newest max/2 bytes of the head of f (its data from
+// start) to rel.1, atomically replacing it (anything older is dropped),
+// and returns where the head may now be cut. Collapse and punch cut whole
+// blocks (collapse never up to the end), so the head ends at a block
+// boundary and nothing after it is touched: the child's appends are safe.
+// Truncation empties the file, so the copy goes on, a few rounds at most,
+// until it has caught up with the child, and the head is all it copied.
+func (lc *logCap) keepOlder(f *os.File, rel string, start, size, bs int64, how int) (int64, error) {
+	cut := size / bs * bs
+	if how == cutCollapse {
 		cut = (size - 1) / bs * bs
-		if cut <= 0 {
-			return 0, nil
-		}
 	}
-	// The rotated file holds at most max/2 bytes. Without collapse, a
-	// quarter of that is kept free for what the child writes during the
-	// copy.
 	keep := lc.max / 2
-	if !collapse {
-		keep = lc.max * 3 / 8
+	if how == cutTruncate {
+		cut, keep = size, lc.max*3/8 // a quarter kept free for the catching up
+	}
+	if cut <= start {
+		return start, nil
 	}
 	budget := lc.max/2 - keep
-	from := max(cut-keep, 0)
+	from := max(cut-keep, start)
 	err := lc.fs.writeAtomicFunc(path.Dir(rel), path.Base(rel)+RotatedSuffix, false, func(w io.Writer) error {
 		_, err := io.Copy(w, io.NewSectionReader(f, from, cut-from))
-		for round := 0; err == nil && !collapse && round < 4 && budget > 0; round++ {
+		for round := 0; err == nil && how == cutTruncate && round < 4 && budget > 0; round++ {
 			fi, serr := f.Stat()
 			if serr != nil || fi.Size() <= cut {
 				break

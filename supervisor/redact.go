@@ -106,7 +106,7 @@ func (s *Supervisor) readTail(rel string, tail int) (string, error) {
 }
 
 // readEnd returns the last n bytes of file rel (none if it does not
-// exist) and the offset they start at.
+// exist) and how many bytes of the file's data come before them.
 func (s *Supervisor) readEnd(rel string, n int64) ([]byte, int64, error) {
 	f, fi, err := s.fs.openRegular(rel)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -116,13 +116,15 @@ func (s *Supervisor) readEnd(rel string, n int64) ([]byte, int64, error) {
 		return nil, 0, err
 	}
 	defer f.Close()
-	off := max(fi.Size()-n, 0)
+	// A log whose head was punched out starts where its data does.
+	ds := dataStart(f, fi.Size())
+	off := max(fi.Size()-n, ds)
 	b := make([]byte, fi.Size()-off)
 	k, err := f.ReadAt(b, off)
 	if err != nil && err != io.EOF {
 		return nil, 0, err
 	}
-	return b[:k], off, nil
+	return b[:k], off - ds, nil
 }
 
 // clipStart keeps the last n bytes of s, starting at a character boundary.
