@@ -175,6 +175,19 @@ type route struct {
 	mutates bool // logged when it succeeds
 }
 
+// Route names one operation of the API.
+type Route struct{ Method, Path string }
+
+// Routes lists every operation of the /v1 API, in the route table's order,
+// for the contract test.
+func Routes() []Route {
+	out := make([]Route, len(routes))
+	for i, rt := range routes {
+		out[i] = Route{rt.method, rt.path}
+	}
+	return out
+}
+
 func routesByPath() map[string]map[string]route {
 	out := map[string]map[string]route{}
 	for _, rt := range routes {

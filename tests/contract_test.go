@@ -1,4 +1,4 @@
-package api
+package tests
 
 import (
 	"bytes"
@@ -24,6 +24,7 @@ import (
 	v3 "github.com/pb33f/libopenapi/datamodel/high/v3"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/agent-control-plane/agent-control-plane/api"
 	"github.com/agent-control-plane/agent-control-plane/api/client"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
@@ -288,11 +289,11 @@ func runScenario(t *testing.T, cc *contractClient) {
 		}
 	}
 	// Every route but info refuses a wrong token, as documented.
-	for _, rt := range routes {
-		if rt.path != "/v1/info" {
-			path := strings.NewReplacer("{id}", "wt-1", "{interval}", "5").Replace(rt.path)
-			if ex := cc.do(rt.method, path, "", "Authorization", "Bearer wrong-token-0123456789"); ex.status != http.StatusUnauthorized {
-				t.Errorf("%s %s with a wrong token: %d", rt.method, rt.path, ex.status)
+	for _, rt := range api.Routes() {
+		if rt.Path != "/v1/info" {
+			path := strings.NewReplacer("{id}", "wt-1", "{interval}", "5").Replace(rt.Path)
+			if ex := cc.do(rt.Method, path, "", "Authorization", "Bearer wrong-token-0123456789"); ex.status != http.StatusUnauthorized {
+				t.Errorf("%s %s with a wrong token: %d", rt.Method, rt.Path, ex.status)
 			}
 		}
 	}
@@ -309,7 +310,7 @@ func mapValues(m map[string]bool) []bool {
 var contractPorts = testenv.PortBlock{Base: 29600, Size: 20}
 
 func TestOpenAPIConformance(t *testing.T) {
-	c := loadContract(t, OpenAPI, nil)
+	c := loadContract(t, api.OpenAPI, nil)
 	lo, hi := contractPorts.Next()
 	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi})
 	cc := &contractClient{t: t, c: c, url: d.URL, token: d.Token}
@@ -338,8 +339,8 @@ func TestOpenAPIConformance(t *testing.T) {
 	}
 	// The document and the route table name the same operations.
 	var codeOps []string
-	for _, rt := range routes {
-		codeOps = append(codeOps, rt.method+" "+rt.path)
+	for _, rt := range api.Routes() {
+		codeOps = append(codeOps, rt.Method+" "+rt.Path)
 	}
 	slices.Sort(docOps)
 	slices.Sort(codeOps)
@@ -356,7 +357,7 @@ func TestOpenAPIConformance(t *testing.T) {
 			break
 		}
 	}
-	wrong := loadContract(t, OpenAPI, func(doc map[string]any) {
+	wrong := loadContract(t, api.OpenAPI, func(doc map[string]any) {
 		props := doc["components"].(map[string]any)["schemas"].(map[string]any)["SandboxInfo"].(map[string]any)["properties"].(map[string]any)
 		props["port"] = map[string]any{"type": "string"}
 	})
