@@ -5,12 +5,18 @@ VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 PKGS    := ./...
 
-.PHONY: all build run test vet fmt-check clean chaos fuzz bench
+.PHONY: all build run test vet fmt-check clean chaos fuzz bench install
 
 all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/agent-control-plane
+
+# Install as a systemd user service and start it (agent-control-plane
+# install --now: the binary into ~/.local/bin, the units into
+# ~/.config/systemd/user). INSTALLFLAGS="--prefix DIR" and the like pass on.
+install: build
+	$(BIN) install --now $(INSTALLFLAGS)
 
 # The daemon in the foreground with the bundled stub agent as the child.
 run: build

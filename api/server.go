@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -141,16 +142,31 @@ func (s *Server) SetToken(token string) error {
 // ServeHTTP serves the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
-// Run serves on ln until ctx ends, then shuts down gracefully: open event
-// streams end with ctx, in-flight requests get up to 10 s. Cancellation is
-// not an error.
+// Run serves on ln until ctx ends, then shuts down gracefully: it stops
+// accepting first, lets every connection it has accepted get its request
+// answered (Go's Shutdown would drop a request that arrives after it began:
+// with a socket passed by systemd, those clients would see a closed
+// connection although the next daemon is about to serve the same socket),
+// then shuts down; open event streams end with ctx, in-flight requests get
+// up to 10 s. Cancellation is not an error.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	var mu sync.Mutex
+	fresh := map[net.Conn]bool{} // accepted, no request read yet
 	srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		ConnState: func(c net.Conn, st http.ConnState) {
+			mu.Lock()
+			if st == http.StateNew {
+				fresh[c] = true
+			} else {
+				delete(fresh, c)
+			}
+			mu.Unlock()
+		},
 	}
 	errc := make(chan error, 1)
 	ln = limitListener(ln, s.opts.MaxConns)
@@ -160,11 +176,23 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
+	// Stop accepting. Once Serve has returned, every accepted connection
+	// is tracked; wait (briefly) for each to have its request read.
+	ln.Close()
+	<-errc
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		mu.Lock()
+		n := len(fresh)
+		mu.Unlock()
+		if n == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	err := srv.Shutdown(shutdown)
-	<-errc
-	return err
+	return srv.Shutdown(shutdown)
 }
 
 // route is one API endpoint. The table in routes.go is sorted by a test.

@@ -42,6 +42,9 @@ func commands() []command {
 		{"autostop", "set a sandbox's idle auto-stop interval", runAutostop},
 		{"info", "show the daemon's identity", runInfo},
 		{"dashboard", "print (or --open) the link that signs a browser in", runDashboard},
+		{"install", "install as a systemd user service (--now starts it)", runInstall},
+		{"uninstall", "remove the systemd user service (sandboxes stay)", runUninstall},
+		{"status", "show the service's state and the daemon's", runStatus},
 		{"stub-agent", "run the bundled stub agent-server (the default child)", runStub},
 		{"version", "print the version", func([]string, io.Writer, io.Writer) int { fmt.Println(version); return exitOK }},
 	}

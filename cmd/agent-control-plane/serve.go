@@ -78,6 +78,15 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 func newLogger(cfg conf.Config, level *slog.LevelVar, w io.Writer) *slog.Logger {
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	opts := &slog.HandlerOptions{Level: level}
+	if w == os.Stderr && journalStderr() {
+		// The journal stamps every line itself.
+		opts.ReplaceAttr = func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		}
+	}
 	if cfg.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
@@ -102,9 +111,16 @@ func serve(cfg conf.Config, src conf.Sources, logw io.Writer) error {
 		return err
 	}
 
-	ln, err := listen(cfg.Listen)
+	// A listener passed by socket activation keeps the port open across
+	// restarts; without one, the daemon binds the address itself.
+	ln, err := passedListener(cfg)
 	if err != nil {
 		return err
+	}
+	if ln == nil {
+		if ln, err = listen(cfg.Listen); err != nil {
+			return err
+		}
 	}
 	defer ln.Close()
 
@@ -164,6 +180,11 @@ func serve(cfg conf.Config, src conf.Sources, logw io.Writer) error {
 		}
 	}()
 	go sup.Run(ctx)
+	// The supervisor has rehydrated and the listener is bound, so
+	// connections queue until Run accepts them: the API answers.
+	sd := notifier{log}
+	go sd.ready(ctx, sup)
+	context.AfterFunc(ctx, sd.stopping) // at SIGTERM, before the shutdown's wait
 	err = srv.Run(ctx, ln)
 	closeCtx, cancel := context.WithTimeout(context.Background(), cfg.StopGrace+30*time.Second)
 	defer cancel()

@@ -1,0 +1,539 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"text/template"
+	"time"
+
+	sddbus "github.com/coreos/go-systemd/v22/dbus"
+
+	"github.com/agent-control-plane/agent-control-plane/conf"
+)
+
+// The daemon as a systemd user service: install, uninstall, status.
+//
+// Two units are written: agent-control-plane.socket holds the API's
+// address, so that the port stays open while the daemon restarts (clients
+// wait in the backlog, never see a refused connection) and a connection
+// starts the daemon if it is down; agent-control-plane.service runs it
+// (Type=notify: READY=1 only after rehydration, with a watchdog).
+//
+// Stopping or restarting the service never kills sandboxes: KillMode=process
+// signals only the daemon; children, which outlive it by design, stay and
+// are re-adopted by the next start (containerd's choice for the same
+// reason). OOMPolicy=continue keeps a sandbox's OOM kill from stopping the
+// service, and Delegate=yes lets the daemon manage cgroups below its own.
+const (
+	serviceUnit = "agent-control-plane.service"
+	socketUnit  = "agent-control-plane.socket"
+	// unitHeader marks a unit file as ours: uninstall removes only files
+	// that carry it, and install replaces only those.
+	unitHeader = "# Written by agent-control-plane install; agent-control-plane uninstall removes it."
+)
+
+// unitParams fill the unit templates.
+type unitParams struct {
+	Binary string // absolute path of the installed binary
+	Config string // --config for serve; empty for none
+	Listen string // the socket's address
+}
+
+var serviceTmpl = template.Must(template.New("service").Parse(unitHeader + `
+[Unit]
+Description=agent-control-plane: the local control plane for AI agent sandboxes
+Documentation=https://github.com/agent-control-plane/agent-control-plane#readme
+Requires=` + socketUnit + `
+After=` + socketUnit + `
+
+[Service]
+Type=notify
+NotifyAccess=main
+ExecStart={{.Binary}} serve{{if .Config}} --config {{.Config}}{{end}}
+Restart=on-failure
+RestartSec=1s
+WatchdogSec=30s
+TimeoutStopSec=45s
+# Stop and restart signal the daemon only: sandboxes outlive it by design
+# and the next start re-adopts them.
+KillMode=process
+# A sandbox killed for memory is the sandbox's business, not the service's.
+OOMPolicy=continue
+Delegate=yes
+UMask=0077
+
+[Install]
+WantedBy=default.target
+`))
+
+var socketTmpl = template.Must(template.New("socket").Parse(unitHeader + `
+[Unit]
+Description=agent-control-plane API socket
+
+[Socket]
+ListenStream={{.Listen}}
+NoDelay=true
+
+[Install]
+WantedBy=sockets.target
+`))
+
+func renderUnits(p unitParams) (service, socket []byte) {
+	var a, b bytes.Buffer
+	_ = serviceTmpl.Execute(&a, p)
+	_ = socketTmpl.Execute(&b, p)
+	return a.Bytes(), b.Bytes()
+}
+
+// unitManager is what install, uninstall and status need from the systemd
+// user manager. dbusManager talks to it over D-Bus; systemctlManager runs
+// systemctl --user where D-Bus is not reachable; tests use a fake.
+type unitManager interface {
+	Reload(ctx context.Context) error
+	Enable(ctx context.Context, files []string) error
+	Disable(ctx context.Context, units []string) error
+	Restart(ctx context.Context, unit string) error
+	Stop(ctx context.Context, unit string) error
+	// State is the unit's active state and sub-state, e.g. "active
+	// (running)".
+	State(ctx context.Context, unit string) (string, error)
+	Close()
+}
+
+// newManager connects to the user manager: D-Bus first, systemctl --user
+// as the fallback. Tests replace it.
+var newManager = func(ctx context.Context) (unitManager, error) {
+	conn, err := sddbus.NewUserConnectionContext(ctx)
+	if err == nil {
+		return dbusManager{conn}, nil
+	}
+	if _, lerr := exec.LookPath("systemctl"); lerr == nil && exec.CommandContext(ctx, "systemctl", "--user", "show-environment").Run() == nil {
+		return systemctlManager{}, nil
+	}
+	return nil, fmt.Errorf("no systemd user manager is reachable (D-Bus: %v)", err)
+}
+
+type dbusManager struct{ c *sddbus.Conn }
+
+func (m dbusManager) Reload(ctx context.Context) error { return m.c.ReloadContext(ctx) }
+func (m dbusManager) Enable(ctx context.Context, files []string) error {
+	_, _, err := m.c.EnableUnitFilesContext(ctx, files, false, true)
+	return err
+}
+func (m dbusManager) Disable(ctx context.Context, units []string) error {
+	_, err := m.c.DisableUnitFilesContext(ctx, units, false)
+	return err
+}
+func (m dbusManager) Restart(ctx context.Context, unit string) error {
+	return m.job(ctx, func(ch chan<- string) error {
+		_, err := m.c.RestartUnitContext(ctx, unit, "replace", ch)
+		return err
+	})
+}
+func (m dbusManager) Stop(ctx context.Context, unit string) error {
+	return m.job(ctx, func(ch chan<- string) error {
+		_, err := m.c.StopUnitContext(ctx, unit, "replace", ch)
+		return err
+	})
+}
+
+// job starts a job and waits for its result.
+func (m dbusManager) job(ctx context.Context, start func(chan<- string) error) error {
+	ch := make(chan string, 1)
+	if err := start(ch); err != nil {
+		return err
+	}
+	select {
+	case res := <-ch:
+		if res != "done" {
+			return fmt.Errorf("job %s", res)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+func (m dbusManager) State(ctx context.Context, unit string) (string, error) {
+	st, err := m.c.ListUnitsByNamesContext(ctx, []string{unit})
+	if err != nil || len(st) == 0 {
+		return "", err
+	}
+	return st[0].ActiveState + " (" + st[0].SubState + ")", nil
+}
+func (m dbusManager) Close() { m.c.Close() }
+
+type systemctlManager struct{}
+
+func systemctl(ctx context.Context, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, "systemctl", append([]string{"--user"}, args...)...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("systemctl --user %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func (systemctlManager) Reload(ctx context.Context) error {
+	_, err := systemctl(ctx, "daemon-reload")
+	return err
+}
+func (systemctlManager) Enable(ctx context.Context, files []string) error {
+	_, err := systemctl(ctx, append([]string{"enable"}, files...)...)
+	return err
+}
+func (systemctlManager) Disable(ctx context.Context, units []string) error {
+	_, err := systemctl(ctx, append([]string{"disable"}, units...)...)
+	return err
+}
+func (systemctlManager) Restart(ctx context.Context, unit string) error {
+	_, err := systemctl(ctx, "restart", unit)
+	return err
+}
+func (systemctlManager) Stop(ctx context.Context, unit string) error {
+	_, err := systemctl(ctx, "stop", unit)
+	return err
+}
+func (systemctlManager) State(ctx context.Context, unit string) (string, error) {
+	return systemctl(ctx, "show", "-P", "ActiveState", unit)
+}
+func (systemctlManager) Close() {}
+
+// servicePaths are where install puts things.
+type servicePaths struct {
+	binary, service, socket string
+}
+
+func pathsFor(prefix string) (servicePaths, error) {
+	cfg := os.Getenv("XDG_CONFIG_HOME")
+	if cfg == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return servicePaths{}, err
+		}
+		cfg = filepath.Join(home, ".config")
+	}
+	dir := filepath.Join(cfg, "systemd", "user")
+	return servicePaths{
+		binary:  filepath.Join(prefix, "bin", "agent-control-plane"),
+		service: filepath.Join(dir, serviceUnit),
+		socket:  filepath.Join(dir, socketUnit),
+	}, nil
+}
+
+func defaultPrefix() string {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".local")
+}
+
+func runInstall(args []string, stdout, stderr io.Writer) int {
+	c := newCLI(stdout, stderr)
+	fs := flag.NewFlagSet("install", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Bool("user", true, "install as a systemd user service (the only kind)")
+	now := fs.Bool("now", false, "start (or restart) the service once installed")
+	prefix := fs.String("prefix", defaultPrefix(), "install the binary into `DIR`/bin")
+	configPath := fs.String("config", "", "config `file` the service runs with (default: none)")
+	dry := fs.Bool("dry-run", false, "print what would be done, change nothing")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: agent-control-plane install [--user] [--now] [--prefix DIR] [--config FILE] [--dry-run]\n\nCopies this binary to DIR/bin and installs the systemd user units.")
+		fs.PrintDefaults()
+	}
+	if _, ok := parse(fs, args, 0, 0); !ok {
+		return exitUsage
+	}
+	p, err := pathsFor(*prefix)
+	if err != nil {
+		return c.fail(err)
+	}
+	self, err := os.Executable()
+	if err == nil {
+		self, err = filepath.EvalSymlinks(self)
+	}
+	if err != nil {
+		return c.fail(fmt.Errorf("find this binary: %w", err))
+	}
+	if *configPath != "" {
+		if *configPath, err = filepath.Abs(*configPath); err != nil {
+			return c.fail(err)
+		}
+	}
+	cfg, err := conf.Load(conf.Sources{File: *configPath})
+	if err != nil {
+		return c.fail(err)
+	}
+	binary, err := filepath.Abs(p.binary)
+	if err != nil {
+		return c.fail(err)
+	}
+	service, socket := renderUnits(unitParams{Binary: binary, Config: *configPath, Listen: cfg.Listen})
+	for _, f := range []string{p.service, p.socket} {
+		if err := ownUnit(f); err != nil {
+			return c.fail(err)
+		}
+	}
+	if *dry {
+		fmt.Fprintf(c.stdout, "Would copy %s to %s (mode 0755).\n", self, binary)
+		fmt.Fprintf(c.stdout, "Would write %s:\n%s\nWould write %s:\n%s\n", p.socket, socket, p.service, service)
+		fmt.Fprintf(c.stdout, "Would reload the user manager and enable %s and %s", socketUnit, serviceUnit)
+		if *now {
+			fmt.Fprint(c.stdout, ", then start them")
+		}
+		fmt.Fprintln(c.stdout, ".")
+		return exitOK
+	}
+	if self != binary {
+		if err := copyExecutable(self, binary); err != nil {
+			return c.fail(fmt.Errorf("install the binary: %w", err))
+		}
+	}
+	for _, f := range []struct {
+		path string
+		data []byte
+	}{{p.socket, socket}, {p.service, service}} {
+		if err := writeFileAtomic(f.path, f.data, 0o644); err != nil {
+			return c.fail(fmt.Errorf("write %s: %w", f.path, err))
+		}
+	}
+	fmt.Fprintf(c.stdout, "Installed %s\nWrote %s\nWrote %s\n", binary, p.socket, p.service)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	m, err := newManager(ctx)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "agent-control-plane: %v.\nThe units are written; once a user manager runs, enable them with:\n  systemctl --user daemon-reload && systemctl --user enable --now %s %s\n", err, socketUnit, serviceUnit)
+		return exitFailure
+	}
+	defer m.Close()
+	if err := m.Reload(ctx); err != nil {
+		return c.fail(fmt.Errorf("reload the user manager: %w", err))
+	}
+	if err := m.Enable(ctx, []string{p.socket, p.service}); err != nil {
+		return c.fail(fmt.Errorf("enable the units: %w", err))
+	}
+	fmt.Fprintf(c.stdout, "Enabled %s and %s: the daemon starts with your session.\n", socketUnit, serviceUnit)
+	if *now {
+		// The socket first, so that the service finds its listener; a
+		// restart picks up the binary just installed. Sandboxes survive it.
+		for _, u := range []string{socketUnit, serviceUnit} {
+			if err := m.Restart(ctx, u); err != nil {
+				return c.fail(fmt.Errorf("start %s: %w", u, err))
+			}
+		}
+		fmt.Fprintln(c.stdout, "Started. Logs: journalctl --user -u agent-control-plane")
+	}
+	if tip := lingerTip(); tip != "" {
+		fmt.Fprintln(c.stdout, tip)
+	}
+	return exitOK
+}
+
+// ownUnit refuses to replace a unit file that install did not write.
+func ownUnit(path string) error {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !bytes.HasPrefix(b, []byte(unitHeader)) {
+		return fmt.Errorf("%s exists and was not written by agent-control-plane install; it is left alone (move it away to install)", path)
+	}
+	return nil
+}
+
+// lingerTip says how to keep the service running without a login session,
+// when lingering is off.
+func lingerTip() string {
+	u, err := user.Current()
+	if err != nil {
+		return ""
+	}
+	if _, err := os.Stat(filepath.Join("/var/lib/systemd/linger", u.Username)); err == nil {
+		return ""
+	}
+	return "Lingering is off for " + u.Username + ": the daemon stops when your last session ends. To keep it (and its sandboxes' supervision) running: loginctl enable-linger " + u.Username
+}
+
+func copyExecutable(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".agent-control-plane-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, in); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	// A rename, not a write over the file: a running daemon keeps its
+	// binary, and nobody ever sees half of one.
+	return os.Rename(tmp.Name(), dst)
+}
+
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func runUninstall(args []string, stdout, stderr io.Writer) int {
+	c := newCLI(stdout, stderr)
+	fs := flag.NewFlagSet("uninstall", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Bool("user", true, "the systemd user service (the only kind)")
+	prefix := fs.String("prefix", defaultPrefix(), "the binary was installed into `DIR`/bin")
+	dry := fs.Bool("dry-run", false, "print what would be done, change nothing")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: agent-control-plane uninstall [--prefix DIR] [--dry-run]\n\nStops and removes the systemd user units and the installed binary. Sandboxes and the root are left alone.")
+		fs.PrintDefaults()
+	}
+	if _, ok := parse(fs, args, 0, 0); !ok {
+		return exitUsage
+	}
+	p, err := pathsFor(*prefix)
+	if err != nil {
+		return c.fail(err)
+	}
+	var units []string
+	for _, f := range []string{p.service, p.socket} {
+		if _, err := os.Stat(f); err == nil {
+			if err := ownUnit(f); err != nil {
+				return c.fail(err)
+			}
+			units = append(units, f)
+		}
+	}
+	_, binErr := os.Stat(p.binary)
+	if *dry {
+		fmt.Fprintf(c.stdout, "Would stop and disable %s and %s.\n", serviceUnit, socketUnit)
+		for _, f := range units {
+			fmt.Fprintf(c.stdout, "Would remove %s.\n", f)
+		}
+		if binErr == nil {
+			fmt.Fprintf(c.stdout, "Would remove %s.\n", p.binary)
+		}
+		fmt.Fprintln(c.stdout, "Sandboxes and their root would be left alone.")
+		return exitOK
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	m, merr := newManager(ctx)
+	if merr == nil {
+		defer m.Close()
+		for _, u := range []string{serviceUnit, socketUnit} {
+			if err := m.Stop(ctx, u); err != nil {
+				fmt.Fprintf(c.stderr, "agent-control-plane: stop %s: %v\n", u, err)
+			}
+		}
+		if len(units) > 0 {
+			if err := m.Disable(ctx, []string{serviceUnit, socketUnit}); err != nil {
+				fmt.Fprintf(c.stderr, "agent-control-plane: disable the units: %v\n", err)
+			}
+		}
+	} else {
+		fmt.Fprintf(c.stderr, "agent-control-plane: %v; removing the files only.\n", merr)
+	}
+	for _, f := range units {
+		if err := os.Remove(f); err != nil {
+			return c.fail(err)
+		}
+		fmt.Fprintf(c.stdout, "Removed %s\n", f)
+	}
+	if merr == nil {
+		if err := m.Reload(ctx); err != nil {
+			fmt.Fprintf(c.stderr, "agent-control-plane: reload the user manager: %v\n", err)
+		}
+	}
+	if binErr == nil {
+		if err := os.Remove(p.binary); err != nil {
+			return c.fail(err)
+		}
+		fmt.Fprintf(c.stdout, "Removed %s\n", p.binary)
+	}
+	fmt.Fprintln(c.stdout, "Sandboxes and their root are left alone: children still running keep running; delete them first with agent-control-plane rm, or remove the root yourself.")
+	return exitOK
+}
+
+func runStatus(args []string, stdout, stderr io.Writer) int {
+	c := newCLI(stdout, stderr)
+	fs := c.newFlags("status", "status [--prefix DIR]")
+	prefix := fs.String("prefix", defaultPrefix(), "where install put the binary")
+	if _, ok := parse(fs, args, 0, 0); !ok {
+		return exitUsage
+	}
+	p, err := pathsFor(*prefix)
+	if err != nil {
+		return c.fail(err)
+	}
+	ctx, cancel := commandContext()
+	defer cancel()
+	unit := "not installed"
+	if _, err := os.Stat(p.service); err == nil {
+		unit = "installed (" + p.service + ")"
+		mctx, mcancel := context.WithTimeout(ctx, 10*time.Second)
+		if m, err := newManager(mctx); err != nil {
+			unit += "; state unknown: " + err.Error()
+		} else {
+			if st, err := m.State(mctx, serviceUnit); err == nil {
+				unit += "; " + st
+			}
+			m.Close()
+		}
+		mcancel()
+	}
+	fmt.Fprintf(c.stdout, "Service:  %s\n", unit)
+	cl := c.client()
+	info, err := cl.Info(ctx)
+	if err != nil {
+		fmt.Fprintf(c.stdout, "Daemon:   not answering at %s (%s)\n", cl.URL(), inert(err.Error()))
+		return exitNoDaemon
+	}
+	fmt.Fprintf(c.stdout, "Daemon:   %s, pid %d, version %s, up %s\nRoot:     %s\n", cl.URL(), info.PID, inert(info.Version), ago(time.Since(info.StartedAt.Time)), inert(info.Root))
+	return exitOK
+}
