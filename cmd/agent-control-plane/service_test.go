@@ -67,7 +67,7 @@ type fakeManager struct {
 	calls *[]string
 }
 
-func (f fakeManager) rec(s string) error { *f.calls = append(*f.calls, s); return nil }
+func (f fakeManager) rec(s string) error           { *f.calls = append(*f.calls, s); return nil }
 func (f fakeManager) Reload(context.Context) error { return f.rec("reload") }
 func (f fakeManager) Enable(_ context.Context, files []string) error {
 	var names []string
