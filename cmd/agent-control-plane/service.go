@@ -365,41 +365,32 @@ func lingerTip() string {
 	return "Lingering is off for " + u.Username + ": the daemon stops when your last session ends. To keep it (and its sandboxes' supervision) running: loginctl enable-linger " + u.Username
 }
 
+// copyExecutable installs src at dst, mode 0755. It is a rename, not a
+// write over the file: a running daemon keeps its binary, and nobody ever
+// sees half of one.
 func copyExecutable(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	return replaceFile(dst, 0o755, func(w io.Writer) error {
+		_, err := io.Copy(w, in)
 		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(dst), ".agent-control-plane-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, in); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o755); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	// A rename, not a write over the file: a running daemon keeps its
-	// binary, and nobody ever sees half of one.
-	return os.Rename(tmp.Name(), dst)
+	})
 }
 
 func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return replaceFile(path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// replaceFile writes a file with fill under a temporary name in path's
+// directory, with its mode set before any content, synced, then renamed
+// over path.
+func replaceFile(path string, perm os.FileMode, fill func(io.Writer) error) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -408,15 +399,17 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return err
+	err = tmp.Chmod(perm)
+	if err == nil {
+		err = fill(tmp)
 	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
+	if err == nil {
+		err = tmp.Sync()
 	}
-	if err := tmp.Close(); err != nil {
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
