@@ -594,12 +594,7 @@ type Cursor struct {
 	ID        string
 }
 
-func (c Cursor) before(sb Sandbox) bool {
-	if d := c.CreatedAt.Compare(sb.CreatedAt); d != 0 {
-		return d < 0
-	}
-	return c.ID < sb.ID
-}
+func (c Cursor) before(k listKey) bool { return listKey{at: c.CreatedAt, id: c.ID}.less(k) }
 
 // ListOptions choose a page of the list.
 type ListOptions struct {
@@ -622,51 +617,69 @@ func (s *Supervisor) ListPage(o ListOptions) (page []Sandbox, more bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// The limit+1 first matches, kept in a max-heap by position.
+	// Candidates are small (position and entry); the limit+1 first are
+	// kept in a max-heap by position, and only the page's are copied out.
 	h := &pageHeap{}
 	for _, e := range s.sandboxes {
 		if e.pending || !o.Labels.Match(e.info.Labels) {
 			continue
 		}
-		sb := s.view(e)
-		if len(o.States) > 0 && !slices.Contains(o.States, sb.State) {
+		if len(o.States) > 0 && !slices.Contains(o.States, s.view(e).State) {
 			continue
 		}
-		if o.After != nil && !o.After.before(sb) {
+		c := listKey{e.info.CreatedAt, e.id, e}
+		if o.After != nil && !o.After.before(c) {
 			continue
 		}
-		if h.Len() <= limit {
-			heap.Push(h, sb)
-		} else if listLess(sb, (*h)[0]) {
-			(*h)[0] = sb
+		switch {
+		case limit == math.MaxInt:
+			*h = append(*h, c) // all of them: sorted once below
+		case h.Len() <= limit:
+			heap.Push(h, c)
+		case c.less((*h)[0]):
+			(*h)[0] = c
 			heap.Fix(h, 0)
 		}
 	}
-	more = h.Len() > limit
-	if more {
-		heap.Pop(h)
+	keys := []listKey(*h)
+	slices.SortFunc(keys, func(a, b listKey) int { return a.compare(b) })
+	if more = len(keys) > limit; more {
+		keys = keys[:limit]
 	}
-	page = []Sandbox(*h)
-	slices.SortFunc(page, listCompare)
+	page = make([]Sandbox, len(keys))
+	for i, k := range keys {
+		page[i] = s.view(k.e)
+	}
 	return page, more
 }
 
-func listCompare(a, b Sandbox) int {
-	if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
-		return c
-	}
-	return strings.Compare(a.ID, b.ID)
+// listKey is a sandbox's position in the list order.
+type listKey struct {
+	at time.Time
+	id string
+	e  *sandbox
 }
 
-func listLess(a, b Sandbox) bool { return listCompare(a, b) < 0 }
+func (a listKey) compare(b listKey) int {
+	if c := a.at.Compare(b.at); c != 0 {
+		return c
+	}
+	return strings.Compare(a.id, b.id)
+}
 
-// pageHeap is a max-heap of sandboxes by list position.
-type pageHeap []Sandbox
+func (a listKey) less(b listKey) bool { return a.compare(b) < 0 }
+
+func listCompare(a, b Sandbox) int {
+	return listKey{at: a.CreatedAt, id: a.ID}.compare(listKey{at: b.CreatedAt, id: b.ID})
+}
+
+// pageHeap is a max-heap of list positions.
+type pageHeap []listKey
 
 func (h pageHeap) Len() int           { return len(h) }
-func (h pageHeap) Less(i, j int) bool { return listLess(h[j], h[i]) }
+func (h pageHeap) Less(i, j int) bool { return h[j].less(h[i]) }
 func (h pageHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *pageHeap) Push(x any)        { *h = append(*h, x.(Sandbox)) }
+func (h *pageHeap) Push(x any)        { *h = append(*h, x.(listKey)) }
 func (h *pageHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
