@@ -62,6 +62,50 @@ func (s *Supervisor) rehydrate(ctx context.Context) {
 	for name, markers := range sweep {
 		s.opts.Runtimes[name].Sweep(ctx, markers)
 	}
+	if len(sweep) == 0 {
+		return
+	}
+	// A child that the dead daemon had forked but not yet exec'd carries
+	// no marker at the first sweep and gets one when it execs, a moment
+	// later (longer on a loaded machine): sweep the same markers again,
+	// and only then remove the records of interrupted creates, so that no
+	// such child can outlive the record that names its marker.
+	s.bg.Go(func() {
+		for _, after := range []time.Duration{200 * time.Millisecond, time.Second, 3 * time.Second} {
+			select {
+			case <-s.lifetime.Done():
+				return
+			case <-time.After(after):
+			}
+			for name, markers := range sweep {
+				s.opts.Runtimes[name].Sweep(s.lifetime, markers)
+			}
+		}
+		s.removeAbandoned()
+	})
+}
+
+// removeAbandoned removes the directories of interrupted creates, which
+// rehydrate kept (reserved, invisible) until their markers were swept.
+func (s *Supervisor) removeAbandoned() {
+	s.mu.Lock()
+	var gone []*sandbox
+	for _, e := range s.sandboxes {
+		if e.abandoned {
+			gone = append(gone, e)
+		}
+	}
+	s.mu.Unlock()
+	for _, e := range gone {
+		if err := s.fs.removeAll(e.id); err != nil {
+			s.log.Error("remove sandbox whose create was interrupted", "sandbox", e.id, "err", err)
+		}
+		s.mu.Lock()
+		if s.sandboxes[e.id] == e {
+			delete(s.sandboxes, e.id)
+		}
+		s.mu.Unlock()
+	}
 }
 
 // rehydrateOne loads one record. It returns a runtime and a marker when
@@ -89,10 +133,11 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name string) (runtime, ma
 			// Created but never recorded as started: the workload, if
 			// any, was spawned just before the daemon died. No client
 			// was told it exists.
+			// Its directory and record stay, the name reserved, until
+			// the sweeps below are done: a daemon that dies before then
+			// finds the same record and sweeps again.
 			log.Warn("removing sandbox whose create was interrupted")
-			if err := s.fs.removeAll(name); err != nil {
-				log.Error("remove sandbox whose create was interrupted", "err", err)
-			}
+			s.register(&sandbox{id: r.ID, dir: dir, marker: r.Marker, pending: true, abandoned: true})
 			s.stats.rehydrated(RehydrateAbandoned)
 			if !haveRuntime {
 				return "", ""

@@ -186,10 +186,23 @@ func lockRoot(r *rootFS) (*rootLock, error) {
 		f.Close()
 		return nil, fmt.Errorf("open root lock: %s is not a regular file", r.abs(lockFile))
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	// A daemon killed while it was forking a child leaves that child
+	// holding a copy of the lock until it execs (the lock is close-on-exec)
+	// or dies, a few milliseconds, more on a loaded machine. While the pid
+	// the lock names is gone, wait for that instead of refusing.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
 		b := make([]byte, 32)
 		n, _ := f.ReadAt(b, 0)
 		pid, _ := strconv.Atoi(strings.TrimSpace(string(b[:n])))
+		if err == unix.EWOULDBLOCK && pid > 0 && unix.Kill(pid, 0) == unix.ESRCH && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
 		f.Close()
 		if err == unix.EWOULDBLOCK {
 			return nil, &ErrRootLocked{Root: r.path, PID: pid}

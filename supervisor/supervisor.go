@@ -94,10 +94,13 @@ type sandbox struct {
 	op sync.Mutex
 
 	// Guarded by Supervisor.mu.
-	info     Sandbox
-	handle   Handle
-	pending  bool // create in progress: reserved, not visible
-	stopping bool // a stop is under way: an exit is expected, not a crash
+	info    Sandbox
+	handle  Handle
+	pending bool // create in progress: reserved, not visible
+	// abandoned: an interrupted create found at start, reserved (and
+	// pending) until its marker has been swept and its directory removed.
+	abandoned bool
+	stopping  bool // a stop is under way: an exit is expected, not a crash
 
 	// Fixed at creation.
 	id     string

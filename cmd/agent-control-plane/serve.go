@@ -225,18 +225,30 @@ func reload(log *slog.Logger, cur conf.Config, src conf.Sources, level *slog.Lev
 }
 
 // listen binds the API address, and when it is taken says by whom.
+//
+// A daemon killed while it was forking a child leaves that child holding a
+// copy of the listening socket until it execs (the socket is
+// close-on-exec), a few milliseconds; so an address in use by something
+// that does not answer as agent-control-plane is tried again for a few
+// seconds before the daemon gives up.
 func listen(addr string) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err == nil {
-		return ln, nil
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		ln, err := net.Listen("tcp", addr)
+		if err == nil {
+			return ln, nil
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("listen on %s: %w", addr, err)
+		}
+		if info, ok := probeInfo(addr); ok {
+			return nil, fmt.Errorf("listen on %s: another agent-control-plane (pid %d, root %s) is already serving there", addr, info.PID, info.Root)
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("listen on %s: the address is in use by another program", addr)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	if !errors.Is(err, syscall.EADDRINUSE) {
-		return nil, fmt.Errorf("listen on %s: %w", addr, err)
-	}
-	if info, ok := probeInfo(addr); ok {
-		return nil, fmt.Errorf("listen on %s: another agent-control-plane (pid %d, root %s) is already serving there", addr, info.PID, info.Root)
-	}
-	return nil, fmt.Errorf("listen on %s: the address is in use by another program", addr)
 }
 
 // probeInfo asks addr for /v1/info and reports whether it is ours.
