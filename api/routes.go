@@ -112,8 +112,9 @@ func labelFilter(q map[string][]string) (supervisor.Filter, error) {
 const MaxListLimit = 1000
 
 // listPageSize is how many sandboxes a full list answer holds in memory at
-// once while it streams.
-const listPageSize = 256
+// once while it streams (each page is a pass over the registry, so pages
+// are large: a registry of a thousand is one pass).
+const listPageSize = 1000
 
 // listOptions reads the list's query: label filters, states=a,b (also
 // repeated), limit and cursor.
