@@ -51,6 +51,11 @@ type logCap struct {
 	ino *os.File // the inotify descriptor, in the runtime's poller
 	fd  int      // the same descriptor, for inotify_add_watch (ino.Fd would make it blocking)
 
+	// rotating serializes rotations: the event loop, watch and release
+	// may look at the same log at once, and two cuts computed from one
+	// size would cut twice.
+	rotating sync.Mutex
+
 	mu      sync.Mutex
 	byWatch map[int32]string // watch descriptor → log (relative to the root)
 	byLog   map[string]int32
@@ -174,6 +179,8 @@ func dataStart(f *os.File, size int64) int64 {
 // rotate moves the older part of log rel to rel.1 when its data has
 // reached half the cap.
 func (lc *logCap) rotate(rel string) {
+	lc.rotating.Lock()
+	defer lc.rotating.Unlock()
 	f, fi, err := lc.fs.openRegularFlags(rel, unix.O_RDWR)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
