@@ -276,7 +276,11 @@ func TestAdoptRefusesForeignProcess(t *testing.T) {
 func TestAdoptRefusesPlantedGroup(t *testing.T) {
 	stranger := testenv.ForeignProcess(t)
 	w1 := newWatcher(t)
-	p, err := w1.Spawn(shSpec(t, "exec sleep 60"))
+	// sleep itself, not sh exec'ing it: a process in the middle of execve
+	// shows no environment, and a scan would miss its marker.
+	spec := shSpec(t, "")
+	spec.Argv = []string{"/bin/sleep", "60"}
+	p, err := w1.Spawn(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
