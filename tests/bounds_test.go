@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/launchdarkly/eventsource"
 	sse "github.com/tmaxmax/go-sse"
 
 	"github.com/agent-control-plane/agent-control-plane/api"
@@ -218,9 +219,10 @@ func TestSlowReadersOfABigList(t *testing.T) {
 }
 
 // A daemon holding 800 sandboxes streams its snapshot as one
-// sandboxes_replaced event whose lines are all at most 16 KiB; an
-// independent SSE parser (tmaxmax/go-sse) joins its data lines into the
-// JSON of all 800, and so does the Go client.
+// sandboxes_replaced event whose lines are all at most 16 KiB. Independent
+// SSE clients join its data lines into the JSON of all 800: LaunchDarkly's
+// eventsource with its default settings, and tmaxmax/go-sse; so does the Go
+// client.
 //
 // go-sse's default buffer, like r3labs/sse's, bounds a whole event (64 KB),
 // not a line, so it is raised here: a snapshot of 800 sandboxes is about
@@ -271,6 +273,30 @@ func TestSSEAt800Sandboxes(t *testing.T) {
 		}
 		break
 	}
+	ldReq, _ := http.NewRequest("GET", d.URL+"/v1/events", nil)
+	ldReq.Header.Set("Authorization", "Bearer "+d.Token)
+	stream, err := eventsource.SubscribeWithRequest("", ldReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for got := false; !got; {
+		select {
+		case ev := <-stream.Events:
+			if ev.Event() != "sandboxes_replaced" {
+				continue // it also hands over the retry field's empty event
+			}
+			var snap wire.StreamEvent
+			if err := json.Unmarshal([]byte(ev.Data()), &snap); err != nil || len(snap.Sandboxes) != n {
+				t.Fatalf("LaunchDarkly eventsource's snapshot: %v, %d sandboxes", err, len(snap.Sandboxes))
+			}
+			got = true
+		case err := <-stream.Errors:
+			t.Fatalf("LaunchDarkly eventsource: %v", err)
+		case <-time.After(60 * time.Second):
+			t.Fatal("LaunchDarkly eventsource read no snapshot")
+		}
+	}
+	stream.Close()
 	c := client.New(d.URL, client.WithToken(d.Token))
 	got := 0
 	ctx, cancel := context.WithCancel(testenv.Context(t))
