@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"container/heap"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -637,11 +636,10 @@ func (s *Supervisor) ListPage(o ListOptions) (page []Sandbox, more bool) {
 		switch {
 		case limit == math.MaxInt:
 			*h = append(*h, c) // all of them: sorted once below
-		case h.Len() <= limit:
-			heap.Push(h, c)
+		case len(*h) <= limit:
+			h.push(c)
 		case c.less((*h)[0]):
-			(*h)[0] = c
-			heap.Fix(h, 0)
+			h.replaceTop(c)
 		}
 	}
 	keys := []listKey(*h)
@@ -676,18 +674,39 @@ func listCompare(a, b Sandbox) int {
 	return listKey{at: a.CreatedAt, id: a.ID}.compare(listKey{at: b.CreatedAt, id: b.ID})
 }
 
-// pageHeap is a max-heap of list positions.
+// pageHeap is a max-heap of list positions (typed, so that no key is
+// boxed into an interface on its way in).
 type pageHeap []listKey
 
-func (h pageHeap) Len() int           { return len(h) }
-func (h pageHeap) Less(i, j int) bool { return h[j].less(h[i]) }
-func (h pageHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *pageHeap) Push(x any)        { *h = append(*h, x.(listKey)) }
-func (h *pageHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+func (h *pageHeap) push(k listKey) {
+	*h = append(*h, k)
+	for i := len(*h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !(*h)[p].less((*h)[i]) {
+			break
+		}
+		(*h)[p], (*h)[i] = (*h)[i], (*h)[p]
+		i = p
+	}
+}
+
+// replaceTop puts k in place of the largest key and restores the order.
+func (h pageHeap) replaceTop(k listKey) {
+	h[0] = k
+	for i := 0; ; {
+		l, r, big := 2*i+1, 2*i+2, i
+		if l < len(h) && h[big].less(h[l]) {
+			big = l
+		}
+		if r < len(h) && h[big].less(h[r]) {
+			big = r
+		}
+		if big == i {
+			return
+		}
+		h[i], h[big] = h[big], h[i]
+		i = big
+	}
 }
 
 func (s *Supervisor) lookup(id string) (*sandbox, error) {
