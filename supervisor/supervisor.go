@@ -579,15 +579,8 @@ func (s *Supervisor) List(f Filter) []Sandbox {
 }
 
 func (s *Supervisor) listLocked(f Filter) []Sandbox {
-	out := make([]Sandbox, 0, len(s.sandboxes))
-	for _, e := range s.sandboxes {
-		if e.pending || !f.Match(e.info.Labels) {
-			continue
-		}
-		out = append(out, s.view(e))
-	}
-	slices.SortFunc(out, listCompare)
-	return out
+	page, _ := s.listPageLocked(ListOptions{Labels: f})
+	return page
 }
 
 // Cursor is a position in the list order (creation time, then id).
@@ -613,12 +606,16 @@ type ListOptions struct {
 // meanwhile. It holds at most Limit sandboxes, whatever the registry's
 // size.
 func (s *Supervisor) ListPage(o ListOptions) (page []Sandbox, more bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listPageLocked(o)
+}
+
+func (s *Supervisor) listPageLocked(o ListOptions) (page []Sandbox, more bool) {
 	limit := o.Limit
 	if limit <= 0 {
 		limit = math.MaxInt
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	// Candidates are small (position and entry); the limit+1 first are
 	// kept in a max-heap by position, and only the page's are copied out.
 	h := &pageHeap{}
@@ -669,10 +666,6 @@ func (a listKey) compare(b listKey) int {
 }
 
 func (a listKey) less(b listKey) bool { return a.compare(b) < 0 }
-
-func listCompare(a, b Sandbox) int {
-	return listKey{at: a.CreatedAt, id: a.ID}.compare(listKey{at: b.CreatedAt, id: b.ID})
-}
 
 // pageHeap is a max-heap of list positions (typed, so that no key is
 // boxed into an interface on its way in).
