@@ -151,7 +151,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 // up to 10 s. Cancellation is not an error.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	var mu sync.Mutex
-	fresh := map[net.Conn]bool{} // accepted, no request read yet
+	fresh := map[net.Conn]bool{}   // accepted, no request read yet
+	read := make(chan struct{}, 1) // a fresh connection's request was read
 	srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -162,8 +163,12 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 			mu.Lock()
 			if st == http.StateNew {
 				fresh[c] = true
-			} else {
+			} else if fresh[c] {
 				delete(fresh, c)
+				select {
+				case read <- struct{}{}:
+				default:
+				}
 			}
 			mu.Unlock()
 		},
@@ -180,15 +185,21 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	// is tracked; wait (briefly) for each to have its request read.
 	ln.Close()
 	<-errc
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.NewTimer(2 * time.Second)
+	defer deadline.Stop()
 	for {
 		mu.Lock()
 		n := len(fresh)
 		mu.Unlock()
-		if n == 0 || time.Now().After(deadline) {
+		if n == 0 {
 			break
 		}
-		time.Sleep(2 * time.Millisecond)
+		select {
+		case <-read:
+			continue
+		case <-deadline.C:
+		}
+		break
 	}
 	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
