@@ -18,6 +18,9 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/proc"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/native"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
@@ -46,9 +49,9 @@ func newEnv(t *testing.T, tweak func(*supervisor.Options)) *env {
 	lo, hi := portBlock.Next()
 	opts := supervisor.Options{
 		Root: t.TempDir(), PortLo: lo, PortHi: hi, StopGrace: 2 * time.Second,
-		ReapInterval: time.Hour, AutoStop: 15 * time.Minute,
-		Runtimes: map[string]supervisor.Runtime{"native": &supervisor.NativeRuntime{Watcher: w, Argv: testenv.StubArgv(t)}},
-		BaseEnv:  map[string]string{"PATH": "/usr/bin:/bin"},
+		CheckInterval: time.Hour, AutoStop: 15 * time.Minute,
+		Runtimes: nativeOnly(&native.Runtime{Watcher: w, Argv: testenv.StubArgv(t)}),
+		Env:      childenv.Policy{Base: map[string]string{"PATH": "/usr/bin:/bin"}},
 	}
 	if tweak != nil {
 		tweak(&opts)
@@ -289,4 +292,13 @@ func TestWireNamesMatchSupervisor(t *testing.T) {
 			t.Errorf("wire %q != supervisor %q", p[0], p[1])
 		}
 	}
+}
+
+// nativeOnly registers rt as the daemon's one runtime, "native".
+func nativeOnly(rt runtime.Runtime) *runtime.Registry {
+	r := &runtime.Registry{}
+	if err := r.Register("native", rt); err != nil {
+		panic(err)
+	}
+	return r
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/redact"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
@@ -86,7 +87,7 @@ func TestSecretsNeverInAnswers(t *testing.T) {
 	const secret = `s3cr"et\value-Ω-`
 	const forwarded = "fwd-credential-123456"
 	e := newEnv(t, func(o *supervisor.Options) {
-		o.ForwardEnv = map[string]string{"ANTHROPIC_API_KEY": forwarded}
+		o.Env.Forward = map[string]string{"ANTHROPIC_API_KEY": forwarded}
 	})
 	jsonOnce, _ := json.Marshal(secret)
 	jsonTwice, _ := json.Marshal(string(jsonOnce))
@@ -129,7 +130,7 @@ func TestSecretsNeverInAnswers(t *testing.T) {
 			}
 		}
 	}
-	if strings.Count(logs.Stdout, supervisor.Redacted) < 4 {
+	if strings.Count(logs.Stdout, redact.Redacted) < 4 {
 		t.Fatalf("expected four redactions in %q", logs.Stdout)
 	}
 

@@ -54,6 +54,7 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, wire.Info{
 		Name: wire.Name, Version: s.opts.Version, APIVersion: wire.APIVersion, PID: pid,
 		StartedAt: wire.Time{Time: s.startedAt}, Root: s.sup.Root(), PortRange: fmt.Sprintf("%d-%d", lo, hi),
+		Runtimes: s.sup.Runtimes(),
 	})
 }
 
@@ -268,11 +269,6 @@ func createRequest(b wire.CreateSandboxRequest) (supervisor.CreateRequest, error
 	}
 	if b.Name == "" {
 		return req, errors.New("name is required")
-	}
-	switch b.Runtime {
-	case "", "native", "docker":
-	default:
-		return req, fmt.Errorf(`runtime %q: want "native" or "docker"`, b.Runtime)
 	}
 	if b.AutoStopInterval != nil {
 		d, err := minutesToDuration("autoStopInterval", *b.AutoStopInterval)

@@ -48,6 +48,7 @@ type Supervisor interface {
 	Stats() supervisor.Stats
 	Root() string
 	PortRange() (lo, hi int)
+	Runtimes() []string
 }
 
 // Options configure a Server.
@@ -394,7 +395,7 @@ func (s *Server) writeSupervisorError(w http.ResponseWriter, err error, failCode
 	case errors.Is(err, supervisor.ErrConflict):
 		writeError(w, http.StatusConflict, "name_conflict", err.Error())
 	case errors.Is(err, supervisor.ErrUnsupportedRuntime):
-		writeError(w, http.StatusBadRequest, "unsupported_runtime", err.Error()+": this daemon runs native sandboxes only")
+		writeError(w, http.StatusBadRequest, "unsupported_runtime", err.Error())
 	case errors.Is(err, supervisor.ErrPortsExhausted):
 		writeError(w, http.StatusServiceUnavailable, "preflight_failed", err.Error())
 	case errors.Is(err, supervisor.ErrNotRunning):

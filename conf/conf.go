@@ -51,7 +51,10 @@ type Config struct {
 	EventHeartbeat time.Duration // SSE comment period on idle streams
 
 	EnvForward []string // model-auth keys merged into standalone sandboxes
-	EnvFile    string   // KEY=VALUE file read for EnvForward keys
+	// EnvForwardUnless: request keys that mark a sandbox as a harness's,
+	// which brings its own credentials: nothing is forwarded to it.
+	EnvForwardUnless []string
+	EnvFile          string // KEY=VALUE file read for EnvForward keys
 
 	LogFormat string // text or json
 	LogLevel  string // debug, info, warn, error
@@ -105,27 +108,32 @@ var DefaultEnvForward = []string{
 	"GROQ_API_KEY", "XAI_API_KEY", "DEEPSEEK_API_KEY",
 }
 
+// DefaultEnvForwardUnless lists the request keys that, by default, mark a
+// sandbox as started by a harness with credentials of its own.
+var DefaultEnvForwardUnless = []string{"GAMMA_AGENT_TOKEN", "HARNESS_SESSION_ID"}
+
 // Default returns the configuration used when nothing else is said. getenv
 // supplies HOME and XDG_STATE_HOME for the default root.
 func Default(getenv func(string) string) Config {
 	return Config{
-		Listen:         DefaultListen,
-		Root:           defaultRoot(getenv),
-		Ports:          PortRange{4100, 4999},
-		ReadyPath:      "/api/info",
-		StartupTimeout: 60 * time.Second,
-		StopGrace:      5 * time.Second,
-		ReapInterval:   60 * time.Second,
-		AutoStop:       15 * time.Minute,
-		EventBuffer:    1024,
-		EventHeartbeat: 15 * time.Second,
-		EnvForward:     append([]string(nil), DefaultEnvForward...),
-		LogFormat:      "text",
-		LogLevel:       "info",
-		TokenFile:      filepath.Join(auth.StateDir(getenv), "token"),
-		LogMaxBytes:    10 << 20,
-		BodyTimeout:    30 * time.Second,
-		MaxConnections: 1024,
+		Listen:           DefaultListen,
+		Root:             defaultRoot(getenv),
+		Ports:            PortRange{4100, 4999},
+		ReadyPath:        "/api/info",
+		StartupTimeout:   60 * time.Second,
+		StopGrace:        5 * time.Second,
+		ReapInterval:     60 * time.Second,
+		AutoStop:         15 * time.Minute,
+		EventBuffer:      1024,
+		EventHeartbeat:   15 * time.Second,
+		EnvForward:       append([]string(nil), DefaultEnvForward...),
+		EnvForwardUnless: append([]string(nil), DefaultEnvForwardUnless...),
+		LogFormat:        "text",
+		LogLevel:         "info",
+		TokenFile:        filepath.Join(auth.StateDir(getenv), "token"),
+		LogMaxBytes:      10 << 20,
+		BodyTimeout:      30 * time.Second,
+		MaxConnections:   1024,
 	}
 }
 
@@ -342,6 +350,11 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("env.forward: %q is not a valid variable name", k)
 		}
 	}
+	for _, k := range c.EnvForwardUnless {
+		if !ValidEnvName(k) {
+			return fmt.Errorf("env.forward_unless: %q is not a valid variable name", k)
+		}
+	}
 	switch c.LogFormat {
 	case "text", "json":
 	default:
@@ -379,6 +392,7 @@ func Diff(a, b Config) []string {
 	add("events.buffer", a.EventBuffer != b.EventBuffer)
 	add("events.heartbeat", a.EventHeartbeat != b.EventHeartbeat)
 	add("env.forward", !slices.Equal(a.EnvForward, b.EnvForward))
+	add("env.forward_unless", !slices.Equal(a.EnvForwardUnless, b.EnvForwardUnless))
 	add("env.file", a.EnvFile != b.EnvFile)
 	add("log_format", a.LogFormat != b.LogFormat)
 	add("log_level", a.LogLevel != b.LogLevel)

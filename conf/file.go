@@ -35,8 +35,9 @@ type fileConfig struct {
 		Heartbeat *duration `toml:"heartbeat"`
 	} `toml:"events"`
 	Env struct {
-		Forward []string `toml:"forward"`
-		File    *string  `toml:"file"`
+		Forward       []string `toml:"forward"`
+		ForwardUnless []string `toml:"forward_unless"`
+		File          *string  `toml:"file"`
 	} `toml:"env"`
 }
 
@@ -104,6 +105,9 @@ func (c *Config) applyFile(path string) error {
 	setDur(&c.EventHeartbeat, f.Events.Heartbeat)
 	if f.Env.Forward != nil {
 		c.EnvForward = f.Env.Forward
+	}
+	if f.Env.ForwardUnless != nil {
+		c.EnvForwardUnless = f.Env.ForwardUnless
 	}
 	set(&c.EnvFile, f.Env.File)
 	return nil

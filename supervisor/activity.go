@@ -41,7 +41,7 @@ func (s *Supervisor) mutate(id string, mustLive bool, change func(*Sandbox)) (Sa
 	e.op.Lock()
 	defer e.op.Unlock()
 	s.mu.Lock()
-	next := s.view(e)
+	next := e.info
 	s.mu.Unlock()
 	if !next.State.Live() {
 		if mustLive {
@@ -55,11 +55,11 @@ func (s *Supervisor) mutate(id string, mustLive bool, change func(*Sandbox)) (Sa
 	return next, nil
 }
 
-// Reap runs one sweep of the periodic work: it stops started sandboxes idle
+// Check runs the periodic work once: it stops started sandboxes idle
 // past their auto-stop interval (never starting ones), stops live ones past
 // the maximum lifetime, and deletes stopped ones past their auto-delete
 // interval. It returns when that work is done.
-func (s *Supervisor) Reap() {
+func (s *Supervisor) Check() {
 	type job struct {
 		e      *sandbox
 		delete bool
@@ -89,7 +89,7 @@ func (s *Supervisor) Reap() {
 				}
 				return
 			}
-			s.reapOne(j.e)
+			s.checkOne(j.e)
 		})
 	}
 	wg.Wait()
@@ -104,10 +104,10 @@ func (s *Supervisor) tooOld(sb Sandbox, now time.Time) bool {
 	return sb.State.Live() && limit > 0 && !now.Before(sb.CreatedAt.Add(limit))
 }
 
-// reapOne re-checks under the sandbox's lock (a keep-alive may have landed
+// checkOne re-checks under the sandbox's lock (a keep-alive may have landed
 // since the sweep looked) and stops it through the same path as an
 // explicit stop.
-func (s *Supervisor) reapOne(e *sandbox) {
+func (s *Supervisor) checkOne(e *sandbox) {
 	e.op.Lock()
 	now := s.clock()
 	s.mu.Lock()
@@ -117,9 +117,9 @@ func (s *Supervisor) reapOne(e *sandbox) {
 	var err error
 	switch {
 	case s.tooOld(sb, now):
-		stopped, err = s.stopLocked(e, StopOther, ReasonMaxLifetime, e.grace)
+		stopped, err = s.stopHoldingOp(e, StopOther, ReasonMaxLifetime, e.grace)
 	case s.idle(sb, now):
-		stopped, err = s.stopLocked(e, StopAutoStopped, ReasonAutoStopped, e.grace)
+		stopped, err = s.stopHoldingOp(e, StopAutoStopped, ReasonAutoStopped, e.grace)
 	}
 	e.op.Unlock()
 	if err != nil {
@@ -132,7 +132,7 @@ func (s *Supervisor) reapOne(e *sandbox) {
 
 // SetDefaults changes the auto-stop interval given to creates that do not
 // say (0 disables) and the maximum lifetime (0: none), as a reload does.
-// The lifetime applies to every live sandbox from the next reap on; the
+// The lifetime applies to every live sandbox from the next check on; the
 // auto-stop default only to sandboxes created from now on.
 func (s *Supervisor) SetDefaults(autoStop, maxLifetime time.Duration) {
 	s.autoStop.Store(int64(max(autoStop, 0)))

@@ -154,3 +154,17 @@ func (h *hub) closeAll() {
 		h.remove(s)
 	}
 }
+
+// Subscribe opens a watch on the event feed for sandboxes matching f. If
+// after is given and every later event is still buffered, those events are
+// returned for replay; otherwise the first event is a sandboxes_replaced
+// snapshot. Either way no event is missed or repeated between the two.
+func (s *Supervisor) Subscribe(f Filter, after *uint64) (*Subscription, []Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sub, replay, ok, seq := s.events.subscribe(f, after)
+	if ok {
+		return sub, replay
+	}
+	return sub, []Event{{Seq: seq, Type: EventSnapshot, Time: s.clock(), All: s.listLocked(f)}}
+}

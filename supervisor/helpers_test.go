@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"strconv"
@@ -10,6 +11,9 @@ import (
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/proc"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/native"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
@@ -21,18 +25,28 @@ type harness struct {
 	opts    Options
 	sup     *Supervisor
 	watcher *proc.Watcher
+	native  *native.Runtime
+}
+
+// registry registers rt as the runtime named "native".
+func registry(rt runtime.Runtime) *runtime.Registry {
+	r := &runtime.Registry{}
+	if err := r.Register("native", rt); err != nil {
+		panic(err)
+	}
+	return r
 }
 
 // newHarness starts an in-process supervisor that spawns the real stub
-// agent. Periodic work never runs by itself: tests call Reap.
+// agent. Periodic work never runs by itself: tests call Check.
 func newHarness(t *testing.T, tweak func(*Options)) *harness {
 	t.Helper()
 	lo, hi := portBlock.Next()
 	h := &harness{t: t, opts: Options{
 		Root: t.TempDir(), PortLo: lo, PortHi: hi,
 		StopGrace: 2 * time.Second, StartupTimeout: 30 * time.Second,
-		ReapInterval: time.Hour, AutoStop: 0,
-		BaseEnv: map[string]string{"PATH": "/usr/bin:/bin"},
+		CheckInterval: time.Hour, AutoStop: 0,
+		Env: childenv.Policy{Base: map[string]string{"PATH": "/usr/bin:/bin"}},
 	}}
 	if tweak != nil {
 		tweak(&h.opts)
@@ -54,7 +68,8 @@ func (h *harness) start() {
 	}
 	opts := h.opts
 	if opts.Runtimes == nil {
-		opts.Runtimes = map[string]Runtime{"native": &NativeRuntime{Watcher: w, Argv: testenv.StubArgv(h.t)}}
+		h.native = &native.Runtime{Watcher: w, Argv: testenv.StubArgv(h.t)}
+		opts.Runtimes = registry(h.native)
 	}
 	sup, err := New(context.Background(), opts)
 	if err != nil {
@@ -69,7 +84,7 @@ func (h *harness) close(reap bool) {
 	if h.sup == nil {
 		return
 	}
-	h.sup.opts.ReapOnExit = reap
+	h.sup.opts.StopOnClose = reap
 	h.sup.Close(context.Background())
 	h.watcher.Close()
 	h.sup = nil
@@ -105,7 +120,11 @@ func (h *harness) waitState(id string, want State) Sandbox {
 func (h *harness) pid(id string) int {
 	h.sup.mu.Lock()
 	defer h.sup.mu.Unlock()
-	return h.sup.sandboxes[id].handle.(nativeHandle).p.Identity().PID
+	var state struct{ PID int }
+	if err := json.Unmarshal(h.sup.sandboxes[id].handle.State().Data, &state); err != nil {
+		h.t.Fatal(err)
+	}
+	return state.PID
 }
 
 // answers reports whether something serves HTTP on the port.
@@ -169,3 +188,21 @@ func (h *harness) editRecord(id string, edit func(*record)) {
 		h.t.Fatal(err)
 	}
 }
+
+// idleRuntime's workloads never exit and are never verified: enough to
+// measure the registry or to open a root.
+type idleRuntime struct{}
+type idleHandle struct{ done chan struct{} }
+
+func (idleRuntime) Start(context.Context, runtime.Spec) (runtime.Handle, error) {
+	return idleHandle{make(chan struct{})}, nil
+}
+func (idleRuntime) Adopt(context.Context, runtime.State) (runtime.Handle, error) {
+	return nil, runtime.ErrGone
+}
+func (idleRuntime) Sweep(context.Context, []string)            {}
+func (h idleHandle) State() runtime.State                      { return runtime.State{Version: 1, Data: []byte(`{}`)} }
+func (h idleHandle) Done() <-chan struct{}                     { return h.done }
+func (h idleHandle) Exit() runtime.Exit                        { return runtime.Exit{Unknown: true} }
+func (h idleHandle) Stop(context.Context, time.Duration) error { return nil }
+func (h idleHandle) Delete(context.Context) error              { return nil }

@@ -35,12 +35,12 @@ func TestAutoStopIdle(t *testing.T) {
 		t.Fatalf("default auto-stop not applied: %v at %v", sb.AutoStopInterval, sb.AutoStopAt())
 	}
 	clock.Advance(15*time.Minute - time.Millisecond)
-	h.sup.Reap()
+	h.sup.Check()
 	if got, _ := h.sup.Get("idle"); got.State != Started {
 		t.Fatalf("stopped before its interval: %+v", got)
 	}
 	clock.Advance(time.Millisecond)
-	h.sup.Reap()
+	h.sup.Check()
 	got, _ := h.sup.Get("idle")
 	if got.State != Stopped || got.ErrorReason != ReasonAutoStopped || got.StopReason != StopAutoStopped {
 		t.Fatalf("after interval: %+v", got)
@@ -66,7 +66,7 @@ func TestRefreshActivityResetsTimerReadsDoNot(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Advance(10 * time.Minute) // 20 min since create, 10 since keep-alive
-	h.sup.Reap()
+	h.sup.Check()
 	if got, _ := h.sup.Get("kept"); got.State != Started {
 		t.Fatalf("stopped despite keep-alive: %+v", got)
 	}
@@ -80,7 +80,7 @@ func TestRefreshActivityResetsTimerReadsDoNot(t *testing.T) {
 		h.sup.Stats()
 	}
 	clock.Advance(5 * time.Minute)
-	h.sup.Reap()
+	h.sup.Check()
 	if got, _ := h.sup.Get("kept"); got.State != Stopped || got.ErrorReason != ReasonAutoStopped {
 		t.Fatalf("reads kept it alive: %+v", got)
 	}
@@ -105,7 +105,7 @@ func TestBusySandboxWithoutKeepAliveStops(t *testing.T) {
 		resp.Body.Close()
 	}
 	clock.Advance(15 * time.Minute)
-	h.sup.Reap()
+	h.sup.Check()
 	if got, _ := h.sup.Get("busy"); got.State != Stopped || got.ErrorReason != ReasonAutoStopped {
 		t.Fatalf("busy sandbox: %+v", got)
 	}
@@ -121,7 +121,7 @@ func TestAutoStopZeroDisablesAndStartingIsSpared(t *testing.T) {
 	h.waitState("forever", Started)
 	// A non-zero interval set later counts as activity and applies.
 	clock.Advance(24 * time.Hour)
-	h.sup.Reap()
+	h.sup.Check()
 	if got, _ := h.sup.Get("forever"); got.State != Started {
 		t.Fatalf("autostop 0 stopped: %+v", got)
 	}
@@ -133,7 +133,7 @@ func TestAutoStopZeroDisablesAndStartingIsSpared(t *testing.T) {
 		t.Fatalf("set autostop: %+v %v", got, err)
 	}
 	clock.Advance(time.Minute)
-	h.sup.Reap()
+	h.sup.Check()
 	if got, _ := h.sup.Get("forever"); got.State != Stopped {
 		t.Fatalf("after setting 1 min: %+v", got)
 	}
@@ -146,7 +146,7 @@ func TestMaxLifetime(t *testing.T) {
 	for range 6 {
 		clock.Advance(10 * time.Minute)
 		h.sup.RefreshActivity("old")
-		h.sup.Reap()
+		h.sup.Check()
 	}
 	if got, _ := h.sup.Get("old"); got.State != Stopped || got.ErrorReason != ReasonMaxLifetime {
 		t.Fatalf("kept-alive sandbox past max lifetime: %+v", got)
@@ -186,20 +186,20 @@ func TestAutoDelete(t *testing.T) {
 	}
 	check(0)
 	clock.Advance(9 * time.Minute)
-	h.sup.Reap()
+	h.sup.Check()
 	check(9 * time.Minute)
 	clock.Advance(time.Minute)
-	h.sup.Reap()
+	h.sup.Check()
 	check(10 * time.Minute)
 	clock.Advance(1000 * time.Hour)
-	h.sup.Reap()
+	h.sup.Check()
 	check(1000 * time.Hour)
 }
 
-// The reap loop runs by itself at the configured interval.
-func TestReapLoopRuns(t *testing.T) {
+// The check loop runs by itself at the configured interval.
+func TestCheckLoopRuns(t *testing.T) {
 	h := newHarness(t, func(o *Options) {
-		o.ReapInterval = 20 * time.Millisecond
+		o.CheckInterval = 20 * time.Millisecond
 		o.AutoStop = 300 * time.Millisecond
 	})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
 // Rehydration results, for metrics.
@@ -59,9 +61,7 @@ func (s *Supervisor) rehydrate(ctx context.Context) {
 			sweep[rt] = append(sweep[rt], marker)
 		}
 	}
-	for name, markers := range sweep {
-		s.opts.Runtimes[name].Sweep(ctx, markers)
-	}
+	s.sweep(ctx, sweep)
 	if len(sweep) == 0 {
 		return
 	}
@@ -77,12 +77,19 @@ func (s *Supervisor) rehydrate(ctx context.Context) {
 				return
 			case <-time.After(after):
 			}
-			for name, markers := range sweep {
-				s.opts.Runtimes[name].Sweep(s.lifetime, markers)
-			}
+			s.sweep(s.lifetime, sweep)
 		}
 		s.removeAbandoned()
 	})
+}
+
+// sweep hands each runtime the markers whose workloads must not survive.
+func (s *Supervisor) sweep(ctx context.Context, markers map[string][]string) {
+	for name, m := range markers {
+		if rt, ok := s.opts.Runtimes.Get(name); ok {
+			rt.Sweep(ctx, m)
+		}
+	}
 }
 
 // removeAbandoned removes the directories of interrupted creates, which
@@ -110,7 +117,7 @@ func (s *Supervisor) removeAbandoned() {
 
 // rehydrateOne loads one record. It returns a runtime and a marker when
 // whatever still carries that marker must be swept.
-func (s *Supervisor) rehydrateOne(ctx context.Context, name string) (runtime, marker string) {
+func (s *Supervisor) rehydrateOne(ctx context.Context, name string) (rtName, marker string) {
 	log := s.log.With("sandbox", name)
 	dir := filepath.Join(s.opts.Root, name)
 	r, err := s.readRecord(name)
@@ -126,8 +133,11 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name string) (runtime, ma
 		s.stats.rehydrated(RehydrateCorrupt)
 		return "", ""
 	}
-	e := &sandbox{id: r.ID, dir: dir, marker: r.Marker, grace: time.Duration(r.StopGraceMs) * time.Millisecond, info: r.sandbox()}
-	rt, haveRuntime := s.opts.Runtimes[r.Runtime]
+	e := &sandbox{
+		id: r.ID, dir: dir, marker: r.Marker, grace: time.Duration(r.StopGraceMs) * time.Millisecond,
+		readyURL: s.readyURL(r.Port), info: r.sandbox(),
+	}
+	rt, haveRuntime := s.opts.Runtimes.Get(r.Runtime)
 	if r.State.Live() {
 		if r.Handle == nil {
 			// Created but never recorded as started: the workload, if
@@ -147,7 +157,7 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name string) (runtime, ma
 		var reason string
 		if !haveRuntime {
 			reason = "runtime " + r.Runtime + " not available after restart"
-		} else if h, err := rt.Adopt(ctx, r.Handle); err == nil {
+		} else if h, err := rt.Adopt(ctx, *r.Handle); err == nil {
 			if s.ports.claim(e.info.Port, e.id) {
 				e.handle = h
 				s.register(e)
@@ -158,14 +168,19 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name string) (runtime, ma
 				return "", ""
 			}
 			// Two records claim one port: keep the first, stop this one.
-			_ = h.Stop(ctx, e.grace)
+			if err := h.Stop(ctx, e.grace); err != nil {
+				log.Error("stop sandbox whose port is taken", "err", err)
+			}
+			if err := h.Delete(ctx); err != nil {
+				log.Error("runtime delete", "err", err)
+			}
 			reason = "port conflict after restart"
 		} else {
-			runtime, marker = r.Runtime, r.Marker // leftovers whose leader is gone
+			rtName, marker = r.Runtime, r.Marker // leftovers whose leader is gone
 			switch {
-			case errors.Is(err, ErrGone):
-				reason = "exited; status unknown"
-			case errors.Is(err, ErrNotOurs):
+			case errors.Is(err, runtime.ErrGone):
+				reason = runtime.Exit{Unknown: true}.String()
+			case errors.Is(err, runtime.ErrNotOurs):
 				reason = "process not verifiable after restart (pid reused); not signalled"
 			default:
 				reason = "not re-adopted after restart: " + err.Error()
@@ -175,13 +190,13 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name string) (runtime, ma
 		s.stats.stopped(e.info.StopReason)
 		// Not fsynced: if this write is lost, the next start finds the
 		// same dead workload and flips it again.
-		if err := s.writeRecord(name, s.toRecord(e.info, e.marker, e.grace, r.Handle), false); err != nil {
+		if err := s.writeRecord(name, s.toRecord(e.info, e.marker, e.grace, *r.Handle), false); err != nil {
 			log.Error("persist sandbox record", "err", err)
 		}
 		log.Warn("sandbox found dead on restart", "errorReason", e.info.ErrorReason)
 		s.register(e)
 		s.stats.rehydrated(RehydrateStopped)
-		return runtime, marker
+		return rtName, marker
 	}
 	s.register(e)
 	s.stats.rehydrated(RehydrateKept)

@@ -89,7 +89,7 @@ type Stats struct {
 // Stats returns the current counters and gauges.
 func (s *Supervisor) Stats() Stats {
 	out := Stats{Sandboxes: map[string]map[State]int{}}
-	for name := range s.opts.Runtimes {
+	for _, name := range s.opts.Runtimes.Names() {
 		out.Sandboxes[name] = map[State]int{Starting: 0, Started: 0, Stopped: 0}
 	}
 	s.mu.Lock()
@@ -97,7 +97,7 @@ func (s *Supervisor) Stats() Stats {
 		if e.pending {
 			continue
 		}
-		sb := s.view(e)
+		sb := e.info
 		if out.Sandboxes[sb.Runtime] == nil {
 			out.Sandboxes[sb.Runtime] = map[State]int{}
 		}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
 // File names inside a sandbox directory <root>/<id>/.
@@ -28,8 +30,10 @@ const (
 )
 
 // recordVersion is written to every record. Older versions are upgraded on
-// load; newer ones are refused rather than misread. Version 2 added rootId.
-const recordVersion = 2
+// load; newer ones are refused rather than misread. Version 2 added rootId;
+// version 3 wraps the handle in a runtime.State (its own version and
+// data), where version 2 held the native runtime's data bare.
+const recordVersion = 3
 
 // record is the persisted form of a sandbox: sandbox.json. It holds no env
 // values.
@@ -56,16 +60,19 @@ type record struct {
 	StopReason     StopReason        `json:"stopReason,omitempty"`
 	StopGraceMs    int64             `json:"stopGraceMs"` // teardown parameters travel with the record
 	Marker         string            `json:"marker"`
-	Handle         json.RawMessage   `json:"handle,omitempty"`
+	Handle         *runtime.State    `json:"handle,omitempty"`
 }
 
-func (s *Supervisor) toRecord(sb Sandbox, marker string, grace time.Duration, handle json.RawMessage) record {
+func (s *Supervisor) toRecord(sb Sandbox, marker string, grace time.Duration, handle runtime.State) record {
 	r := record{
 		Version: recordVersion, ID: sb.ID, RootID: s.fs.id, Runtime: sb.Runtime, State: sb.State,
 		Labels: sb.Labels, Snapshot: sb.Snapshot, Public: sb.Public, Port: sb.Port,
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, LastActivityAt: sb.LastActivityAt,
 		AutoStopMs: sb.AutoStopInterval.Milliseconds(), ErrorReason: sb.ErrorReason,
-		StopReason: sb.StopReason, StopGraceMs: grace.Milliseconds(), Marker: marker, Handle: handle,
+		StopReason: sb.StopReason, StopGraceMs: grace.Milliseconds(), Marker: marker,
+	}
+	if !handle.IsZero() {
+		r.Handle = &handle
 	}
 	if !sb.StartedAt.IsZero() {
 		t := sb.StartedAt
@@ -140,6 +147,17 @@ func (s *Supervisor) readRecord(name string) (record, error) {
 	var r record
 	if err := json.Unmarshal(b, &r); err != nil {
 		return record{}, fmt.Errorf("decode: %w", err)
+	}
+	if r.Version == 2 {
+		// The handle was the native runtime's data, bare: its version 1.
+		var v2 struct{ Handle json.RawMessage }
+		if err := json.Unmarshal(b, &v2); err != nil {
+			return record{}, fmt.Errorf("decode: %w", err)
+		}
+		r.Handle = nil
+		if len(v2.Handle) > 0 && string(v2.Handle) != "null" {
+			r.Handle = &runtime.State{Version: 1, Data: v2.Handle}
+		}
 	}
 	if err := r.validate(name, s.fs.id); err != nil {
 		return record{}, err

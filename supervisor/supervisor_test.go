@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-control-plane/agent-control-plane/proc"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/native"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
@@ -173,7 +176,7 @@ func TestStartupFailures(t *testing.T) {
 func TestFailedCreateLeavesNothing(t *testing.T) {
 	t.Run("spawn fails", func(t *testing.T) {
 		h := newHarness(t, nil)
-		h.sup.opts.Runtimes["native"].(*NativeRuntime).Argv = []string{"/nonexistent/agent"}
+		h.native.Argv = []string{"/nonexistent/agent"}
 		_, err := h.sup.Create(context.Background(), CreateRequest{Name: "broken"})
 		if err == nil || CreateResult(err) != CreateFailed {
 			t.Fatalf("create: %v", err)
@@ -299,7 +302,7 @@ func TestForeignPIDNeverSignalled(t *testing.T) {
 		Version: recordVersion, ID: "victim", RootID: off.fs.id, Runtime: "native", State: Started, Port: h.opts.PortLo,
 		CreatedAt: now, UpdatedAt: now, LastActivityAt: now, Marker: "victim.deadbeef", StopGraceMs: 100,
 		// This boot, another start time: the PID was reused.
-		Handle: json.RawMessage(fmt.Sprintf(`{"pid":%d,"pgid":%d,"startTime":1,"bootId":%q,"marker":"victim.deadbeef"}`, foreign, foreign, boot)),
+		Handle: &runtime.State{Version: 1, Data: json.RawMessage(fmt.Sprintf(`{"pid":%d,"pgid":%d,"startTime":1,"bootId":%q,"marker":"victim.deadbeef"}`, foreign, foreign, boot))},
 	}
 	if err := off.writeRecord("victim", rec, true); err != nil {
 		t.Fatal(err)
@@ -400,7 +403,7 @@ func TestInterruptedCreateSwept(t *testing.T) {
 
 func TestSecondSupervisorRefused(t *testing.T) {
 	h := newHarness(t, nil)
-	_, err := New(context.Background(), Options{Root: h.opts.Root, PortLo: 1, PortHi: 2})
+	_, err := New(context.Background(), Options{Root: h.opts.Root, PortLo: 1, PortHi: 2, Runtimes: registry(idleRuntime{})})
 	var locked *ErrRootLocked
 	if !errorsAs(err, &locked) || locked.PID != os.Getpid() {
 		t.Fatalf("second supervisor on the same root: %v", err)
@@ -422,5 +425,107 @@ func TestForeignPortSkipped(t *testing.T) {
 	h.waitState("skips", Started)
 	if _, err := h.sup.Create(context.Background(), CreateRequest{Name: "none-left"}); !isErr(err, ErrPortsExhausted) {
 		t.Fatalf("third create: %v, want ErrPortsExhausted", err)
+	}
+}
+
+// A record written by a daemon before handles were versioned (record
+// version 2, the native handle's data bare) is still re-adopted.
+func TestVersion2RecordReadopted(t *testing.T) {
+	h := newHarness(t, nil)
+	h.create("old", nil, nil)
+	h.waitState("old", Started)
+	pid := h.pid("old")
+	h.close(false)
+	path := filepath.Join(h.opts.Root, "old", RecordFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r map[string]any
+	json.Unmarshal(b, &r)
+	r["version"] = 2
+	r["handle"] = r["handle"].(map[string]any)["data"]
+	b, _ = json.Marshal(r)
+	os.WriteFile(path, b, 0o600)
+	h.start()
+	sb, err := h.sup.Get("old")
+	if err != nil || sb.State != Started || h.pid("old") != pid {
+		t.Fatalf("after restart: %+v %v (pid %d, was %d)", sb, err, h.pid("old"), pid)
+	}
+}
+
+// A runtime name that is not registered is refused with the names that
+// are, and leaves nothing behind.
+func TestUnknownRuntimeListsRegistered(t *testing.T) {
+	h := newHarness(t, nil)
+	_, err := h.sup.Create(context.Background(), CreateRequest{Name: "x", Runtime: "firecracker"})
+	if !isErr(err, ErrUnsupportedRuntime) || !strings.Contains(err.Error(), "native") {
+		t.Fatalf("create: %v", err)
+	}
+	if got := h.sup.Runtimes(); len(got) != 1 || got[0] != "native" {
+		t.Fatalf("Runtimes() = %v", got)
+	}
+	assertNothingLeft(t, h, "x")
+}
+
+type countingRuntime struct {
+	runtime.Runtime
+	deletes atomic.Int32
+}
+
+type countingHandle struct {
+	runtime.Handle
+	deletes *atomic.Int32
+}
+
+func (c *countingRuntime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle, error) {
+	h, err := c.Runtime.Start(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return countingHandle{h, &c.deletes}, nil
+}
+
+func (h countingHandle) Delete(ctx context.Context) error {
+	h.deletes.Add(1)
+	return h.Handle.Delete(ctx)
+}
+
+// The runtime's Delete runs once per workload, whether it was stopped or
+// exited by itself, and not again when the sandbox is deleted.
+func TestRuntimeDeleteOncePerWorkload(t *testing.T) {
+	var rt *countingRuntime
+	h := newHarness(t, func(o *Options) {
+		w, err := proc.NewWatcher()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w.Close() })
+		rt = &countingRuntime{Runtime: &native.Runtime{Watcher: w, Argv: testenv.StubArgv(t)}}
+		o.Runtimes = registry(rt)
+	})
+	h.create("stopped", nil, nil)
+	h.waitState("stopped", Started)
+	if _, err := h.sup.Stop(context.Background(), "stopped", true); err != nil {
+		t.Fatal(err)
+	}
+	if n := rt.deletes.Load(); n != 1 {
+		t.Fatalf("after a stop: %d deletes, want 1", n)
+	}
+	h.create("crashed", nil, nil)
+	h.waitState("crashed", Started)
+	syscall.Kill(h.pid("crashed"), syscall.SIGKILL)
+	sb := h.waitState("crashed", Stopped)
+	if sb.ErrorReason != "killed by signal SIGKILL" {
+		t.Errorf("errorReason %q", sb.ErrorReason)
+	}
+	testenv.Eventually(t, "delete after the exit", func() bool { return rt.deletes.Load() == 2 })
+	for _, id := range []string{"stopped", "crashed"} {
+		if err := h.sup.Delete(context.Background(), id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := rt.deletes.Load(); n != 2 {
+		t.Fatalf("after deleting both: %d deletes, want 2", n)
 	}
 }

@@ -90,7 +90,7 @@ func TestPopulatedRootRefused(t *testing.T) {
 	homeLike(t, home)
 	before := tree(t, home)
 	for range 2 {
-		_, err := New(context.Background(), Options{Root: home, PortLo: 1, PortHi: 2})
+		_, err := New(context.Background(), Options{Root: home, PortLo: 1, PortHi: 2, Runtimes: registry(idleRuntime{})})
 		if !errors.Is(err, ErrRootNotOurs) {
 			t.Fatalf("New on a populated directory: %v, want ErrRootNotOurs", err)
 		}
@@ -103,7 +103,7 @@ func TestPopulatedRootRefused(t *testing.T) {
 	}
 	// An empty directory is taken and marked; a new one is made.
 	for _, root := range []string{t.TempDir(), filepath.Join(t.TempDir(), "a", "b")} {
-		s, err := New(context.Background(), Options{Root: root, PortLo: 1, PortHi: 2})
+		s, err := New(context.Background(), Options{Root: root, PortLo: 1, PortHi: 2, Runtimes: registry(idleRuntime{})})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -288,9 +288,9 @@ func TestPlantedGroupLeavesStrangerAlive(t *testing.T) {
 	stranger := testenv.ForeignProcess(t)
 	h.editRecord("victim", func(r *record) {
 		var id map[string]any
-		json.Unmarshal(r.Handle, &id)
+		json.Unmarshal(r.Handle.Data, &id)
 		id["pgid"] = stranger
-		r.Handle, _ = json.Marshal(id)
+		r.Handle.Data, _ = json.Marshal(id)
 	})
 	h.start()
 	sb, err := h.sup.Stop(context.Background(), "victim", false)

@@ -1,14 +1,15 @@
 // Package supervisor owns the sandboxes of one root directory: their
 // registry, state machine, port leases, persisted records, re-adoption after a
-// restart, idle auto-stop and the event feed. It drives workloads through the
-// Runtime interface (proc for native children) and knows nothing of HTTP.
+// restart, idle auto-stop and the event feed. It drives workloads only
+// through the contract in package runtime (the implementations are wired
+// in by the daemon) and knows nothing of HTTP.
 package supervisor
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
 // State is a sandbox's lifecycle state. The only transitions are
@@ -91,11 +92,13 @@ func (s Sandbox) AutoStopAt() time.Time {
 // CreateRequest asks for a new sandbox.
 type CreateRequest struct {
 	Name     string
-	Runtime  string // "native" when empty
+	Runtime  string // the registry's default when empty
 	Snapshot string
 	Env      map[string]string
 	Labels   map[string]string
 	Public   bool
+	// Resources are handed to the runtime; zero fields set no limit.
+	Resources runtime.Resources
 	// AutoStopInterval nil takes the daemon default; 0 disables.
 	AutoStopInterval *time.Duration
 	// AutoDeleteInterval nil or negative never deletes; see Sandbox.
@@ -111,57 +114,4 @@ var (
 	ErrPortsExhausted     = errors.New("port range exhausted")
 	ErrNotRunning         = errors.New("sandbox is not running")
 	ErrClosed             = errors.New("supervisor closed")
-
-	// ErrGone is wrapped by Runtime.Adopt when the workload has exited.
-	ErrGone = errors.New("workload gone")
-	// ErrNotOurs is wrapped by Runtime.Adopt when the recorded handle now
-	// names something that is not ours (a reused PID).
-	ErrNotOurs = errors.New("workload identity does not match")
 )
-
-// Runtime starts and re-adopts the workload of a sandbox. Implementations:
-// the native runtime (a detached child process); a container runtime slots
-// in beside it.
-type Runtime interface {
-	// Start launches the workload and returns once it exists; readiness is
-	// the supervisor's business. On error nothing of the workload remains.
-	Start(ctx context.Context, spec Spec) (Handle, error)
-	// Adopt reattaches to a workload started by an earlier daemon, from the
-	// state its Handle reported. It must verify identity before returning a
-	// Handle and must signal nothing it cannot verify. An error means the
-	// workload is gone or is not ours.
-	Adopt(ctx context.Context, state json.RawMessage) (Handle, error)
-	// Sweep kills whatever still carries one of markers: workloads
-	// started just before a daemon died, whose handle never reached disk,
-	// and leftovers of ones whose leader is gone. One call covers every
-	// marker, so a restart looks at the machine once.
-	Sweep(ctx context.Context, markers []string)
-}
-
-// Spec is what a Runtime needs to start one sandbox.
-type Spec struct {
-	ID        string
-	Env       []string // KEY=VALUE, complete
-	Dir       string   // the sandbox directory
-	Workspace string   // the working directory
-	Stdout    string   // log file paths
-	Stderr    string
-	Port      int
-	Marker    string // unique per sandbox; identifies its processes
-	Snapshot  string
-}
-
-// Handle is one running workload.
-type Handle interface {
-	// State is persisted and handed to Runtime.Adopt after a restart.
-	State() json.RawMessage
-	// Done is closed when the workload has exited.
-	Done() <-chan struct{}
-	// ExitReason says how it ended, after Done: "exit code 1", "killed by
-	// signal SIGKILL", "exited; status unknown".
-	ExitReason() string
-	// Stop ends the workload: a polite signal, up to grace to exit, then a
-	// forced kill. A grace of zero kills at once. It returns when the
-	// workload is gone or ctx ends.
-	Stop(ctx context.Context, grace time.Duration) error
-}

@@ -109,6 +109,8 @@ type Info struct {
 	StartedAt  Time   `json:"startedAt"`
 	Root       string `json:"root"`
 	PortRange  string `json:"portRange"`
+	// Runtimes lists the runtimes creates may name, the default first.
+	Runtimes []string `json:"runtimes"`
 }
 
 // ErrorBody is every error answer: {"error":{"code","message"}}.

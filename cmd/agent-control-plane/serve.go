@@ -25,6 +25,9 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/conf"
 	"github.com/agent-control-plane/agent-control-plane/proc"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/native"
 )
 
 // baseEnvKeys are passed from the daemon to every child: what a program
@@ -38,41 +41,35 @@ var nonInteractive = map[string]string{
 	"DEBIAN_FRONTEND":     "noninteractive",
 }
 
-func runServe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	// Only the flags set are passed on (conf applies the precedence); the
-	// defaults here are for the help text and come from conf.
-	def := conf.Default(os.Getenv)
-	configPath := fs.String("config", "", "TOML config `file` (default: $AGENT_CONTROL_PLANE_CONFIG)")
-	fs.String("listen", def.Listen, "listen `address` (loopback only unless the config allows otherwise)")
-	fs.String("root", def.Root, "sandbox root `dir`")
-	fs.String("port-range", def.Ports.String(), "sandbox port `range` LO-HI")
-	fs.String("log-format", def.LogFormat, "log format: text or json")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: agent-control-plane serve [flags]\n\nRuns the daemon in the foreground. Precedence: flag > environment > config file > default.")
-		fs.PrintDefaults()
+func serveCommand() command {
+	var configPath string
+	return command{
+		name: "serve", summary: "run the daemon in the foreground (precedence: flag > environment > config file > default)",
+		flags: func(fs *flag.FlagSet) {
+			// Only the flags set are passed on (conf applies the
+			// precedence); the defaults here are for the help text.
+			def := conf.Default(os.Getenv)
+			fs.StringVar(&configPath, "config", "", "TOML config `file` (default: $AGENT_CONTROL_PLANE_CONFIG)")
+			fs.String("listen", def.Listen, "listen `address` (loopback only unless the config allows otherwise)")
+			fs.String("root", def.Root, "sandbox root `dir`")
+			fs.String("port-range", def.Ports.String(), "sandbox port `range` LO-HI")
+			fs.String("log-format", def.LogFormat, "log format: text or json")
+		},
+		exec: func(_ context.Context, c *cli, _ []string) error {
+			flags := map[string]string{}
+			c.flags.Visit(func(f *flag.Flag) {
+				if f.Name != "config" {
+					flags[f.Name] = f.Value.String()
+				}
+			})
+			src := conf.Sources{File: configPath, Flags: flags}
+			cfg, err := conf.Load(src)
+			if err != nil {
+				return usagef("serve", "%v", err)
+			}
+			return serve(cfg, src, c.stderr)
+		},
 	}
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
-	}
-	flags := map[string]string{}
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name != "config" {
-			flags[f.Name] = f.Value.String()
-		}
-	})
-	src := conf.Sources{File: *configPath, Flags: flags}
-	cfg, err := conf.Load(src)
-	if err != nil {
-		fmt.Fprintln(stderr, "agent-control-plane:", err)
-		return exitUsage
-	}
-	if err := serve(cfg, src, stderr); err != nil {
-		fmt.Fprintln(stderr, "agent-control-plane:", err)
-		return exitFailure
-	}
-	return exitOK
 }
 
 func newLogger(cfg conf.Config, level *slog.LevelVar, w io.Writer) *slog.Logger {
@@ -141,13 +138,19 @@ func serve(cfg conf.Config, src conf.Sources, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Every runtime this daemon offers is registered here, and only here.
+	runtimes := &runtime.Registry{}
+	if err := runtimes.Register("native", &native.Runtime{Watcher: watcher, Argv: argv}); err != nil {
+		return err
+	}
 	sup, err := supervisor.New(ctx, supervisor.Options{
 		Root: cfg.Root, PortLo: cfg.Ports.Lo, PortHi: cfg.Ports.Hi,
-		Runtimes:  map[string]supervisor.Runtime{"native": &supervisor.NativeRuntime{Watcher: watcher, Argv: argv}},
+		Runtimes:  runtimes,
 		ReadyPath: cfg.ReadyPath, StartupTimeout: cfg.StartupTimeout, StopGrace: cfg.StopGrace,
-		ReapInterval: cfg.ReapInterval, AutoStop: cfg.AutoStop, MaxLifetime: cfg.MaxLifetime,
-		EventBuffer: cfg.EventBuffer, ReapOnExit: cfg.ReapOnExit, LogMaxBytes: cfg.LogMaxBytes,
-		BaseEnv: baseEnv(), ForwardEnv: forward, Logger: log,
+		CheckInterval: cfg.ReapInterval, AutoStop: cfg.AutoStop, MaxLifetime: cfg.MaxLifetime,
+		EventBuffer: cfg.EventBuffer, StopOnClose: cfg.ReapOnExit, LogMaxBytes: cfg.LogMaxBytes,
+		Env:    childenv.Policy{Base: baseEnv(), Forward: forward, ForwardUnless: cfg.EnvForwardUnless},
+		Logger: log,
 	})
 	if err != nil {
 		return err

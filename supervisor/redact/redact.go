@@ -1,4 +1,4 @@
-package supervisor
+package redact
 
 import (
 	"context"
@@ -37,8 +37,8 @@ type Redactor struct {
 // "on") would shred ordinary text without protecting anything.
 const minSecretLen = 4
 
-// NewRedactor returns a Redactor for the given secret values.
-func NewRedactor(secrets []string) *Redactor {
+// New returns a Redactor for the given secret values.
+func New(secrets []string) *Redactor {
 	var forms []string
 	for _, s := range secrets {
 		if len(s) < minSecretLen {

@@ -1,4 +1,4 @@
-package supervisor
+package redact
 
 import (
 	"regexp"
@@ -82,7 +82,7 @@ func FuzzRedactMatchesReference(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	r := NewRedactor(nil)
+	r := New(nil)
 	f.Fuzz(func(t *testing.T, s string) {
 		if got, want := r.Redact(s), refRedact(s); got != want {
 			t.Fatalf("Redact(%q)\n got %q\nwant %q", s, got, want)

@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/redact"
 )
 
 // Logs are a sandbox's entrypoint logs, redacted.
@@ -33,7 +35,7 @@ func (s *Supervisor) EntrypointLogs(ctx context.Context, id string, tail int) (L
 	if tail <= 0 {
 		tail = DefaultLogTail
 	}
-	r := NewRedactor(s.secretsOf(e))
+	r := redact.New(s.secretsOf(e))
 	var out Logs
 	for _, f := range []struct {
 		name string
@@ -55,10 +57,7 @@ func (s *Supervisor) EntrypointLogs(ctx context.Context, id string, tail int) (L
 // secretsOf returns the values of e's env whose keys look secret, plus
 // every forwarded credential.
 func (s *Supervisor) secretsOf(e *sandbox) []string {
-	var out []string
-	for _, v := range s.opts.ForwardEnv {
-		out = append(out, v)
-	}
+	out := s.opts.Env.Secrets()
 	b, err := s.fs.readFile(e.id+"/"+EnvFile, maxEnvBytes)
 	if err != nil {
 		s.log.Warn("read sandbox environment for redaction", "sandbox", e.id, "err", err)
@@ -69,7 +68,7 @@ func (s *Supervisor) secretsOf(e *sandbox) []string {
 		return out
 	}
 	for k, v := range env {
-		if SecretKey(k) {
+		if redact.SecretKey(k) {
 			out = append(out, v)
 		}
 	}

@@ -1,0 +1,190 @@
+package supervisor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+)
+
+func newMarker(id string) string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return id + "." + hex.EncodeToString(b)
+}
+
+// Create validates req, leases a port, writes the sandbox directory and
+// starts the workload. It returns the sandbox in state starting; readiness
+// is probed in the background. On any error nothing is left behind: no
+// process, no port lease, no directory.
+func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox, err error) {
+	defer func() { s.stats.created(err) }()
+	if req.Runtime == "" {
+		req.Runtime = s.opts.Runtimes.Default()
+	}
+	if err := req.Validate(); err != nil {
+		return Sandbox{}, err
+	}
+	rt, ok := s.opts.Runtimes.Get(req.Runtime)
+	if !ok {
+		return Sandbox{}, fmt.Errorf("%w: %q: this daemon runs %s", ErrUnsupportedRuntime, Clip(req.Runtime, MaxQuoted), strings.Join(s.opts.Runtimes.Names(), ", "))
+	}
+	now := s.clock()
+	autoStop := time.Duration(s.autoStop.Load())
+	if req.AutoStopInterval != nil {
+		autoStop = *req.AutoStopInterval
+	}
+	var autoDelete *time.Duration
+	if req.AutoDeleteInterval != nil && *req.AutoDeleteInterval >= 0 {
+		d := *req.AutoDeleteInterval
+		autoDelete = &d
+	}
+	e := &sandbox{
+		pending: true,
+		id:      req.Name,
+		dir:     filepath.Join(s.opts.Root, req.Name),
+		marker:  newMarker(req.Name),
+		grace:   s.opts.StopGrace,
+		info: Sandbox{
+			ID: req.Name, Runtime: req.Runtime, State: Starting, Labels: cloneMap(req.Labels),
+			Snapshot: req.Snapshot, Public: req.Public, CreatedAt: now, UpdatedAt: now,
+			LastActivityAt: now, AutoStopInterval: autoStop, AutoDeleteInterval: autoDelete,
+		},
+	}
+	// Reserve the name.
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return Sandbox{}, ErrClosed
+	}
+	if _, taken := s.sandboxes[req.Name]; taken {
+		s.mu.Unlock()
+		return Sandbox{}, fmt.Errorf("%w: %s", ErrConflict, req.Name)
+	}
+	s.sandboxes[req.Name] = e
+	s.mu.Unlock()
+	e.op.Lock()
+	defer e.op.Unlock()
+
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+			s.mu.Lock()
+			delete(s.sandboxes, req.Name)
+			s.mu.Unlock()
+		}
+	}()
+
+	port, err := s.ports.lease(req.Name)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	undo = append(undo, func() { s.ports.release(port, req.Name) })
+	e.info.Port = port
+	e.readyURL = s.readyURL(port)
+
+	// The directory is built under a staging name that proves it is ours
+	// (see rootFS.tempName) and appears under its own name, complete with
+	// its intent record, in one rename that never replaces anything: a
+	// daemon that dies on the way leaves either a staging directory it
+	// can prove it made, or a sandbox directory with a record.
+	made := s.fs.tempName(kindNew)
+	if err := s.fs.mkdir(made); err != nil {
+		return Sandbox{}, fmt.Errorf("create sandbox directory: %w", err)
+	}
+	undo = append(undo, func() {
+		if err := s.fs.removeAll(made); err != nil {
+			s.log.Error("remove directory of a failed create", "sandbox", req.Name, "err", err)
+		}
+	})
+	workspace := filepath.Join(e.dir, WorkspaceDir)
+	if err := s.fs.mkdir(made + "/" + WorkspaceDir); err != nil {
+		return Sandbox{}, fmt.Errorf("create workspace: %w", err)
+	}
+	env := s.opts.Env.Build(req.Env, map[string]string{
+		"PORT":                strconv.Itoa(port),
+		"AGENT_SANDBOX_ID":    req.Name,
+		"AGENT_WORKSPACE_DIR": workspace,
+	})
+	envJSON, err := json.MarshalIndent(env, "", "  ")
+	if err != nil {
+		return Sandbox{}, err
+	}
+	// The env file and the intent record are not fsynced: they must exist
+	// before the workload does, so that a daemon that dies mid-create
+	// leaves a record whose marker finds the child. Durability against
+	// power loss comes with the committed record below, whose directory
+	// fsync covers them too; a power loss kills the child anyway.
+	if err := s.fs.createFile(made+"/"+EnvFile, envJSON); err != nil {
+		return Sandbox{}, fmt.Errorf("write %s: %w", EnvFile, err)
+	}
+	intent, err := json.MarshalIndent(s.toRecord(e.info, e.marker, e.grace, runtime.State{}), "", "  ")
+	if err != nil {
+		return Sandbox{}, err
+	}
+	if err := s.fs.createFile(made+"/"+RecordFile, append(intent, '\n')); err != nil {
+		return Sandbox{}, fmt.Errorf("write %s: %w", RecordFile, err)
+	}
+	if err := s.fs.renameNoReplace(made, req.Name); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return Sandbox{}, fmt.Errorf("%w: %s: the root holds an entry of that name that is not a sandbox; it is left alone", ErrConflict, req.Name)
+		}
+		return Sandbox{}, fmt.Errorf("create sandbox directory: %w", err)
+	}
+	made = req.Name
+	h, err := rt.Start(context.WithoutCancel(ctx), runtime.Spec{
+		ID: req.Name, Env: childenv.List(env), Dir: e.dir, Workspace: workspace,
+		Stdout: filepath.Join(e.dir, StdoutFile), Stderr: filepath.Join(e.dir, StderrFile),
+		Port: port, Marker: e.marker, Snapshot: req.Snapshot,
+		Resources: req.Resources, ReadyURL: e.readyURL,
+	})
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("start workload: %w", err)
+	}
+	undo = append(undo, func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := h.Stop(stopCtx, 0); err != nil {
+			s.log.Error("stop the workload of a failed create", "sandbox", req.Name, "err", err)
+		}
+		if err := h.Delete(stopCtx); err != nil {
+			s.log.Error("runtime delete after a failed create", "sandbox", req.Name, "err", err)
+		}
+	})
+	if err := s.writeRecord(e.id, s.toRecord(e.info, e.marker, e.grace, h.State()), true); err != nil {
+		return Sandbox{}, fmt.Errorf("write %s: %w", RecordFile, err)
+	}
+
+	s.mu.Lock()
+	e.handle = h
+	e.pending = false
+	info := e.info
+	s.events.publish(Event{Type: EventCreated, Time: now, Sandbox: info})
+	s.mu.Unlock()
+	s.log.Info("sandbox created", "sandbox", req.Name, "runtime", req.Runtime, "port", port, "labels", req.Labels)
+	s.logs.watch(e.id)
+	s.watch(e, h, s.opts.StartupTimeout)
+	return info, nil
+}
+
+// cloneMap copies m; nil becomes an empty map.
+func cloneMap(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return maps.Clone(m)
+}

@@ -1,0 +1,302 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/probe"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+)
+
+// watch starts the goroutine that follows a live workload: readiness for up
+// to timeout (measured on the real clock), then exit. After Close it starts
+// nothing: the workload outlives the daemon.
+func (s *Supervisor) watch(e *sandbox, h runtime.Handle, timeout time.Duration) {
+	if !s.track() {
+		return
+	}
+	go func() {
+		defer s.bg.Done()
+		s.awaitReady(e, h, timeout)
+		select {
+		case <-h.Done():
+			s.exited(e, h)
+		case <-s.lifetime.Done():
+		}
+	}()
+}
+
+// awaitReady probes the readiness URL until it answers 2xx, the workload
+// exits, the deadline passes or the supervisor closes.
+func (s *Supervisor) awaitReady(e *sandbox, h runtime.Handle, timeout time.Duration) {
+	s.mu.Lock()
+	state := e.info.State
+	s.mu.Unlock()
+	if state != Starting {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.lifetime, max(timeout, 0))
+	defer cancel()
+	go func() {
+		select {
+		case <-h.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err := probe.Readiness.Until(ctx, func(ctx context.Context) (bool, error) {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		return s.probe.Ready(ctx, e.readyURL), nil
+	})
+	switch {
+	case err == nil:
+		s.transition(e, h, func(sb *Sandbox) (string, bool) {
+			if sb.State != Starting {
+				return "", false
+			}
+			sb.State = Started
+			sb.StartedAt = s.clock()
+			return EventStarted, true
+		})
+	case s.lifetime.Err() != nil, isDone(h.Done()):
+	default:
+		s.log.Warn("sandbox not ready before the startup deadline", "sandbox", e.id, "url", e.readyURL)
+		s.stop(e, StopStartupFailed, ReasonStartupTimeout, 0)
+	}
+}
+
+func isDone(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// transition applies change to e under its op lock if the handle is still
+// e's, persists the record and publishes the named event.
+func (s *Supervisor) transition(e *sandbox, h runtime.Handle, change func(*Sandbox) (event string, ok bool)) {
+	e.op.Lock()
+	defer e.op.Unlock()
+	s.mu.Lock()
+	if e.handle != h {
+		s.mu.Unlock()
+		return
+	}
+	next := e.info
+	ev, ok := change(&next)
+	if !ok {
+		s.mu.Unlock()
+		return
+	}
+	next.UpdatedAt = s.clock()
+	s.mu.Unlock()
+	s.commit(e, next, ev)
+}
+
+// commit persists next as e's state and then makes it visible with event ev
+// (if not empty). Callers hold e.op. A record that cannot be written is
+// logged: the in-memory state still reflects the truth about the process.
+func (s *Supervisor) commit(e *sandbox, next Sandbox, ev string) {
+	if err := s.writeRecord(e.id, s.toRecord(next, e.marker, e.grace, s.handleState(e)), true); err != nil {
+		s.log.Error("persist sandbox record", "sandbox", next.ID, "err", err)
+	}
+	s.mu.Lock()
+	e.info = next
+	if ev != "" {
+		s.events.publish(Event{Type: ev, Time: next.UpdatedAt, Sandbox: next})
+	}
+	s.mu.Unlock()
+	if ev != "" {
+		s.log.Info("sandbox "+strings.TrimPrefix(ev, "sandbox."), "sandbox", next.ID, "errorReason", next.ErrorReason)
+	}
+}
+
+func (s *Supervisor) handleState(e *sandbox) runtime.State {
+	s.mu.Lock()
+	h := e.handle
+	s.mu.Unlock()
+	if h == nil {
+		return runtime.State{}
+	}
+	return h.State()
+}
+
+// exited handles a workload that ended by itself.
+func (s *Supervisor) exited(e *sandbox, h runtime.Handle) {
+	how := h.Exit().String()
+	var port int
+	stopped := false
+	s.transition(e, h, func(sb *Sandbox) (string, bool) {
+		if !sb.State.Live() {
+			return "", false
+		}
+		markExited(sb, how, s.clock())
+		port, stopped = sb.Port, true
+		s.stats.stopped(sb.StopReason)
+		return EventStopped, true
+	})
+	if stopped {
+		s.gone(e, h, port)
+		s.afterStop(e)
+	}
+}
+
+// markExited records in sb that its workload ended by itself, how, at now.
+func markExited(sb *Sandbox, how string, now time.Time) {
+	if sb.State == Starting {
+		sb.ErrorReason = ReasonExitedStartup + ": " + how
+		sb.StopReason = StopStartupFailed
+	} else {
+		sb.ErrorReason = how
+		sb.StopReason = StopCrashed
+	}
+	sb.State = Stopped
+	sb.StoppedAt = now
+	sb.UpdatedAt = now
+}
+
+// Stop stops a sandbox: SIGTERM, the grace period, SIGKILL (force skips
+// the grace). It is terminal and idempotent: stopping a stopped sandbox
+// returns it unchanged. A stop runs to its end even when ctx ends first;
+// Stop then returns ctx's error without waiting for it.
+func (s *Supervisor) Stop(ctx context.Context, id string, force bool) (Sandbox, error) {
+	e, err := s.lookup(id)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	grace := e.grace
+	if force {
+		grace = 0
+	}
+	if err := s.detach(ctx, func() error { return s.stop(e, StopExplicit, "", grace) }); err != nil {
+		return Sandbox{}, err
+	}
+	// Not Get: a sandbox with auto-delete 0 is already gone (destroyed).
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return e.info, nil
+}
+
+// stop ends e's workload and marks it stopped; see stopHoldingOp.
+func (s *Supervisor) stop(e *sandbox, why StopReason, errorReason string, grace time.Duration) error {
+	e.op.Lock()
+	stopped, err := s.stopHoldingOp(e, why, errorReason, grace)
+	e.op.Unlock()
+	if stopped && why != StopDeleted {
+		s.afterStop(e)
+	}
+	return err
+}
+
+// stopHoldingOp ends e's workload and marks it stopped with the reasons.
+// The caller holds e.op for the whole stop, so operations on e wait for it;
+// other sandboxes do not. The port is released only after the workload is
+// gone. It reports whether it stopped anything.
+func (s *Supervisor) stopHoldingOp(e *sandbox, why StopReason, errorReason string, grace time.Duration) (bool, error) {
+	s.mu.Lock()
+	live, h, port := e.info.State.Live(), e.handle, e.info.Port
+	s.mu.Unlock()
+	if !live {
+		return false, nil
+	}
+	if h != nil {
+		// Bounded, whoever asked: callers that may leave go through
+		// detach.
+		ctx, cancel := context.WithTimeout(context.Background(), grace+30*time.Second)
+		err := h.Stop(ctx, grace)
+		cancel()
+		if err != nil {
+			s.log.Error("stop sandbox", "sandbox", e.id, "err", err)
+			return false, fmt.Errorf("stop %s: %w", e.id, err)
+		}
+	}
+	s.mu.Lock()
+	next := e.info
+	s.mu.Unlock()
+	next.State = Stopped
+	next.ErrorReason = errorReason
+	next.StopReason = why
+	next.StoppedAt = s.clock()
+	next.UpdatedAt = next.StoppedAt
+	s.stats.stopped(why)
+	s.commit(e, next, EventStopped)
+	s.gone(e, h, port)
+	return true, nil
+}
+
+// gone releases what a sandbox's workload held, once it is gone: its port,
+// its logs' cap and, through the runtime's Delete, whatever the runtime
+// made for it. Each handle passes here once: from exited or from a stop,
+// whichever committed the stop.
+func (s *Supervisor) gone(e *sandbox, h runtime.Handle, port int) {
+	s.ports.release(port, e.id)
+	s.logs.release(e.id)
+	if h == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.Delete(ctx); err != nil {
+		s.log.Error("runtime delete", "sandbox", e.id, "err", err)
+	}
+}
+
+// afterStop deletes a sandbox whose auto-delete interval is zero.
+func (s *Supervisor) afterStop(e *sandbox) {
+	s.mu.Lock()
+	ad := e.info.AutoDeleteInterval
+	s.mu.Unlock()
+	if ad != nil && *ad == 0 {
+		if err := s.delete(e); err != nil {
+			s.log.Error("auto-delete", "sandbox", e.id, "err", err)
+		}
+	}
+}
+
+// Delete stops a sandbox if needed and removes its directory and record.
+// Deleting a sandbox that does not exist succeeds and touches nothing on
+// disk, whatever the root holds under that name. Like Stop, a delete runs
+// to its end even when ctx ends first.
+func (s *Supervisor) Delete(ctx context.Context, id string) error {
+	e, err := s.lookup(id)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return s.detach(ctx, func() error { return s.delete(e) })
+}
+
+func (s *Supervisor) delete(e *sandbox) error {
+	if err := s.stop(e, StopDeleted, "", e.grace); err != nil {
+		return err
+	}
+	e.op.Lock()
+	defer e.op.Unlock()
+	s.mu.Lock()
+	if cur, ok := s.sandboxes[e.id]; !ok || cur != e {
+		s.mu.Unlock()
+		return nil // deleted meanwhile
+	}
+	s.mu.Unlock()
+	if err := s.fs.removeAll(e.id); err != nil {
+		return fmt.Errorf("remove sandbox directory: %w", err)
+	}
+	s.mu.Lock()
+	delete(s.sandboxes, e.id)
+	gone := e.info
+	gone.State = Destroyed
+	gone.UpdatedAt = s.clock()
+	e.info = gone
+	s.events.publish(Event{Type: EventDeleted, Time: gone.UpdatedAt, Sandbox: gone})
+	s.mu.Unlock()
+	s.log.Info("sandbox deleted", "sandbox", gone.ID)
+	return nil
+}

@@ -1,0 +1,162 @@
+package supervisor
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Get returns one sandbox by id or name. Reads and events agree: a
+// workload that has exited shows as stopped once its exit is committed
+// (record written, port released, event published), never before.
+func (s *Supervisor) Get(id string) (Sandbox, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.sandboxes[id]
+	if !ok || e.pending {
+		return Sandbox{}, fmt.Errorf("%w: %s", ErrNotFound, Clip(id, MaxQuoted))
+	}
+	return e.info, nil
+}
+
+// List returns the sandboxes whose labels match f, oldest first.
+func (s *Supervisor) List(f Filter) []Sandbox {
+	page, _ := s.ListPage(ListOptions{Labels: f})
+	return page
+}
+
+func (s *Supervisor) listLocked(f Filter) []Sandbox {
+	page, _ := s.listPageLocked(ListOptions{Labels: f})
+	return page
+}
+
+// Cursor is a position in the list order (creation time, then id).
+type Cursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+func (c Cursor) before(k listKey) bool { return listKey{at: c.CreatedAt, id: c.ID}.less(k) }
+
+// ListOptions choose a page of the list.
+type ListOptions struct {
+	Labels Filter
+	States []State // any of these; empty: every state
+	After  *Cursor // only sandboxes after this position; nil: from the start
+	Limit  int     // at most this many; 0 or less: all
+}
+
+// ListPage returns the sandboxes that match o in list order (oldest first,
+// then by id), at most o.Limit of them, and whether more follow. Walking
+// pages with After set to the last one returned sees every sandbox that
+// exists throughout the walk exactly once, whatever is created or deleted
+// meanwhile. It holds at most Limit sandboxes, whatever the registry's
+// size.
+func (s *Supervisor) ListPage(o ListOptions) (page []Sandbox, more bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listPageLocked(o)
+}
+
+func (s *Supervisor) listPageLocked(o ListOptions) (page []Sandbox, more bool) {
+	limit := o.Limit
+	if limit <= 0 {
+		limit = math.MaxInt
+	}
+	// Candidates are small (position and entry); the limit+1 first are
+	// kept in a max-heap by position, and only the page's are copied out.
+	h := &pageHeap{}
+	for _, e := range s.sandboxes {
+		if e.pending || !o.Labels.Match(e.info.Labels) {
+			continue
+		}
+		if len(o.States) > 0 && !slices.Contains(o.States, e.info.State) {
+			continue
+		}
+		c := listKey{e.info.CreatedAt, e.id, e}
+		if o.After != nil && !o.After.before(c) {
+			continue
+		}
+		switch {
+		case limit == math.MaxInt:
+			*h = append(*h, c) // all of them: sorted once below
+		case len(*h) <= limit:
+			h.push(c)
+		case c.less((*h)[0]):
+			h.replaceTop(c)
+		}
+	}
+	keys := []listKey(*h)
+	slices.SortFunc(keys, func(a, b listKey) int { return a.compare(b) })
+	if more = len(keys) > limit; more {
+		keys = keys[:limit]
+	}
+	page = make([]Sandbox, len(keys))
+	for i, k := range keys {
+		page[i] = k.e.info
+	}
+	return page, more
+}
+
+// listKey is a sandbox's position in the list order.
+type listKey struct {
+	at time.Time
+	id string
+	e  *sandbox
+}
+
+func (a listKey) compare(b listKey) int {
+	if c := a.at.Compare(b.at); c != 0 {
+		return c
+	}
+	return strings.Compare(a.id, b.id)
+}
+
+func (a listKey) less(b listKey) bool { return a.compare(b) < 0 }
+
+// pageHeap is a max-heap of list positions (typed, so that no key is
+// boxed into an interface on its way in).
+type pageHeap []listKey
+
+func (h *pageHeap) push(k listKey) {
+	*h = append(*h, k)
+	for i := len(*h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !(*h)[p].less((*h)[i]) {
+			break
+		}
+		(*h)[p], (*h)[i] = (*h)[i], (*h)[p]
+		i = p
+	}
+}
+
+// replaceTop puts k in place of the largest key and restores the order.
+func (h pageHeap) replaceTop(k listKey) {
+	h[0] = k
+	for i := 0; ; {
+		l, r, big := 2*i+1, 2*i+2, i
+		if l < len(h) && h[big].less(h[l]) {
+			big = l
+		}
+		if r < len(h) && h[big].less(h[r]) {
+			big = r
+		}
+		if big == i {
+			return
+		}
+		h[i], h[big] = h[big], h[i]
+		i = big
+	}
+}
+
+func (s *Supervisor) lookup(id string) (*sandbox, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.sandboxes[id]
+	if !ok || e.pending {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, Clip(id, MaxQuoted))
+	}
+	return e, nil
+}

@@ -1,0 +1,208 @@
+// Package runtime is the contract between the supervisor and the things that
+// run a sandbox's workload: a detached process group (package native), a
+// container, or whatever comes next. The supervisor owns names, ports,
+// records, states and events; a runtime owns only the workload, from Start
+// (or Adopt after a daemon restart) to Delete.
+//
+// The shape follows containerd's task API and Nomad's task drivers: a
+// runtime starts and re-attaches workloads, a Handle reports a structured
+// Exit, and Delete is the one place where what the runtime made for a
+// workload (a container, a cgroup) is released, whether the workload exited
+// by itself or was stopped.
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Runtime starts and re-adopts workloads. Its methods are safe for
+// concurrent use.
+type Runtime interface {
+	// Start launches the workload and returns once it exists; readiness is
+	// the supervisor's business. On error nothing of the workload remains.
+	Start(ctx context.Context, spec Spec) (Handle, error)
+	// Adopt reattaches to a workload started by an earlier daemon from the
+	// State its Handle reported. It verifies identity before it returns a
+	// Handle and signals nothing it cannot verify. A workload that has
+	// ended but whose remains the runtime can still see comes back as a
+	// Handle whose Done is closed, so that its Exit is known and Delete
+	// releases the remains. An error wraps ErrGone (nothing remains),
+	// ErrNotOurs (the state names something that is not ours) or
+	// ErrState (the state cannot be read).
+	Adopt(ctx context.Context, state State) (Handle, error)
+	// Sweep ends whatever still carries one of markers: workloads started
+	// just before a daemon died, whose handle never reached disk, and
+	// leftovers of ones whose leader is gone. One call covers every
+	// marker, so a restart looks at the machine once.
+	Sweep(ctx context.Context, markers []string)
+}
+
+// Handle is one workload, from Start or Adopt until Delete.
+type Handle interface {
+	// State is persisted with the sandbox and handed to Runtime.Adopt
+	// after a restart.
+	State() State
+	// Done is closed when the workload has ended.
+	Done() <-chan struct{}
+	// Exit says how the workload ended. Call it after Done.
+	Exit() Exit
+	// Stop ends the workload: a polite signal, up to grace to exit, then a
+	// forced kill. A grace of zero kills at once. It returns when the
+	// workload is gone, or with ctx's error when ctx ends first (the
+	// workload may then still be running).
+	Stop(ctx context.Context, grace time.Duration) error
+	// Delete releases what the runtime holds for the workload once it has
+	// ended (a container, a cgroup). The supervisor calls it exactly once
+	// per handle, after Done, whether the workload exited by itself or was
+	// stopped.
+	Delete(ctx context.Context) error
+}
+
+// Spec is what a runtime needs to start one sandbox.
+type Spec struct {
+	ID        string
+	Snapshot  string   // the create request's snapshot, as given
+	Env       []string // KEY=VALUE, complete: nothing else is inherited
+	Dir       string   // the sandbox directory
+	Workspace string   // the working directory
+	Stdout    string   // log file paths
+	Stderr    string
+	Port      int    // the leased host port the workload serves on
+	Marker    string // unique per sandbox; the workload carries it in MarkerEnv
+	Resources Resources
+	// ReadyURL is what the supervisor probes for readiness; a runtime that
+	// serves the workload elsewhere reports that through its Handle.
+	ReadyURL string
+}
+
+// MarkerEnv is the environment variable through which a workload carries
+// its marker. Requests may not set it.
+const MarkerEnv = "AGENT_CONTROL_PLANE_MARKER"
+
+// Resources are limits for one workload. Zero means no limit.
+type Resources struct {
+	CPU         float64 // CPUs, fractions allowed
+	MemoryBytes int64
+	Pids        int64
+}
+
+// IsZero reports whether r sets no limit.
+func (r Resources) IsZero() bool { return r == Resources{} }
+
+// Exit says how a workload ended, in the manner of Nomad's ExitResult.
+type Exit struct {
+	// Unknown: the runtime could not learn how it ended (an adopted
+	// process's status goes to its parent, which is not this daemon).
+	Unknown bool
+	Code    int            // exit code; 128+signal when killed by a signal
+	Signal  syscall.Signal // the terminating signal, or 0
+	// OOMKilled: the workload was killed for exceeding its memory limit.
+	OOMKilled bool
+}
+
+// String says how it ended, as errorReason shows it: "exit code 3",
+// "killed by signal SIGKILL", "killed: out of memory (signal SIGKILL)" or
+// "exited; status unknown".
+func (e Exit) String() string {
+	switch {
+	case e.OOMKilled && e.Signal != 0:
+		return "killed: out of memory (signal " + unix.SignalName(e.Signal) + ")"
+	case e.OOMKilled:
+		return "killed: out of memory"
+	case e.Unknown:
+		return "exited; status unknown"
+	case e.Signal != 0:
+		return "killed by signal " + unix.SignalName(e.Signal)
+	default:
+		return "exit code " + strconv.Itoa(e.Code)
+	}
+}
+
+// State is a handle's persisted form. Version belongs to the runtime that
+// wrote Data: Adopt refuses versions it does not know rather than misread
+// them (ErrState).
+type State struct {
+	Version int             `json:"version"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// IsZero reports whether s holds nothing (no handle was recorded).
+func (s State) IsZero() bool { return s.Version == 0 && len(s.Data) == 0 }
+
+// Errors wrapped by Adopt.
+var (
+	ErrGone    = errors.New("workload gone")
+	ErrNotOurs = errors.New("workload identity does not match")
+	ErrState   = errors.New("unreadable handle state")
+)
+
+// Registry holds the runtimes this daemon offers, by name, in the order
+// they were registered; the first is the default. It is safe for
+// concurrent use.
+type Registry struct {
+	mu     sync.Mutex
+	byName map[string]Runtime
+	names  []string
+}
+
+// Register adds rt under name. Names are lower-case words.
+func (r *Registry) Register(name string, rt Runtime) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if name == "" || !validName(name) {
+		return fmt.Errorf("runtime name %q: want a lower-case word", name)
+	}
+	if _, dup := r.byName[name]; dup {
+		return fmt.Errorf("runtime %q registered twice", name)
+	}
+	if r.byName == nil {
+		r.byName = map[string]Runtime{}
+	}
+	r.byName[name] = rt
+	r.names = append(r.names, name)
+	return nil
+}
+
+// Get returns the runtime registered under name.
+func (r *Registry) Get(name string) (Runtime, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rt, ok := r.byName[name]
+	return rt, ok
+}
+
+// Names lists the registered names, the default first.
+func (r *Registry) Names() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.names)
+}
+
+// Default is the name of the first runtime registered, or "".
+func (r *Registry) Default() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.names) == 0 {
+		return ""
+	}
+	return r.names[0]
+}
+
+func validName(s string) bool {
+	for _, c := range s {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return s[0] >= 'a' && s[0] <= 'z'
+}
