@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"slices"
 	"strconv"
@@ -33,42 +32,17 @@ type cli struct {
 	stdout io.Writer
 	stderr io.Writer
 	color  bool
+	// flags is the running command's flag set, parsed.
+	flags *flag.FlagSet
 }
 
-// newFlags returns a flag set with the shared flags bound to c.
-func (c *cli) newFlags(name, usage string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
-	fs.StringVar(&c.url, "url", "", "daemon `URL` (default $AGENT_CONTROL_PLANE_URL or "+client.DefaultURL+")")
-	fs.StringVar(&c.token, "token", "", "bearer `token` (default $AGENT_CONTROL_PLANE_TOKEN or the token file)")
-	fs.BoolVar(&c.json, "json", false, "print JSON instead of text")
-	fs.Usage = func() {
-		fmt.Fprintf(c.stderr, "Usage: agent-control-plane %s\n\nFlags:\n", usage)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parse parses flags that may stand before, between or after positional
-// arguments, and checks the number of positionals.
-func parse(fs *flag.FlagSet, args []string, minPos, maxPos int) ([]string, bool) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, false
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			break
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
-	if len(pos) < minPos || (maxPos >= 0 && len(pos) > maxPos) {
-		fs.Usage()
-		return nil, false
-	}
-	return pos, true
+// bindGlobal binds the global flags to c on fs. The current values are
+// the defaults, so that flags given before the command survive the
+// command's own flag set.
+func (c *cli) bindGlobal(fs *flag.FlagSet) {
+	fs.StringVar(&c.url, "url", c.url, "daemon `URL` (default $AGENT_CONTROL_PLANE_URL or "+client.DefaultURL+")")
+	fs.StringVar(&c.token, "token", c.token, "bearer `token` (default $AGENT_CONTROL_PLANE_TOKEN or the token file)")
+	fs.BoolVar(&c.json, "json", c.json, "print JSON instead of text")
 }
 
 func (c *cli) client() *client.Client {
@@ -179,6 +153,12 @@ func isTerminal(w io.Writer) bool {
 func newCLI(stdout, stderr io.Writer) *cli {
 	_, noColor := os.LookupEnv("NO_COLOR")
 	return &cli{stdout: stdout, stderr: stderr, color: isTerminal(stdout) && !noColor && os.Getenv("TERM") != "dumb"}
+}
+
+// paintPad paints state and pads it to width columns: the colour codes
+// take no column.
+func (c *cli) paintPad(state string, width int) string {
+	return c.paint(state) + strings.Repeat(" ", max(0, width-utf8.RuneCountInString(state)))
 }
 
 func (c *cli) paint(state string) string {
@@ -298,306 +278,4 @@ func (c *cli) describe(sb wire.SandboxInfo) {
 // commandContext ends on SIGINT or SIGTERM.
 func commandContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-}
-
-func runLs(args []string, stdout, stderr io.Writer) int {
-	c := newCLI(stdout, stderr)
-	fs := c.newFlags("ls", "ls [--label k=v]... [--json]")
-	labels := kvFlag{}
-	fs.Var(labels, "label", "only sandboxes with this label `k=v` (repeatable; all must match)")
-	if _, ok := parse(fs, args, 0, 0); !ok {
-		return exitUsage
-	}
-	ctx, cancel := commandContext()
-	defer cancel()
-	list, err := c.client().List(ctx, labels)
-	if err != nil {
-		return c.fail(err)
-	}
-	if c.json {
-		c.printJSON(list)
-		return exitOK
-	}
-	if len(list) == 0 {
-		fmt.Fprintln(c.stdout, "No sandboxes. Create one with: agent-control-plane create NAME")
-		return exitOK
-	}
-	c.table(list)
-	return exitOK
-}
-
-func runCreate(args []string, stdout, stderr io.Writer) int {
-	c := newCLI(stdout, stderr)
-	fs := c.newFlags("create", "create NAME [--label k=v]... [--env K=V]... [--autostop MIN] [--wait]")
-	labels, env := kvFlag{}, kvFlag{}
-	fs.Var(labels, "label", "label `k=v` (repeatable)")
-	fs.Var(env, "env", "environment variable `K=V` for the agent-server (repeatable)")
-	autostop := fs.Float64("autostop", -1, "idle `minutes` before auto-stop; 0 disables (default: the daemon's)")
-	wait := fs.Bool("wait", false, "wait until the agent-server answers")
-	pos, ok := parse(fs, args, 1, 1)
-	if !ok {
-		return exitUsage
-	}
-	req := wire.CreateSandboxRequest{Name: pos[0], Labels: labels, EnvVars: env}
-	if *autostop >= 0 {
-		req.AutoStopInterval = autostop
-	}
-	ctx, cancel := commandContext()
-	defer cancel()
-	cl := c.client()
-	sb, err := cl.Create(ctx, req)
-	if err != nil {
-		return c.fail(err)
-	}
-	if *wait {
-		if sb, err = cl.WaitForReady(ctx, sb.ID); err != nil {
-			return c.fail(err)
-		}
-	}
-	if c.json {
-		c.printJSON(sb)
-		return exitOK
-	}
-	fmt.Fprintf(c.stdout, "Created sandbox %s (%s) on port %d: %s\n", inert(sb.ID), c.paint(sb.State), sb.Port, inert(sb.PreviewURL))
-	return exitOK
-}
-
-func runGet(args []string, stdout, stderr io.Writer) int {
-	c := newCLI(stdout, stderr)
-	fs := c.newFlags("get", "get NAME [--json]")
-	pos, ok := parse(fs, args, 1, 1)
-	if !ok {
-		return exitUsage
-	}
-	ctx, cancel := commandContext()
-	defer cancel()
-	sb, err := c.client().Get(ctx, pos[0])
-	if err != nil {
-		return c.fail(err)
-	}
-	if c.json {
-		c.printJSON(sb)
-	} else {
-		c.describe(sb)
-	}
-	return exitOK
-}
-
-func runStop(args []string, stdout, stderr io.Writer) int {
-	c := newCLI(stdout, stderr)
-	fs := c.newFlags("stop", "stop NAME [--force]")
-	force := fs.Bool("force", false, "kill at once, skipping the grace period")
-	pos, ok := parse(fs, args, 1, 1)
-	if !ok {
-		return exitUsage
-	}
-	ctx, cancel := commandContext()
-	defer cancel()
-	sb, err := c.client().Stop(ctx, pos[0], *force)
-	if err != nil {
-		return c.fail(err)
-	}
-	if c.json {
-		c.printJSON(sb)
-	} else {
-		fmt.Fprintf(c.stdout, "Stopped %s\n", inert(sb.ID))
-	}
-	return exitOK
-}
-
-func runRm(args []string, stdout, stderr io.Writer) int {
-	c := newCLI(stdout, stderr)
-	fs := c.newFlags("rm", "rm NAME...")
-	pos, ok := parse(fs, args, 1, -1)
-	if !ok {
-		return exitUsage
-	}
-	ctx, cancel := commandContext()
-	defer cancel()
-	cl := c.client()
-	code := exitOK
-	for _, id := range pos {
-		if err := cl.Delete(ctx, id); err != nil {
-			code = c.fail(err)
-			continue
-		}
-		if !c.json {
-			fmt.Fprintf(c.stdout, "Deleted %s\n", id)
-		}
-	}
-	return code
-}
-
-func runLogs(args []string, stdout, stderr io.Writer) int {
-	c := newCLI(stdout, stderr)
-	fs := c.newFlags("logs", "logs NAME [--json]")
-	pos, ok := parse(fs, args, 1, 1)
-	if !ok {
-		return exitUsage
-	}
-	ctx, cancel := commandContext()
-	defer cancel()
-	logs, err := c.client().EntrypointLogs(ctx, pos[0])
-	if err != nil {
-		return c.fail(err)
-	}
-	if c.json {
-		c.printJSON(logs)
-		return exitOK
-	}
-	io.WriteString(c.stdout, inertLog(logs.Stdout))
-	io.WriteString(c.stderr, inertLog(logs.Stderr))
-	return exitOK
-}
-
-func runKeepalive(args []string, stdout, stderr io.Writer) int {
-	c := newCLI(stdout, stderr)
-	fs := c.newFlags("keepalive", "keepalive NAME [--every DURATION]")
-	every := fs.Duration("every", 0, "repeat every `duration` until interrupted (default: once)")
-	pos, ok := parse(fs, args, 1, 1)
-	if !ok {
-		return exitUsage
-	}
-	ctx, cancel := commandContext()
-	defer cancel()
-	cl := c.client()
-	for {
-		if err := cl.RefreshActivity(ctx, pos[0]); err != nil {
-			if ctx.Err() != nil {
-				return exitOK
-			}
-			return c.fail(err)
-		}
-		if *every <= 0 {
-			return exitOK
-		}
-		select {
-		case <-ctx.Done():
-			return exitOK
-		case <-time.After(*every):
-		}
-	}
-}
-
-func runAutostop(args []string, stdout, stderr io.Writer) int {
-	c := newCLI(stdout, stderr)
-	fs := c.newFlags("autostop", "autostop NAME MINUTES   (0 disables)")
-	pos, ok := parse(fs, args, 2, 2)
-	if !ok {
-		return exitUsage
-	}
-	min, err := strconv.Atoi(pos[1])
-	if err != nil || min < 0 {
-		fmt.Fprintf(c.stderr, "agent-control-plane: MINUTES must be a whole number ≥ 0, got %q\n", pos[1])
-		return exitUsage
-	}
-	ctx, cancel := commandContext()
-	defer cancel()
-	sb, err := c.client().SetAutostopInterval(ctx, pos[0], min)
-	if err != nil {
-		return c.fail(err)
-	}
-	if c.json {
-		c.printJSON(sb)
-	} else if min == 0 {
-		fmt.Fprintf(c.stdout, "Auto-stop off for %s\n", inert(sb.ID))
-	} else {
-		fmt.Fprintf(c.stdout, "%s stops after %d idle minutes (%s)\n", inert(sb.ID), min, autoStopIn(sb, time.Now()))
-	}
-	return exitOK
-}
-
-func runInfo(args []string, stdout, stderr io.Writer) int {
-	c := newCLI(stdout, stderr)
-	fs := c.newFlags("info", "info [--json]")
-	if _, ok := parse(fs, args, 0, 0); !ok {
-		return exitUsage
-	}
-	ctx, cancel := commandContext()
-	defer cancel()
-	cl := c.client()
-	info, err := cl.Info(ctx)
-	if err != nil {
-		return c.fail(err)
-	}
-	if c.json {
-		c.printJSON(info)
-		return exitOK
-	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "URL:\t%s\nVersion:\t%s (API %s)\nPID:\t%d\nUp:\t%s\nRoot:\t%s\nPorts:\t%s\n",
-		cl.URL(), inert(info.Version), inert(info.APIVersion), info.PID, ago(time.Since(info.StartedAt.Time)), inert(info.Root), inert(info.PortRange))
-	tw.Flush()
-	return exitOK
-}
-
-func runDashboard(args []string, stdout, stderr io.Writer) int {
-	c := newCLI(stdout, stderr)
-	fs := c.newFlags("dashboard", "dashboard [--open]")
-	open := fs.Bool("open", false, "open the link in a browser (xdg-open)")
-	if _, ok := parse(fs, args, 0, 0); !ok {
-		return exitUsage
-	}
-	ctx, cancel := commandContext()
-	defer cancel()
-	cl := c.client()
-	if _, err := cl.Info(ctx); err != nil {
-		return c.fail(err)
-	}
-	link, err := cl.BrowserLink()
-	if err != nil {
-		return c.fail(err)
-	}
-	if c.json {
-		c.printJSON(map[string]string{"url": link})
-	} else {
-		fmt.Fprintln(c.stdout, link)
-	}
-	if *open {
-		if err := exec.Command("xdg-open", link).Start(); err != nil {
-			return c.fail(fmt.Errorf("open a browser: %w", err))
-		}
-	}
-	return exitOK
-}
-
-func runWatch(args []string, stdout, stderr io.Writer) int {
-	c := newCLI(stdout, stderr)
-	fs := c.newFlags("watch", "watch [--label k=v]... [--json]")
-	labels := kvFlag{}
-	fs.Var(labels, "label", "only sandboxes with this label `k=v` (repeatable)")
-	if _, ok := parse(fs, args, 0, 0); !ok {
-		return exitUsage
-	}
-	ctx, cancel := commandContext()
-	defer cancel()
-	cl := c.client()
-	if _, err := cl.Info(ctx); err != nil {
-		return c.fail(err)
-	}
-	enc := json.NewEncoder(c.stdout)
-	err := cl.Watch(ctx, labels, func(ev wire.StreamEvent) error {
-		if c.json {
-			return enc.Encode(ev)
-		}
-		ts := ev.Time.Local().Format("15:04:05.000")
-		if ev.Type == wire.EventSnapshot {
-			fmt.Fprintf(c.stdout, "%s  %d sandboxes\n", ts, len(ev.Sandboxes))
-			for _, sb := range ev.Sandboxes {
-				fmt.Fprintf(c.stdout, "%s  %-10s %s  port %d\n", ts, c.paint(inert(sb.State)), inert(sb.ID), sb.Port)
-			}
-			return nil
-		}
-		sb := ev.Sandbox
-		line := fmt.Sprintf("%s  %-10s %s  port %d", ts, c.paint(inert(strings.TrimPrefix(ev.Type, "sandbox."))), inert(sb.ID), sb.Port)
-		if r := reason(*sb); r != "" {
-			line += "  (" + r + ")"
-		}
-		fmt.Fprintln(c.stdout, line)
-		return nil
-	})
-	if err != nil {
-		return c.fail(err)
-	}
-	return exitOK
 }

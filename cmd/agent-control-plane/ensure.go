@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -25,53 +25,51 @@ const unitName = "agent-control-plane.service"
 // answers at the URL, print the URL; if nothing listens, start one
 // (through the systemd user unit when it is installed, else detached) and
 // wait for it; if something else holds the port, fail and say so.
-func runEnsure(args []string, stdout, stderr io.Writer) int {
-	c := newCLI(stdout, stderr)
-	fs := c.newFlags("ensure", "ensure [--url URL] [--timeout DURATION]")
-	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for a started daemon")
-	if _, ok := parse(fs, args, 0, 0); !ok {
-		return exitUsage
+func ensureCommand() command {
+	var timeout time.Duration
+	return command{
+		name: "ensure", summary: "make sure a daemon is running (start one if none is)", client: true,
+		flags: func(fs *flag.FlagSet) {
+			fs.DurationVar(&timeout, "timeout", 30*time.Second, "how long to wait for a started daemon")
+		},
+		exec: func(ctx context.Context, c *cli, _ []string) error { return c.ensure(ctx, timeout) },
 	}
+}
+
+// ensure is the ensure command.
+func (c *cli) ensure(ctx context.Context, timeout time.Duration) error {
 	cl := c.client()
-	ctx, cancel := commandContext()
-	defer cancel()
 	_, err := cl.Info(ctx)
 	if err == nil {
 		fmt.Fprintln(c.stdout, cl.URL())
-		return exitOK
+		return nil
 	}
 	if !errors.Is(err, client.ErrUnavailable) {
-		fmt.Fprintf(c.stderr, "agent-control-plane: something else is listening at %s: %v\n", cl.URL(), err)
-		return exitFailure
+		return fmt.Errorf("something else is listening at %s: %v", cl.URL(), err)
 	}
 	u, perr := url.Parse(cl.URL())
 	if perr != nil || u.Scheme != "http" || !conf.IsLoopbackHost(u.Hostname()) || u.Port() == "" {
-		fmt.Fprintf(c.stderr, "agent-control-plane: no daemon at %s, and it can only start one on a loopback http://HOST:PORT address\n", cl.URL())
-		return exitFailure
+		return fmt.Errorf("no daemon at %s, and it can only start one on a loopback http://HOST:PORT address", cl.URL())
 	}
 	started, how, err := startDaemon(net.JoinHostPort(u.Hostname(), u.Port()))
 	if err != nil {
-		fmt.Fprintln(c.stderr, "agent-control-plane: start daemon:", err)
-		return exitFailure
+		return fmt.Errorf("start daemon: %w", err)
 	}
-	wctx, wcancel := context.WithTimeout(ctx, *timeout)
+	wctx, wcancel := context.WithTimeout(ctx, timeout)
 	defer wcancel()
 	for {
 		if _, err := cl.Info(wctx); err == nil {
 			fmt.Fprintf(c.stderr, "Started agent-control-plane (%s)\n", how)
 			fmt.Fprintln(c.stdout, cl.URL())
-			return exitOK
+			return nil
 		} else if !errors.Is(err, client.ErrUnavailable) && wctx.Err() == nil {
-			fmt.Fprintf(c.stderr, "agent-control-plane: something else answered at %s: %v\n", cl.URL(), err)
-			return exitFailure
+			return fmt.Errorf("something else answered at %s: %v", cl.URL(), err)
 		}
 		select {
 		case res := <-started:
-			fmt.Fprintf(c.stderr, "agent-control-plane: the daemon exited at once: %s\n", res)
-			return exitFailure
+			return fmt.Errorf("the daemon exited at once: %s", res)
 		case <-wctx.Done():
-			fmt.Fprintf(c.stderr, "agent-control-plane: the daemon did not answer at %s within %s (%s)\n", cl.URL(), *timeout, how)
-			return exitFailure
+			return fmt.Errorf("the daemon did not answer at %s within %s (%s)", cl.URL(), timeout, how)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

@@ -1,12 +1,22 @@
 // Command agent-control-plane is the local control plane for AI agent
 // sandboxes: the daemon (serve), its bundled stub agent-server
 // (stub-agent), and a CLI for the daemon's /v1 API.
+//
+// Every command is one entry of a table (commands): its name, synopsis,
+// flags and Exec. The dispatcher does the rest the same way for all of
+// them: global flags before the command, -h/--help, "help CMD", usage
+// errors as one line and a hint, and exit codes.
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -20,64 +30,248 @@ const (
 	exitNoDaemon = 3 // no daemon answered
 )
 
+// command is one entry of the command table.
 type command struct {
 	name    string
+	args    string // synopsis of the positional arguments, e.g. "NAME..."
 	summary string
-	run     func(args []string, stdout, stderr io.Writer) int
+	// minArgs and maxArgs bound the positional arguments; maxArgs -1
+	// allows any number.
+	minArgs, maxArgs int
+	// client: the command talks to the daemon and takes the global flags
+	// --url, --token and --json (before or after its name).
+	client bool
+	// flags binds the command's own flags; nil when it has none.
+	flags func(fs *flag.FlagSet)
+	// exec runs the command. A usageError exits 2, an exitError exits
+	// with its code and prints nothing more; any other error is printed
+	// as one line by the dispatcher.
+	exec func(ctx context.Context, c *cli, args []string) error
 }
 
 func commands() []command {
 	return []command{
-		{"serve", "run the daemon in the foreground", runServe},
-		{"ensure", "make sure a daemon is running (start one if none is)", runEnsure},
-		{"run", "create a sandbox, keep it alive while attached", runRun},
-		{"ls", "list sandboxes", runLs},
-		{"create", "create a sandbox", runCreate},
-		{"get", "show one sandbox", runGet},
-		{"stop", "stop a sandbox (terminal)", runStop},
-		{"rm", "delete sandboxes", runRm},
-		{"logs", "print a sandbox's entrypoint logs (redacted)", runLogs},
-		{"watch", "follow sandbox events live", runWatch},
-		{"keepalive", "refresh a sandbox's activity", runKeepalive},
-		{"autostop", "set a sandbox's idle auto-stop interval", runAutostop},
-		{"info", "show the daemon's identity", runInfo},
-		{"dashboard", "print (or --open) the link that signs a browser in", runDashboard},
-		{"install", "install as a systemd user service (--now starts it)", runInstall},
-		{"uninstall", "remove the systemd user service (sandboxes stay)", runUninstall},
-		{"status", "show the service's state and the daemon's", runStatus},
-		{"stub-agent", "run the bundled stub agent-server (the default child)", runStub},
-		{"version", "print the version", func([]string, io.Writer, io.Writer) int { fmt.Println(version); return exitOK }},
+		serveCommand(),
+		ensureCommand(),
+		runCommand(),
+		lsCommand(),
+		createCommand(),
+		getCommand(),
+		stopCommand(),
+		rmCommand(),
+		logsCommand(),
+		watchCommand(),
+		keepaliveCommand(),
+		autostopCommand(),
+		infoCommand(),
+		dashboardCommand(),
+		installCommand(),
+		uninstallCommand(),
+		statusCommand(),
+		stubCommand(),
+		{name: "version", summary: "print the version", exec: func(_ context.Context, c *cli, _ []string) error {
+			fmt.Fprintln(c.stdout, version)
+			return nil
+		}},
 	}
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintf(w, "agent-control-plane %s: the local control plane for AI agent sandboxes\n\nUsage: agent-control-plane <command> [flags]\n\nCommands:\n", version)
+func lookup(name string) (command, bool) {
+	for _, cmd := range commands() {
+		if cmd.name == name {
+			return cmd, true
+		}
+	}
+	return command{}, false
+}
+
+// usageError is a bad command line: one line, then a hint, exit 2.
+type usageError struct {
+	cmd string // "" for the program itself
+	msg string
+}
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(cmd, format string, a ...any) error {
+	return usageError{cmd: cmd, msg: fmt.Sprintf(format, a...)}
+}
+
+// exitError ends a command with a code; what it had to say is printed.
+type exitError int
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", int(e)) }
+
+func mainUsage(w io.Writer) {
+	fmt.Fprintf(w, "agent-control-plane %s: the local control plane for AI agent sandboxes\n\n", version)
+	fmt.Fprintf(w, "Usage: agent-control-plane [--url URL] [--token TOKEN] [--json] <command> [flags] [args]\n\nCommands:\n")
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "\nRun 'agent-control-plane <command> -h' for a command's flags.\n")
+	fmt.Fprintf(w, "\nRun 'agent-control-plane help <command>' or '<command> -h' for a command's flags.\n")
 }
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// run dispatches one command line and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		usage(stderr)
-		return exitUsage
+	c := newCLI(stdout, stderr)
+	global := flag.NewFlagSet("agent-control-plane", flag.ContinueOnError)
+	global.SetOutput(io.Discard)
+	c.bindGlobal(global)
+	showVersion := global.Bool("version", false, "print the version")
+	if err := global.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			mainUsage(stdout)
+			return exitOK
+		}
+		return c.report(usagef("", "%v", err))
 	}
-	switch args[0] {
-	case "-h", "--help", "help":
-		usage(stdout)
+	args = global.Args()
+	switch {
+	case *showVersion:
+		fmt.Fprintln(stdout, version)
+		return exitOK
+	case len(args) == 0:
+		return c.report(usagef("", "no command given"))
+	case args[0] == "help":
+		if len(args) == 1 {
+			mainUsage(stdout)
+			return exitOK
+		}
+		cmd, ok := lookup(args[1])
+		if !ok {
+			return c.report(usagef("", "unknown command %q", args[1]))
+		}
+		cmd.usage(stdout, cmd.flagSet(c))
 		return exitOK
 	}
-	for _, c := range commands() {
-		if c.name == args[0] {
-			return c.run(args[1:], stdout, stderr)
-		}
+	cmd, ok := lookup(args[0])
+	if !ok {
+		return c.report(usagef("", "unknown command %q", args[0]))
 	}
-	fmt.Fprintf(stderr, "agent-control-plane: unknown command %q\n\n", args[0])
-	usage(stderr)
-	return exitUsage
+	if !cmd.client && setFlags(global)&clientFlags != 0 {
+		return c.report(usagef(cmd.name, "%s takes no --url, --token or --json", cmd.name))
+	}
+	fs := cmd.flagSet(c)
+	pos, err := parseInterleaved(fs, args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		cmd.usage(stdout, fs)
+		return exitOK
+	}
+	if err != nil {
+		return c.report(usagef(cmd.name, "%v", err))
+	}
+	if len(pos) < cmd.minArgs || (cmd.maxArgs >= 0 && len(pos) > cmd.maxArgs) {
+		return c.report(usagef(cmd.name, "usage: agent-control-plane %s", cmd.synopsis()))
+	}
+	c.flags = fs
+	ctx, cancel := commandContext()
+	defer cancel()
+	return c.report(cmd.exec(ctx, c, pos))
+}
+
+const clientFlags = 1
+
+// setFlags reports which kinds of flag were given on fs.
+func setFlags(fs *flag.FlagSet) int {
+	set := 0
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "url", "token", "json":
+			set |= clientFlags
+		}
+	})
+	return set
+}
+
+// flagSet returns the command's flags, bound (client flags to c).
+func (cmd command) flagSet(c *cli) *flag.FlagSet {
+	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	if cmd.client {
+		c.bindGlobal(fs)
+	}
+	if cmd.flags != nil {
+		cmd.flags(fs)
+	}
+	return fs
+}
+
+func (cmd command) synopsis() string {
+	s := cmd.name
+	hasFlags := cmd.client || cmd.flags != nil
+	if hasFlags {
+		s += " [flags]"
+	}
+	if cmd.args != "" {
+		s += " " + cmd.args
+	}
+	return s
+}
+
+// usage prints the command's help: synopsis, summary, flags.
+func (cmd command) usage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "Usage: agent-control-plane %s\n\n%s\n", cmd.synopsis(), upperFirst(cmd.summary))
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		fmt.Fprintln(w, "\nFlags:")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:] + "."
+}
+
+// parseInterleaved parses flags that may stand before, between or after
+// positional arguments and returns the positionals. Everything after "--"
+// is positional.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var tail []string
+	if i := slices.Index(args, "--"); i >= 0 {
+		args, tail = args[:i], args[i+1:]
+	}
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return append(pos, tail...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// report turns err into output and an exit code.
+func (c *cli) report(err error) int {
+	var ue usageError
+	var ee exitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee):
+		return int(ee)
+	case errors.As(err, &ue):
+		prefix := "agent-control-plane"
+		hint := "Run 'agent-control-plane help' for the commands."
+		if ue.cmd != "" {
+			prefix += " " + ue.cmd
+			hint = "Run 'agent-control-plane " + ue.cmd + " -h' for usage."
+		}
+		fmt.Fprintf(c.stderr, "%s: %s\n%s\n", prefix, inert(ue.msg), hint)
+		return exitUsage
+	}
+	return c.fail(err)
 }

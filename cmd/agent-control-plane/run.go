@@ -5,8 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
-	"io"
 	"slices"
 	"time"
 
@@ -21,41 +21,49 @@ const exitInterrupted = 130
 // progress until it is ready, print it, keep it alive while attached, and
 // on Ctrl-C either leave it running (saying how to delete it) or, with
 // --rm, delete it.
-func runRun(args []string, stdout, stderr io.Writer) int {
-	c := newCLI(stdout, stderr)
-	fs := c.newFlags("run", "run [--name N] [--label k=v]... [--env K=V]... [--autostop MIN] [--rm]")
-	name := fs.String("name", "", "sandbox `name` (default cli-<random>)")
+func runCommand() command {
+	var name string
+	var autostop float64
+	var rm bool
 	labels, env := kvFlag{}, kvFlag{}
-	fs.Var(labels, "label", "label `k=v` (repeatable); origin=cli is always set")
-	fs.Var(env, "env", "environment variable `K=V` for the agent-server (repeatable)")
-	autostop := fs.Float64("autostop", -1, "idle `minutes` before auto-stop; 0 disables (default: the daemon's)")
-	rm := fs.Bool("rm", false, "delete the sandbox when this command ends")
-	if _, ok := parse(fs, args, 0, 0); !ok {
-		return exitUsage
+	return command{
+		name: "run", summary: "create a sandbox, keep it alive while attached", client: true,
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&name, "name", "", "sandbox `name` (default cli-<random>)")
+			fs.Var(labels, "label", "label `k=v` (repeatable); origin=cli is always set")
+			fs.Var(env, "env", "environment variable `K=V` for the agent-server (repeatable)")
+			fs.Float64Var(&autostop, "autostop", -1, "idle `minutes` before auto-stop; 0 disables (default: the daemon's)")
+			fs.BoolVar(&rm, "rm", false, "delete the sandbox when this command ends")
+		},
+		exec: func(ctx context.Context, c *cli, _ []string) error {
+			return c.run(ctx, name, labels, env, autostop, rm)
+		},
 	}
-	if *name == "" {
+}
+
+// run is the run command: create, wait, attach, clean up.
+func (c *cli) run(ctx context.Context, name string, labels, env kvFlag, autostop float64, rm bool) error {
+	if name == "" {
 		b := make([]byte, 3)
 		rand.Read(b)
-		*name = "cli-" + hex.EncodeToString(b)
+		name = "cli-" + hex.EncodeToString(b)
 	}
 	labels["origin"] = "cli"
-	ctx, cancel := commandContext()
-	defer cancel()
 	cl := c.client()
 	if _, err := cl.Info(ctx); err != nil {
-		return c.fail(err)
+		return err
 	}
-	req := wire.CreateSandboxRequest{Name: *name, Labels: labels, EnvVars: env}
-	if *autostop >= 0 {
-		req.AutoStopInterval = autostop
+	req := wire.CreateSandboxRequest{Name: name, Labels: labels, EnvVars: env}
+	if autostop >= 0 {
+		req.AutoStopInterval = &autostop
 	}
 	sb, err := cl.Create(ctx, req)
 	if err != nil {
-		return c.fail(err)
+		return err
 	}
 	// From here on the sandbox exists: every way out cleans up with --rm.
 	cleanup := func() {
-		if !*rm {
+		if !rm {
 			fmt.Fprintf(c.stderr, "Sandbox %s is left running; delete it with: agent-control-plane rm %s\n", inert(sb.ID), inert(sb.ID))
 			return
 		}
@@ -74,16 +82,16 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		cleanup()
 		if ctx.Err() != nil {
-			return exitInterrupted
+			return exitError(exitInterrupted)
 		}
-		return c.fail(err)
+		return err
 	}
 	if c.json {
 		c.printJSON(sb)
 	} else {
 		fmt.Fprintf(c.stdout, "Sandbox: %s\nPreview: %s\n", inert(sb.ID), inert(sb.PreviewURL))
 	}
-	if *rm {
+	if rm {
 		fmt.Fprintln(c.stderr, "Keeping it alive while attached. Ctrl-C stops and deletes it.")
 	} else {
 		fmt.Fprintln(c.stderr, "Keeping it alive while attached. Ctrl-C detaches; the sandbox keeps running.")
@@ -92,9 +100,9 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	err = c.attach(ctx, cl, sb)
 	cleanup()
 	if err != nil {
-		return c.fail(err)
+		return err
 	}
-	return exitInterrupted
+	return exitError(exitInterrupted)
 }
 
 // attach keeps sb alive until ctx ends, and returns an error if the

@@ -236,65 +236,71 @@ func defaultPrefix() string {
 	return filepath.Join(home, ".local")
 }
 
-func runInstall(args []string, stdout, stderr io.Writer) int {
-	c := newCLI(stdout, stderr)
-	fs := flag.NewFlagSet("install", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Bool("user", true, "install as a systemd user service (the only kind)")
-	now := fs.Bool("now", false, "start (or restart) the service once installed")
-	prefix := fs.String("prefix", defaultPrefix(), "install the binary into `DIR`/bin")
-	configPath := fs.String("config", "", "config `file` the service runs with (default: none)")
-	dry := fs.Bool("dry-run", false, "print what would be done, change nothing")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: agent-control-plane install [--user] [--now] [--prefix DIR] [--config FILE] [--dry-run]\n\nCopies this binary to DIR/bin and installs the systemd user units.")
-		fs.PrintDefaults()
+func installCommand() command {
+	var o installOptions
+	return command{
+		name: "install", summary: "install as a systemd user service (--now starts it)",
+		flags: func(fs *flag.FlagSet) {
+			fs.Bool("user", true, "install as a systemd user service (the only kind)")
+			fs.BoolVar(&o.now, "now", false, "start (or restart) the service once installed")
+			fs.StringVar(&o.prefix, "prefix", defaultPrefix(), "install the binary into `DIR`/bin")
+			fs.StringVar(&o.config, "config", "", "config `file` the service runs with (default: none)")
+			fs.BoolVar(&o.dry, "dry-run", false, "print what would be done, change nothing")
+		},
+		exec: func(ctx context.Context, c *cli, _ []string) error { return c.install(ctx, o) },
 	}
-	if _, ok := parse(fs, args, 0, 0); !ok {
-		return exitUsage
-	}
-	p, err := pathsFor(*prefix)
+}
+
+type installOptions struct {
+	now, dry       bool
+	prefix, config string
+}
+
+// install copies this binary to DIR/bin and installs the user units.
+func (c *cli) install(ctx context.Context, o installOptions) error {
+	p, err := pathsFor(o.prefix)
 	if err != nil {
-		return c.fail(err)
+		return err
 	}
 	self, err := os.Executable()
 	if err == nil {
 		self, err = filepath.EvalSymlinks(self)
 	}
 	if err != nil {
-		return c.fail(fmt.Errorf("find this binary: %w", err))
+		return fmt.Errorf("find this binary: %w", err)
 	}
-	if *configPath != "" {
-		if *configPath, err = filepath.Abs(*configPath); err != nil {
-			return c.fail(err)
+	if o.config != "" {
+		if o.config, err = filepath.Abs(o.config); err != nil {
+			return err
 		}
 	}
-	cfg, err := conf.Load(conf.Sources{File: *configPath})
+	cfg, err := conf.Load(conf.Sources{File: o.config})
 	if err != nil {
-		return c.fail(err)
+		return err
 	}
 	binary, err := filepath.Abs(p.binary)
 	if err != nil {
-		return c.fail(err)
+		return err
 	}
-	service, socket := renderUnits(unitParams{Binary: binary, Config: *configPath, Listen: cfg.Listen})
+	service, socket := renderUnits(unitParams{Binary: binary, Config: o.config, Listen: cfg.Listen})
 	for _, f := range []string{p.service, p.socket} {
 		if err := ownUnit(f); err != nil {
-			return c.fail(err)
+			return err
 		}
 	}
-	if *dry {
+	if o.dry {
 		fmt.Fprintf(c.stdout, "Would copy %s to %s (mode 0755).\n", self, binary)
 		fmt.Fprintf(c.stdout, "Would write %s:\n%s\nWould write %s:\n%s\n", p.socket, socket, p.service, service)
 		fmt.Fprintf(c.stdout, "Would reload the user manager and enable %s and %s", socketUnit, serviceUnit)
-		if *now {
+		if o.now {
 			fmt.Fprint(c.stdout, ", then start them")
 		}
 		fmt.Fprintln(c.stdout, ".")
-		return exitOK
+		return nil
 	}
 	if self != binary {
 		if err := copyExecutable(self, binary); err != nil {
-			return c.fail(fmt.Errorf("install the binary: %w", err))
+			return fmt.Errorf("install the binary: %w", err)
 		}
 	}
 	for _, f := range []struct {
@@ -302,31 +308,31 @@ func runInstall(args []string, stdout, stderr io.Writer) int {
 		data []byte
 	}{{p.socket, socket}, {p.service, service}} {
 		if err := writeFileAtomic(f.path, f.data, 0o644); err != nil {
-			return c.fail(fmt.Errorf("write %s: %w", f.path, err))
+			return fmt.Errorf("write %s: %w", f.path, err)
 		}
 	}
 	fmt.Fprintf(c.stdout, "Installed %s\nWrote %s\nWrote %s\n", binary, p.socket, p.service)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	m, err := newManager(ctx)
 	if err != nil {
 		fmt.Fprintf(c.stderr, "agent-control-plane: %v.\nThe units are written; once a user manager runs, enable them with:\n  systemctl --user daemon-reload && systemctl --user enable --now %s %s\n", err, socketUnit, serviceUnit)
-		return exitFailure
+		return exitError(exitFailure)
 	}
 	defer m.Close()
 	if err := m.Reload(ctx); err != nil {
-		return c.fail(fmt.Errorf("reload the user manager: %w", err))
+		return fmt.Errorf("reload the user manager: %w", err)
 	}
 	if err := m.Enable(ctx, []string{p.socket, p.service}); err != nil {
-		return c.fail(fmt.Errorf("enable the units: %w", err))
+		return fmt.Errorf("enable the units: %w", err)
 	}
 	fmt.Fprintf(c.stdout, "Enabled %s and %s: the daemon starts with your session.\n", socketUnit, serviceUnit)
-	if *now {
+	if o.now {
 		// The socket first, so that the service finds its listener; a
 		// restart picks up the binary just installed. Sandboxes survive it.
 		for _, u := range []string{socketUnit, serviceUnit} {
 			if err := m.Restart(ctx, u); err != nil {
-				return c.fail(fmt.Errorf("start %s: %w", u, err))
+				return fmt.Errorf("start %s: %w", u, err)
 			}
 		}
 		fmt.Fprintln(c.stdout, "Started. Logs: journalctl --user -u agent-control-plane")
@@ -334,7 +340,7 @@ func runInstall(args []string, stdout, stderr io.Writer) int {
 	if tip := lingerTip(); tip != "" {
 		fmt.Fprintln(c.stdout, tip)
 	}
-	return exitOK
+	return nil
 }
 
 // ownUnit refuses to replace a unit file that install did not write.
@@ -415,35 +421,38 @@ func replaceFile(path string, perm os.FileMode, fill func(io.Writer) error) erro
 	return os.Rename(tmp.Name(), path)
 }
 
-func runUninstall(args []string, stdout, stderr io.Writer) int {
-	c := newCLI(stdout, stderr)
-	fs := flag.NewFlagSet("uninstall", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Bool("user", true, "the systemd user service (the only kind)")
-	prefix := fs.String("prefix", defaultPrefix(), "the binary was installed into `DIR`/bin")
-	dry := fs.Bool("dry-run", false, "print what would be done, change nothing")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: agent-control-plane uninstall [--prefix DIR] [--dry-run]\n\nStops and removes the systemd user units and the installed binary. Sandboxes and the root are left alone.")
-		fs.PrintDefaults()
+func uninstallCommand() command {
+	var prefix string
+	var dry bool
+	return command{
+		name: "uninstall", summary: "remove the systemd user service (sandboxes stay)",
+		flags: func(fs *flag.FlagSet) {
+			fs.Bool("user", true, "the systemd user service (the only kind)")
+			fs.StringVar(&prefix, "prefix", defaultPrefix(), "the binary was installed into `DIR`/bin")
+			fs.BoolVar(&dry, "dry-run", false, "print what would be done, change nothing")
+		},
+		exec: func(ctx context.Context, c *cli, _ []string) error { return c.uninstall(ctx, prefix, dry) },
 	}
-	if _, ok := parse(fs, args, 0, 0); !ok {
-		return exitUsage
-	}
-	p, err := pathsFor(*prefix)
+}
+
+// uninstall stops and removes the user units and the installed binary.
+// Sandboxes and the root are left alone.
+func (c *cli) uninstall(ctx context.Context, prefix string, dry bool) error {
+	p, err := pathsFor(prefix)
 	if err != nil {
-		return c.fail(err)
+		return err
 	}
 	var units []string
 	for _, f := range []string{p.service, p.socket} {
 		if _, err := os.Stat(f); err == nil {
 			if err := ownUnit(f); err != nil {
-				return c.fail(err)
+				return err
 			}
 			units = append(units, f)
 		}
 	}
 	_, binErr := os.Stat(p.binary)
-	if *dry {
+	if dry {
 		fmt.Fprintf(c.stdout, "Would stop and disable %s and %s.\n", serviceUnit, socketUnit)
 		for _, f := range units {
 			fmt.Fprintf(c.stdout, "Would remove %s.\n", f)
@@ -452,9 +461,9 @@ func runUninstall(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(c.stdout, "Would remove %s.\n", p.binary)
 		}
 		fmt.Fprintln(c.stdout, "Sandboxes and their root would be left alone.")
-		return exitOK
+		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	m, merr := newManager(ctx)
 	if merr == nil {
@@ -474,7 +483,7 @@ func runUninstall(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, f := range units {
 		if err := os.Remove(f); err != nil {
-			return c.fail(err)
+			return err
 		}
 		fmt.Fprintf(c.stdout, "Removed %s\n", f)
 	}
@@ -485,27 +494,31 @@ func runUninstall(args []string, stdout, stderr io.Writer) int {
 	}
 	if binErr == nil {
 		if err := os.Remove(p.binary); err != nil {
-			return c.fail(err)
+			return err
 		}
 		fmt.Fprintf(c.stdout, "Removed %s\n", p.binary)
 	}
 	fmt.Fprintln(c.stdout, "Sandboxes and their root are left alone: children still running keep running; delete them first with agent-control-plane rm, or remove the root yourself.")
-	return exitOK
+	return nil
 }
 
-func runStatus(args []string, stdout, stderr io.Writer) int {
-	c := newCLI(stdout, stderr)
-	fs := c.newFlags("status", "status [--prefix DIR]")
-	prefix := fs.String("prefix", defaultPrefix(), "where install put the binary")
-	if _, ok := parse(fs, args, 0, 0); !ok {
-		return exitUsage
+func statusCommand() command {
+	var prefix string
+	return command{
+		name: "status", summary: "show the service's state and the daemon's", client: true,
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&prefix, "prefix", defaultPrefix(), "where install put the binary")
+		},
+		exec: func(ctx context.Context, c *cli, _ []string) error { return c.status(ctx, prefix) },
 	}
-	p, err := pathsFor(*prefix)
+}
+
+// status shows the service's state and the daemon's.
+func (c *cli) status(ctx context.Context, prefix string) error {
+	p, err := pathsFor(prefix)
 	if err != nil {
-		return c.fail(err)
+		return err
 	}
-	ctx, cancel := commandContext()
-	defer cancel()
 	unit := "not installed"
 	if _, err := os.Stat(p.service); err == nil {
 		unit = "installed (" + p.service + ")"
@@ -525,8 +538,8 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	info, err := cl.Info(ctx)
 	if err != nil {
 		fmt.Fprintf(c.stdout, "Daemon:   not answering at %s (%s)\n", cl.URL(), inert(err.Error()))
-		return exitNoDaemon
+		return exitError(exitNoDaemon)
 	}
 	fmt.Fprintf(c.stdout, "Daemon:   %s, pid %d, version %s, up %s\nRoot:     %s\n", cl.URL(), info.PID, inert(info.Version), ago(time.Since(info.StartedAt.Time)), inert(info.Root))
-	return exitOK
+	return nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -29,12 +28,20 @@ import (
 //	STUB_AGENT_SPAM_BYTES       write this many bytes of numbered lines to
 //	                            stdout and stderr at start, then a line
 //	                            "stub-agent: last spam line" on each
-func runStub(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("stub-agent", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+func stubCommand() command {
+	return command{
+		name: "stub-agent", summary: "run the bundled stub agent-server (the default child)",
+		exec: func(_ context.Context, c *cli, _ []string) error {
+			if code := runStub(c.stdout, c.stderr); code != exitOK {
+				return exitError(code)
+			}
+			return nil
+		},
 	}
+}
+
+// runStub serves until SIGTERM or SIGINT and returns the exit code.
+func runStub(stdout, stderr io.Writer) int {
 	id := os.Getenv("AGENT_SANDBOX_ID")
 	port, err := strconv.Atoi(os.Getenv("PORT"))
 	if err != nil || port <= 0 {

@@ -1,0 +1,313 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os/exec"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
+)
+
+// The client commands: each talks to the daemon through c.client().
+
+func lsCommand() command {
+	labels := kvFlag{}
+	return command{
+		name: "ls", summary: "list sandboxes", maxArgs: 0, client: true,
+		flags: func(fs *flag.FlagSet) {
+			fs.Var(labels, "label", "only sandboxes with this label `k=v` (repeatable; all must match)")
+		},
+		exec: func(ctx context.Context, c *cli, _ []string) error {
+			list, err := c.client().List(ctx, labels)
+			if err != nil {
+				return err
+			}
+			switch {
+			case c.json:
+				c.printJSON(list)
+			case len(list) == 0:
+				fmt.Fprintln(c.stdout, "No sandboxes. Create one with: agent-control-plane create NAME")
+			default:
+				c.table(list)
+			}
+			return nil
+		},
+	}
+}
+
+func createCommand() command {
+	labels, env := kvFlag{}, kvFlag{}
+	var autostop float64
+	var wait bool
+	return command{
+		name: "create", args: "NAME", summary: "create a sandbox", minArgs: 1, maxArgs: 1, client: true,
+		flags: func(fs *flag.FlagSet) {
+			fs.Var(labels, "label", "label `k=v` (repeatable)")
+			fs.Var(env, "env", "environment variable `K=V` for the agent-server (repeatable)")
+			fs.Float64Var(&autostop, "autostop", -1, "idle `minutes` before auto-stop; 0 disables (default: the daemon's)")
+			fs.BoolVar(&wait, "wait", false, "wait until the agent-server answers")
+		},
+		exec: func(ctx context.Context, c *cli, args []string) error {
+			req := wire.CreateSandboxRequest{Name: args[0], Labels: labels, EnvVars: env}
+			if autostop >= 0 {
+				req.AutoStopInterval = &autostop
+			}
+			cl := c.client()
+			sb, err := cl.Create(ctx, req)
+			if err != nil {
+				return err
+			}
+			if wait {
+				if sb, err = cl.WaitForReady(ctx, sb.ID); err != nil {
+					return err
+				}
+			}
+			if c.json {
+				c.printJSON(sb)
+				return nil
+			}
+			fmt.Fprintf(c.stdout, "Created sandbox %s (%s) on port %d: %s\n", inert(sb.ID), c.paint(sb.State), sb.Port, inert(sb.PreviewURL))
+			return nil
+		},
+	}
+}
+
+func getCommand() command {
+	return command{
+		name: "get", args: "NAME", summary: "show one sandbox", minArgs: 1, maxArgs: 1, client: true,
+		exec: func(ctx context.Context, c *cli, args []string) error {
+			sb, err := c.client().Get(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if c.json {
+				c.printJSON(sb)
+			} else {
+				c.describe(sb)
+			}
+			return nil
+		},
+	}
+}
+
+func stopCommand() command {
+	var force bool
+	return command{
+		name: "stop", args: "NAME", summary: "stop a sandbox (terminal)", minArgs: 1, maxArgs: 1, client: true,
+		flags: func(fs *flag.FlagSet) {
+			fs.BoolVar(&force, "force", false, "kill at once, skipping the grace period")
+		},
+		exec: func(ctx context.Context, c *cli, args []string) error {
+			sb, err := c.client().Stop(ctx, args[0], force)
+			if err != nil {
+				return err
+			}
+			if c.json {
+				c.printJSON(sb)
+			} else {
+				fmt.Fprintf(c.stdout, "Stopped %s\n", inert(sb.ID))
+			}
+			return nil
+		},
+	}
+}
+
+func rmCommand() command {
+	return command{
+		name: "rm", args: "NAME...", summary: "delete sandboxes", minArgs: 1, maxArgs: -1, client: true,
+		exec: func(ctx context.Context, c *cli, args []string) error {
+			cl := c.client()
+			var failed error
+			for _, id := range args {
+				if err := cl.Delete(ctx, id); err != nil {
+					failed = exitError(c.fail(err))
+					continue
+				}
+				if !c.json {
+					fmt.Fprintf(c.stdout, "Deleted %s\n", inert(id))
+				}
+			}
+			return failed
+		},
+	}
+}
+
+func logsCommand() command {
+	return command{
+		name: "logs", args: "NAME", summary: "print a sandbox's entrypoint logs (redacted)", minArgs: 1, maxArgs: 1, client: true,
+		exec: func(ctx context.Context, c *cli, args []string) error {
+			logs, err := c.client().EntrypointLogs(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if c.json {
+				c.printJSON(logs)
+				return nil
+			}
+			io.WriteString(c.stdout, inertLog(logs.Stdout))
+			io.WriteString(c.stderr, inertLog(logs.Stderr))
+			return nil
+		},
+	}
+}
+
+func keepaliveCommand() command {
+	var every time.Duration
+	return command{
+		name: "keepalive", args: "NAME", summary: "refresh a sandbox's activity", minArgs: 1, maxArgs: 1, client: true,
+		flags: func(fs *flag.FlagSet) {
+			fs.DurationVar(&every, "every", 0, "repeat every `duration` until interrupted (default: once)")
+		},
+		exec: func(ctx context.Context, c *cli, args []string) error {
+			cl := c.client()
+			for {
+				if err := cl.RefreshActivity(ctx, args[0]); err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+				if every <= 0 {
+					return nil
+				}
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(every):
+				}
+			}
+		},
+	}
+}
+
+func autostopCommand() command {
+	return command{
+		name: "autostop", args: "NAME MINUTES", summary: "set a sandbox's idle auto-stop interval (0 disables)",
+		minArgs: 2, maxArgs: 2, client: true,
+		exec: func(ctx context.Context, c *cli, args []string) error {
+			min, err := strconv.Atoi(args[1])
+			if err != nil || min < 0 {
+				return usagef("autostop", "MINUTES must be a whole number ≥ 0, got %q", args[1])
+			}
+			sb, err := c.client().SetAutostopInterval(ctx, args[0], min)
+			if err != nil {
+				return err
+			}
+			switch {
+			case c.json:
+				c.printJSON(sb)
+			case min == 0:
+				fmt.Fprintf(c.stdout, "Auto-stop off for %s\n", inert(sb.ID))
+			default:
+				fmt.Fprintf(c.stdout, "%s stops after %d idle minutes (%s)\n", inert(sb.ID), min, autoStopIn(sb, time.Now()))
+			}
+			return nil
+		},
+	}
+}
+
+func infoCommand() command {
+	return command{
+		name: "info", summary: "show the daemon's identity", client: true,
+		exec: func(ctx context.Context, c *cli, _ []string) error {
+			cl := c.client()
+			info, err := cl.Info(ctx)
+			if err != nil {
+				return err
+			}
+			if c.json {
+				c.printJSON(info)
+				return nil
+			}
+			tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "URL:\t%s\nVersion:\t%s (API %s)\nPID:\t%d\nUp:\t%s\nRoot:\t%s\nPorts:\t%s\nRuntimes:\t%s\n",
+				cl.URL(), inert(info.Version), inert(info.APIVersion), info.PID, ago(time.Since(info.StartedAt.Time)),
+				inert(info.Root), inert(info.PortRange), inert(strings.Join(info.Runtimes, ", ")))
+			tw.Flush()
+			return nil
+		},
+	}
+}
+
+func dashboardCommand() command {
+	var open bool
+	return command{
+		name: "dashboard", summary: "print (or --open) the link that signs a browser in", client: true,
+		flags: func(fs *flag.FlagSet) {
+			fs.BoolVar(&open, "open", false, "open the link in a browser (xdg-open)")
+		},
+		exec: func(ctx context.Context, c *cli, _ []string) error {
+			cl := c.client()
+			if _, err := cl.Info(ctx); err != nil {
+				return err
+			}
+			link, err := cl.BrowserLink()
+			if err != nil {
+				return err
+			}
+			if c.json {
+				c.printJSON(map[string]string{"url": link})
+			} else {
+				fmt.Fprintln(c.stdout, link)
+			}
+			if open {
+				if err := exec.Command("xdg-open", link).Start(); err != nil {
+					return fmt.Errorf("open a browser: %w", err)
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// stateWidth is the widest state or event word watch prints.
+const stateWidth = len("destroyed")
+
+func watchCommand() command {
+	labels := kvFlag{}
+	return command{
+		name: "watch", summary: "follow sandbox events live", client: true,
+		flags: func(fs *flag.FlagSet) {
+			fs.Var(labels, "label", "only sandboxes with this label `k=v` (repeatable)")
+		},
+		exec: func(ctx context.Context, c *cli, _ []string) error {
+			cl := c.client()
+			if _, err := cl.Info(ctx); err != nil {
+				return err
+			}
+			enc := json.NewEncoder(c.stdout)
+			return cl.Watch(ctx, labels, func(ev wire.StreamEvent) error {
+				if c.json {
+					return enc.Encode(ev)
+				}
+				c.watchLine(ev)
+				return nil
+			})
+		},
+	}
+}
+
+// watchLine prints one event as text, aligned whether coloured or not.
+func (c *cli) watchLine(ev wire.StreamEvent) {
+	ts := ev.Time.Local().Format("15:04:05.000")
+	if ev.Type == wire.EventSnapshot {
+		fmt.Fprintf(c.stdout, "%s  %d sandboxes\n", ts, len(ev.Sandboxes))
+		for _, sb := range ev.Sandboxes {
+			fmt.Fprintf(c.stdout, "%s  %s %s  port %d\n", ts, c.paintPad(inert(sb.State), stateWidth), inert(sb.ID), sb.Port)
+		}
+		return
+	}
+	sb := ev.Sandbox
+	line := fmt.Sprintf("%s  %s %s  port %d", ts, c.paintPad(inert(strings.TrimPrefix(ev.Type, "sandbox.")), stateWidth), inert(sb.ID), sb.Port)
+	if r := reason(*sb); r != "" {
+		line += "  (" + r + ")"
+	}
+	fmt.Fprintln(c.stdout, line)
+}
