@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agent-control-plane/agent-control-plane/conf"
-	"github.com/agent-control-plane/agent-control-plane/proc"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
 // Bounds on what a create may carry. Oversize input is refused, never
@@ -73,7 +73,7 @@ func (r *CreateRequest) Validate() error {
 		if !conf.ValidEnvName(k) {
 			return invalid("envVars key %q is not a valid variable name", Clip(k, MaxQuoted))
 		}
-		if k == proc.MarkerEnv {
+		if k == runtime.MarkerEnv {
 			return invalid("envVars key %s is reserved for the daemon", k)
 		}
 		if len(v) > MaxEnvValueLen {
