@@ -13,6 +13,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/redact"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/native"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
@@ -154,11 +155,15 @@ func TestMetricsAfterScenario(t *testing.T) {
 	e.do("POST", "/v1/sandboxes/m1/stop", "")
 	// Crash m2.
 	b, _ := os.ReadFile(filepath.Join(e.sup.Root(), "m2", supervisor.RecordFile))
-	var rec struct {
-		Handle struct{ PID int } `json:"handle"`
+	rec, err := supervisor.DecodeRecord(b)
+	if err != nil || rec.Handle == nil {
+		t.Fatalf("m2's record: %v", err)
 	}
-	json.Unmarshal(b, &rec)
-	syscall.Kill(rec.Handle.PID, syscall.SIGKILL)
+	pid, err := native.PID(*rec.Handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
 	e.waitState("m2", "stopped")
 	e.do("DELETE", "/v1/sandboxes/m1", "")
 	w := e.watch("", "")

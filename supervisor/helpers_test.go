@@ -176,7 +176,7 @@ func (h *harness) offline() *Supervisor {
 
 // editRecord changes the record of sandbox id while the supervisor is
 // closed.
-func (h *harness) editRecord(id string, edit func(*record)) {
+func (h *harness) editRecord(id string, edit func(*Record)) {
 	h.t.Helper()
 	s := h.offline()
 	r, err := s.readRecord(id)

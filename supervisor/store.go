@@ -35,9 +35,9 @@ const (
 // data), where version 2 held the native runtime's data bare.
 const recordVersion = 3
 
-// record is the persisted form of a sandbox: sandbox.json. It holds no env
+// Record is the persisted form of a sandbox: sandbox.json. It holds no env
 // values.
-type record struct {
+type Record struct {
 	Version int    `json:"version"`
 	ID      string `json:"id"`
 	// RootID is the root mark's id: the proof that the directory holding
@@ -63,8 +63,8 @@ type record struct {
 	Handle         *runtime.State    `json:"handle,omitempty"`
 }
 
-func (s *Supervisor) toRecord(sb Sandbox, marker string, grace time.Duration, handle runtime.State) record {
-	r := record{
+func (s *Supervisor) toRecord(sb Sandbox, marker string, grace time.Duration, handle runtime.State) Record {
+	r := Record{
 		Version: recordVersion, ID: sb.ID, RootID: s.fs.id, Runtime: sb.Runtime, State: sb.State,
 		Labels: sb.Labels, Snapshot: sb.Snapshot, Public: sb.Public, Port: sb.Port,
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, LastActivityAt: sb.LastActivityAt,
@@ -89,7 +89,7 @@ func (s *Supervisor) toRecord(sb Sandbox, marker string, grace time.Duration, ha
 	return r
 }
 
-func (r record) sandbox() Sandbox {
+func (r Record) sandbox() Sandbox {
 	sb := Sandbox{
 		ID: r.ID, Runtime: r.Runtime, State: r.State, Labels: r.Labels,
 		Snapshot: r.Snapshot, Public: r.Public, Port: r.Port,
@@ -117,7 +117,7 @@ func (r record) sandbox() Sandbox {
 // directory holding it is not provably the daemon's.
 var errForeignRecord = errors.New("record does not belong to this root")
 
-func (r *record) validate(dirName, rootID string) error {
+func (r *Record) validate(dirName, rootID string) error {
 	switch {
 	case r.RootID != rootID:
 		return errForeignRecord
@@ -139,35 +139,46 @@ func (r *record) validate(dirName, rootID string) error {
 }
 
 // readRecord reads and validates the record of sandbox directory name.
-func (s *Supervisor) readRecord(name string) (record, error) {
+func (s *Supervisor) readRecord(name string) (Record, error) {
 	b, err := s.fs.readFile(name+"/"+RecordFile, maxRecordBytes)
 	if err != nil {
-		return record{}, err
+		return Record{}, err
 	}
-	var r record
+	r, err := DecodeRecord(b)
+	if err != nil {
+		return Record{}, err
+	}
+	if err := r.validate(name, s.fs.id); err != nil {
+		return Record{}, err
+	}
+	return r, nil
+}
+
+// DecodeRecord decodes a sandbox.json, upgrading older versions, without
+// checking it against a root. It is for tools that read a root from
+// outside (tests, the bench); the daemon reads through readRecord.
+func DecodeRecord(b []byte) (Record, error) {
+	var r Record
 	if err := json.Unmarshal(b, &r); err != nil {
-		return record{}, fmt.Errorf("decode: %w", err)
+		return Record{}, fmt.Errorf("decode: %w", err)
 	}
 	if r.Version == 2 {
 		// The handle was the native runtime's data, bare: its version 1.
 		var v2 struct{ Handle json.RawMessage }
 		if err := json.Unmarshal(b, &v2); err != nil {
-			return record{}, fmt.Errorf("decode: %w", err)
+			return Record{}, fmt.Errorf("decode: %w", err)
 		}
 		r.Handle = nil
 		if len(v2.Handle) > 0 && string(v2.Handle) != "null" {
 			r.Handle = &runtime.State{Version: 1, Data: v2.Handle}
 		}
 	}
-	if err := r.validate(name, s.fs.id); err != nil {
-		return record{}, err
-	}
 	return r, nil
 }
 
 // writeRecord writes e's sandbox.json atomically and, with durable, durably
 // (temp file, fsync, rename, fsync of the directory).
-func (s *Supervisor) writeRecord(dir string, r record, durable bool) error {
+func (s *Supervisor) writeRecord(dir string, r Record, durable bool) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err

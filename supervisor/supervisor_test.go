@@ -298,7 +298,7 @@ func TestForeignPIDNeverSignalled(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	rec := record{
+	rec := Record{
 		Version: recordVersion, ID: "victim", RootID: off.fs.id, Runtime: "native", State: Started, Port: h.opts.PortLo,
 		CreatedAt: now, UpdatedAt: now, LastActivityAt: now, Marker: "victim.deadbeef", StopGraceMs: 100,
 		// This boot, another start time: the PID was reused.
@@ -377,7 +377,7 @@ func TestInterruptedCreateSwept(t *testing.T) {
 	pid := h.pid("half")
 	h.close(false)
 	path := filepath.Join(h.opts.Root, "half", RecordFile)
-	h.editRecord("half", func(r *record) {
+	h.editRecord("half", func(r *Record) {
 		r.Handle = nil
 		r.State = Starting
 	})

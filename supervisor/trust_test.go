@@ -125,7 +125,7 @@ func TestStraysSurvive(t *testing.T) {
 	os.Mkdir(filepath.Join(h.opts.Root, "empty"), 0o755)
 	// A record of another root, in a directory whose name it claims.
 	os.MkdirAll(filepath.Join(h.opts.Root, "other"), 0o755)
-	other, _ := json.Marshal(record{Version: recordVersion, ID: "other", RootID: "someone-else", State: Stopped, Marker: "other.1"})
+	other, _ := json.Marshal(Record{Version: recordVersion, ID: "other", RootID: "someone-else", State: Stopped, Marker: "other.1"})
 	os.WriteFile(filepath.Join(h.opts.Root, "other", RecordFile), other, 0o600)
 	strays := tree(t, h.opts.Root, "mine", lockFile)
 
@@ -286,7 +286,7 @@ func TestPlantedGroupLeavesStrangerAlive(t *testing.T) {
 	child := h.pid("victim")
 	h.close(false)
 	stranger := testenv.ForeignProcess(t)
-	h.editRecord("victim", func(r *record) {
+	h.editRecord("victim", func(r *Record) {
 		var id map[string]any
 		json.Unmarshal(r.Handle.Data, &id)
 		id["pgid"] = stranger

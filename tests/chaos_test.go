@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
@@ -94,17 +95,14 @@ func checkInvariants(t *testing.T, d *testenv.Daemon, round int) {
 			t.Fatalf("round %d: %s and %s share port %d", round, sb.ID, other, sb.Port)
 		}
 		ports[sb.Port] = sb.ID
-		b, err := os.ReadFile(filepath.Join(d.Root, sb.ID, "sandbox.json"))
+		b, err := os.ReadFile(filepath.Join(d.Root, sb.ID, supervisor.RecordFile))
 		if err != nil {
 			t.Fatalf("round %d: live sandbox %s has no record: %v", round, sb.ID, err)
 		}
-		var rec struct {
-			Marker string `json:"marker"`
-			Handle struct {
-				PID int `json:"pid"`
-			} `json:"handle"`
+		rec, err := supervisor.DecodeRecord(b)
+		if err != nil {
+			t.Fatalf("round %d: %s: %v", round, sb.ID, err)
 		}
-		json.Unmarshal(b, &rec)
 		markers[rec.Marker] = sb.ID
 		if sb.State == "started" {
 			// A started sandbox's child is alive and serves its own id.
@@ -201,14 +199,15 @@ func TestChaosPIDReuse(t *testing.T) {
 	testenv.Eventually(t, "child gone", func() bool { return gone(child) })
 	foreign := testenv.ForeignProcess(t)
 	// Point the record at the foreign process, as PID reuse would.
-	path := filepath.Join(d.Root, "reused", "sandbox.json")
-	b, _ := os.ReadFile(path)
-	var rec map[string]any
-	json.Unmarshal(b, &rec)
-	h := rec["handle"].(map[string]any)
-	h["pid"], h["pgid"] = foreign, foreign
-	b, _ = json.Marshal(rec)
-	os.WriteFile(path, b, 0o644)
+	rec := record(t, d, "reused")
+	var id map[string]any
+	if err := json.Unmarshal(rec.Handle.Data, &id); err != nil || id["pid"] == nil {
+		t.Fatalf("native handle data %s: %v", rec.Handle.Data, err)
+	}
+	id["pid"], id["pgid"] = foreign, foreign
+	rec.Handle.Data, _ = json.Marshal(id)
+	b, _ := json.Marshal(rec)
+	os.WriteFile(filepath.Join(d.Root, "reused", supervisor.RecordFile), b, 0o644)
 
 	d.Start()
 	info := get(t, d, "reused")

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/native"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
@@ -70,19 +72,33 @@ func startDaemon(t *testing.T, env ...string) *testenv.Daemon {
 	return testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi, Env: env})
 }
 
-func childPID(t *testing.T, d *testenv.Daemon, id string) int {
+// record reads a sandbox's record through the daemon's own decoder.
+func record(t *testing.T, d *testenv.Daemon, id string) supervisor.Record {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(d.Root, id, "sandbox.json"))
+	b, err := os.ReadFile(filepath.Join(d.Root, id, supervisor.RecordFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r struct {
-		Handle struct {
-			PID int `json:"pid"`
-		} `json:"handle"`
+	r, err := supervisor.DecodeRecord(b)
+	if err != nil {
+		t.Fatal(err)
 	}
-	json.Unmarshal(b, &r)
-	return r.Handle.PID
+	return r
+}
+
+// childPID is the pid of a native sandbox's child, as its record names it;
+// never 0 or less (kill(0) would signal the test's own group).
+func childPID(t *testing.T, d *testenv.Daemon, id string) int {
+	t.Helper()
+	r := record(t, d, id)
+	if r.Handle == nil {
+		t.Fatalf("%s: record has no handle", id)
+	}
+	pid, err := native.PID(*r.Handle)
+	if err != nil {
+		t.Fatalf("%s: %v", id, err)
+	}
+	return pid
 }
 
 func gone(pid int) bool {

@@ -46,15 +46,9 @@ func (n *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 
 // Adopt re-pins a child of an earlier daemon from its proc.Identity.
 func (n *Runtime) Adopt(ctx context.Context, state runtime.State) (runtime.Handle, error) {
-	if state.Version != stateVersion {
-		return nil, fmt.Errorf("%w: native handle version %d, want %d", runtime.ErrState, state.Version, stateVersion)
-	}
-	var id proc.Identity
-	if err := json.Unmarshal(state.Data, &id); err != nil {
-		return nil, fmt.Errorf("%w: native handle: %v", runtime.ErrState, err)
-	}
-	if id.PID <= 0 {
-		return nil, fmt.Errorf("%w: native handle: no pid", runtime.ErrState)
+	id, err := identity(state)
+	if err != nil {
+		return nil, err
 	}
 	p, err := n.Watcher.Adopt(id)
 	switch {
@@ -66,6 +60,28 @@ func (n *Runtime) Adopt(ctx context.Context, state runtime.State) (runtime.Handl
 		return nil, err
 	}
 	return handle{p}, nil
+}
+
+// PID returns the pid a native handle's state names, for tools that read
+// records from outside the daemon. It never returns a pid below 1.
+func PID(state runtime.State) (int, error) {
+	id, err := identity(state)
+	return id.PID, err
+}
+
+// identity decodes a handle's state.
+func identity(state runtime.State) (proc.Identity, error) {
+	if state.Version != stateVersion {
+		return proc.Identity{}, fmt.Errorf("%w: native handle version %d, want %d", runtime.ErrState, state.Version, stateVersion)
+	}
+	var id proc.Identity
+	if err := json.Unmarshal(state.Data, &id); err != nil {
+		return proc.Identity{}, fmt.Errorf("%w: native handle: %v", runtime.ErrState, err)
+	}
+	if id.PID <= 0 {
+		return proc.Identity{}, fmt.Errorf("%w: native handle: no pid", runtime.ErrState)
+	}
+	return id, nil
 }
 
 // Sweep kills every process that carries one of markers, each verified

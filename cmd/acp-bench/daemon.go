@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/api/auth"
+	"github.com/agent-control-plane/agent-control-plane/proc"
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/probe"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/native"
+)
+
+// daemon is the agent-control-plane under test.
+type daemon struct {
+	bin, root, addr string
+	portLo, portHi  int
+	cmd             *exec.Cmd
+	events          *feed
+}
+
+// benchToken is the bench daemon's bearer token; every request to the
+// daemon carries it.
+var benchToken = auth.New()
+
+type bearer struct{ base http.RoundTripper }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+benchToken)
+	return b.base.RoundTrip(r)
+}
+
+var httpc = &http.Client{Timeout: 60 * time.Second, Transport: bearer{&http.Transport{MaxIdleConnsPerHost: 256}}}
+
+// daemonEnv is the bench daemon's environment.
+func daemonEnv(extra ...string) []string {
+	return append(append(os.Environ(), "AGENT_CONTROL_PLANE_TOKEN="+benchToken, "AGENT_CONTROL_PLANE_AUTOSTOP_MINUTES=0"), extra...)
+}
+
+func (d *daemon) url(path string) string { return "http://" + d.addr + path }
+
+func (d *daemon) start() error {
+	cmd := exec.Command(d.bin, "serve", "--root", d.root, "--listen", d.addr,
+		"--port-range", fmt.Sprintf("%d-%d", d.portLo, d.portHi))
+	cmd.Env = daemonEnv("AGENT_CONTROL_PLANE_STOP_GRACE_MS=2000", "AGENT_CONTROL_PLANE_LOG_LEVEL=warn")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	d.cmd = cmd
+	if err := waitFor(30*time.Second, func() bool { return d.info() == nil }); err != nil {
+		return errors.New("daemon did not answer /v1/info")
+	}
+	f, err := subscribe(d.url("/v1/events"))
+	if err != nil {
+		return err
+	}
+	d.events = f
+	return nil
+}
+
+func (d *daemon) info() error {
+	resp, err := httpc.Get(d.url("/v1/info"))
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("info: %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// kill SIGKILLs the daemon; its children live on.
+func (d *daemon) kill() {
+	d.events.close()
+	d.cmd.Process.Kill()
+	d.cmd.Wait()
+}
+
+func (d *daemon) cleanup() {
+	if d.cmd != nil && d.cmd.ProcessState == nil {
+		d.kill()
+	}
+	// Kill every child by its marker, each verified through its pidfd
+	// first (a pid read from a record may have been reused since).
+	recs, _ := filepath.Glob(filepath.Join(d.root, "*", supervisor.RecordFile))
+	var markers []string
+	for _, p := range recs {
+		if rec, err := readRecord(p); err == nil && rec.Marker != "" {
+			markers = append(markers, rec.Marker)
+		}
+	}
+	proc.KillMarked(markers...)
+}
+
+func readRecord(path string) (supervisor.Record, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return supervisor.Record{}, err
+	}
+	return supervisor.DecodeRecord(b)
+}
+
+// pid is the pid of sandbox id's child, or 0 when its record names none.
+func (d *daemon) pid(id string) int {
+	rec, err := readRecord(filepath.Join(d.root, id, supervisor.RecordFile))
+	if err != nil || rec.Handle == nil {
+		return 0
+	}
+	pid, _ := native.PID(*rec.Handle)
+	return pid
+}
+
+type sandbox struct {
+	ID    string `json:"id"`
+	State string `json:"state"`
+	Port  int    `json:"port"`
+}
+
+func (d *daemon) create(id string, env map[string]string) (sandbox, error) {
+	body, _ := json.Marshal(map[string]any{"name": id, "envVars": env})
+	req, _ := http.NewRequest("POST", d.url("/v1/sandboxes"), strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := httpc.Do(req)
+	if err != nil {
+		return sandbox{}, err
+	}
+	defer resp.Body.Close()
+	var sb sandbox
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 201 {
+		return sb, fmt.Errorf("create %s: %d %s", id, resp.StatusCode, b)
+	}
+	return sb, json.Unmarshal(b, &sb)
+}
+
+func (d *daemon) delete(id string) error {
+	req, _ := http.NewRequest("POST", d.url("/v1/sandboxes/"+id+"/stop?force=true"), nil)
+	if resp, err := httpc.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	req, _ = http.NewRequest("DELETE", d.url("/v1/sandboxes/"+id), nil)
+	resp, err := httpc.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
+func (d *daemon) list() ([]sandbox, error) {
+	resp, err := httpc.Get(d.url("/v1/sandboxes"))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out struct{ Sandboxes []sandbox }
+	return out.Sandboxes, json.NewDecoder(resp.Body).Decode(&out)
+}
+
+// waitFor polls cond every 200 µs (the bench's resolution) until it holds
+// or limit passes.
+func waitFor(limit time.Duration, cond func() bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	err := probe.Backoff{Initial: 200 * time.Microsecond}.Until(ctx, func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		return errors.New("timed out")
+	}
+	return nil
+}
