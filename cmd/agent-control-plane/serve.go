@@ -65,7 +65,9 @@ func serveCommand() command {
 			src := conf.Sources{File: configPath, Flags: flags}
 			cfg, err := conf.Load(src)
 			if err != nil {
-				return usagef("serve", "%v", err)
+				// A bad setting, wherever it came from: one line, exit 2.
+				fmt.Fprintln(c.stderr, "agent-control-plane:", err)
+				return exitError(exitUsage)
 			}
 			return serve(cfg, src, c.stderr)
 		},

@@ -34,24 +34,6 @@ func (e CreateSandboxRequestAutoDeleteInterval0) Valid() bool {
 	}
 }
 
-// Defines values for CreateSandboxRequestRuntime.
-const (
-	CreateSandboxRequestRuntimeDocker CreateSandboxRequestRuntime = "docker"
-	CreateSandboxRequestRuntimeNative CreateSandboxRequestRuntime = "native"
-)
-
-// Valid indicates whether the value is a known member of the CreateSandboxRequestRuntime enum.
-func (e CreateSandboxRequestRuntime) Valid() bool {
-	switch e {
-	case CreateSandboxRequestRuntimeDocker:
-		return true
-	case CreateSandboxRequestRuntimeNative:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for ErrorErrorCode.
 const (
 	ErrorErrorCodeCreateFailed         ErrorErrorCode = "create_failed"
@@ -139,24 +121,6 @@ const (
 func (e InfoName) Valid() bool {
 	switch e {
 	case AgentControlPlane:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for SandboxInfoRuntime.
-const (
-	SandboxInfoRuntimeDocker SandboxInfoRuntime = "docker"
-	SandboxInfoRuntimeNative SandboxInfoRuntime = "native"
-)
-
-// Valid indicates whether the value is a known member of the SandboxInfoRuntime enum.
-func (e SandboxInfoRuntime) Valid() bool {
-	switch e {
-	case SandboxInfoRuntimeDocker:
-		return true
-	case SandboxInfoRuntimeNative:
 		return true
 	default:
 		return false
@@ -296,10 +260,13 @@ type CreateSandboxRequest struct {
 	NetworkAllowList interface{} `json:"networkAllowList,omitempty"`
 
 	// NetworkBlockAll Accepted and ignored (Daytona).
-	NetworkBlockAll interface{}                  `json:"networkBlockAll,omitempty"`
-	Public          *bool                        `json:"public,omitempty"`
-	Runtime         *CreateSandboxRequestRuntime `json:"runtime,omitempty"`
-	Snapshot        *string                      `json:"snapshot,omitempty"`
+	NetworkBlockAll interface{} `json:"networkBlockAll,omitempty"`
+	Public          *bool       `json:"public,omitempty"`
+
+	// Runtime One of /v1/info's runtimes; when absent, the first of them.
+	// Another name is a 400 unsupported_runtime that lists them.
+	Runtime  *RuntimeName `json:"runtime,omitempty"`
+	Snapshot *string      `json:"snapshot,omitempty"`
 
 	// Target Accepted and ignored (Daytona).
 	Target interface{} `json:"target,omitempty"`
@@ -321,9 +288,6 @@ type CreateSandboxRequestAutoDeleteInterval1 = float32
 type CreateSandboxRequest_AutoDeleteInterval struct {
 	union json.RawMessage
 }
-
-// CreateSandboxRequestRuntime defines model for CreateSandboxRequest.Runtime.
-type CreateSandboxRequestRuntime string
 
 // EntrypointLogs defines model for EntrypointLogs.
 type EntrypointLogs struct {
@@ -352,6 +316,9 @@ type Info struct {
 	PortRange  string         `json:"portRange"`
 	Root       string         `json:"root"`
 
+	// Runtimes The runtimes creates may name, the default first.
+	Runtimes []RuntimeName `json:"runtimes"`
+
 	// StartedAt Examples: 2026-11-29T10:22:29.768Z
 	StartedAt Timestamp `json:"startedAt"`
 	Version   string    `json:"version"`
@@ -370,6 +337,9 @@ type Labels map[string]string
 type PreviewUrl struct {
 	Url string `json:"url"`
 }
+
+// RuntimeName defines model for RuntimeName.
+type RuntimeName = string
 
 // SandboxInfo defines model for SandboxInfo.
 type SandboxInfo struct {
@@ -397,11 +367,11 @@ type SandboxInfo struct {
 	LastActivityAt Timestamp `json:"lastActivityAt"`
 
 	// Name Equal to id.
-	Name       string             `json:"name"`
-	Port       int                `json:"port"`
-	PreviewUrl string             `json:"previewUrl"`
-	Public     bool               `json:"public"`
-	Runtime    SandboxInfoRuntime `json:"runtime"`
+	Name       string      `json:"name"`
+	Port       int         `json:"port"`
+	PreviewUrl string      `json:"previewUrl"`
+	Public     bool        `json:"public"`
+	Runtime    RuntimeName `json:"runtime"`
 
 	// SessionId labels.harnessSessionId, or null.
 	SessionId *string    `json:"sessionId"`
@@ -413,9 +383,6 @@ type SandboxInfo struct {
 	// UpdatedAt Examples: 2026-11-29T10:22:29.768Z
 	UpdatedAt Timestamp `json:"updatedAt"`
 }
-
-// SandboxInfoRuntime defines model for SandboxInfo.Runtime.
-type SandboxInfoRuntime string
 
 // SandboxList defines model for SandboxList.
 type SandboxList struct {
