@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
+	"github.com/agent-control-plane/agent-control-plane/conf"
 	"github.com/agent-control-plane/agent-control-plane/proc"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
@@ -51,7 +52,7 @@ func newEnv(t *testing.T, tweak func(*supervisor.Options)) *env {
 		Root: t.TempDir(), PortLo: lo, PortHi: hi, StopGrace: 2 * time.Second,
 		CheckInterval: time.Hour, AutoStop: 15 * time.Minute,
 		Runtimes: nativeOnly(&native.Runtime{Watcher: w, Argv: testenv.StubArgv(t)}),
-		Env:      childenv.Policy{Base: map[string]string{"PATH": "/usr/bin:/bin"}},
+		Env:      childenv.Policy{Base: map[string]string{"PATH": "/usr/bin:/bin"}, ForwardUnless: conf.DefaultEnvForwardUnless},
 	}
 	if tweak != nil {
 		tweak(&opts)
@@ -167,8 +168,9 @@ func TestBadRequests(t *testing.T) {
 		{"label value too long", "POST", "/v1/sandboxes", `{"name":"a","labels":{"k":"` + strings.Repeat("v", 513) + `"}}`, nil, 400, "invalid_request"},
 		{"negative autostop", "POST", "/v1/sandboxes", `{"name":"a","autoStopInterval":-1}`, nil, 400, "invalid_request"},
 		{"autodelete -2", "POST", "/v1/sandboxes", `{"name":"a","autoDeleteInterval":-2}`, nil, 400, "invalid_request"},
-		{"unknown runtime", "POST", "/v1/sandboxes", `{"name":"a","runtime":"vm"}`, nil, 400, "invalid_request"},
-		{"docker not yet", "POST", "/v1/sandboxes", `{"name":"a","runtime":"docker"}`, nil, 400, "unsupported_runtime"},
+		{"unknown runtime", "POST", "/v1/sandboxes", `{"name":"a","runtime":"vm"}`, nil, 400, "unsupported_runtime"},
+		{"runtime not a name", "POST", "/v1/sandboxes", `{"name":"a","runtime":"Native!"}`, nil, 400, "unsupported_runtime"},
+		{"docker not registered", "POST", "/v1/sandboxes", `{"name":"a","runtime":"docker"}`, nil, 400, "unsupported_runtime"},
 		{"body too large", "POST", "/v1/sandboxes", big, nil, 400, "invalid_request"},
 		{"form post", "POST", "/v1/sandboxes", `name=a`, []string{"Content-Type", "application/x-www-form-urlencoded"}, 415, "unsupported_media_type"},
 		{"text/plain", "POST", "/v1/sandboxes", `{"name":"a"}`, []string{"Content-Type", "text/plain"}, 415, "unsupported_media_type"},
