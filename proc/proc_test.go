@@ -86,17 +86,17 @@ func TestExitStatus(t *testing.T) {
 	tests := []struct {
 		name   string
 		script string
-		want   string
+		want   ExitStatus
 	}{
-		{"clean exit", "exit 0", "exit code 0"},
-		{"exit code", "exit 3", "exit code 3"},
-		{"killed", "kill -9 $$", "killed by signal SIGKILL"},
+		{"clean exit", "exit 0", ExitStatus{Known: true, Code: 0}},
+		{"exit code", "exit 3", ExitStatus{Known: true, Code: 3}},
+		{"killed", "kill -9 $$", ExitStatus{Known: true, Code: 137, Signal: unix.SIGKILL}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p := spawnT(t, w, shSpec(t, tc.script))
-			if got := waitDone(t, p).String(); got != tc.want {
-				t.Fatalf("status %q, want %q", got, tc.want)
+			if got := waitDone(t, p); got != tc.want {
+				t.Fatalf("status %+v, want %+v", got, tc.want)
 			}
 		})
 	}

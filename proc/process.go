@@ -25,19 +25,6 @@ type ExitStatus struct {
 	Signal syscall.Signal // terminating signal, or 0
 }
 
-// String names how the process ended: "exit code 3", "killed by signal
-// SIGKILL" or "exited; status unknown".
-func (s ExitStatus) String() string {
-	switch {
-	case !s.Known:
-		return "exited; status unknown"
-	case s.Signal != 0:
-		return "killed by signal " + unix.SignalName(s.Signal)
-	default:
-		return "exit code " + strconv.Itoa(s.Code)
-	}
-}
-
 // Process is one pinned process: our child, or one adopted after a restart.
 type Process struct {
 	id    Identity
