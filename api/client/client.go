@@ -22,6 +22,7 @@ import (
 
 	"github.com/agent-control-plane/agent-control-plane/api/auth"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/probe"
 )
 
 // DefaultURL is where the daemon listens unless told otherwise.
@@ -396,44 +397,24 @@ func (e *NotReadyError) Error() string {
 // answers GET <preview>/api/info, or until ctx ends. A sandbox that stops
 // first yields a *NotReadyError with its errorReason.
 func (c *Client) WaitForReady(ctx context.Context, id string) (wire.SandboxInfo, error) {
-	wait := 10 * time.Millisecond
-	for {
-		sb, err := c.Get(ctx, id)
-		if err != nil {
-			return sb, err
+	agent := probe.NewHTTP(c.timeout)
+	var sb wire.SandboxInfo
+	err := probe.Poll.Until(ctx, func(ctx context.Context) (bool, error) {
+		var err error
+		if sb, err = c.Get(ctx, id); err != nil {
+			return false, err
 		}
 		switch sb.State {
 		case wire.StateStarted:
-			if c.agentAnswers(ctx, sb.PreviewURL) {
-				return sb, nil
-			}
+			return agent.Ready(ctx, sb.PreviewURL+"/api/info"), nil
 		case wire.StateStopped, wire.StateDestroyed:
 			reason := ""
 			if sb.ErrorReason != nil {
 				reason = *sb.ErrorReason
 			}
-			return sb, &NotReadyError{ID: id, State: sb.State, ErrorReason: reason}
+			return false, &NotReadyError{ID: id, State: sb.State, ErrorReason: reason}
 		}
-		select {
-		case <-ctx.Done():
-			return sb, ctx.Err()
-		case <-time.After(wait):
-		}
-		wait = min(wait*2, 250*time.Millisecond)
-	}
-}
-
-func (c *Client) agentAnswers(ctx context.Context, preview string) bool {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", preview+"/api/info", nil)
-	if err != nil {
-		return false
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode/100 == 2
+		return false, nil
+	})
+	return sb, err
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/probe"
 )
 
 // Watch follows /v1/events for sandboxes whose labels match all of labels
@@ -25,7 +26,7 @@ import (
 // Cancellation returns nil.
 func (c *Client) Watch(ctx context.Context, labels map[string]string, handler func(wire.StreamEvent) error) error {
 	var last uint64
-	backoff := 50 * time.Millisecond
+	attempt := 0
 	for {
 		delivered, err := c.watchOnce(ctx, labels, &last, handler)
 		if ctx.Err() != nil {
@@ -40,14 +41,14 @@ func (c *Client) Watch(ctx context.Context, labels map[string]string, handler fu
 			return err // a bad filter will not get better
 		}
 		if delivered {
-			backoff = 50 * time.Millisecond
+			attempt = 0
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(backoff):
+		case <-time.After(probe.Reconnect.Delay(attempt)):
 		}
-		backoff = min(backoff*2, 2*time.Second)
+		attempt++
 	}
 }
 
