@@ -345,14 +345,11 @@ func (c *Config) Validate() error {
 			return errors.New("native.command has an empty argument")
 		}
 	}
-	for _, k := range c.EnvForward {
-		if !ValidEnvName(k) {
-			return fmt.Errorf("env.forward: %q is not a valid variable name", k)
-		}
-	}
-	for _, k := range c.EnvForwardUnless {
-		if !ValidEnvName(k) {
-			return fmt.Errorf("env.forward_unless: %q is not a valid variable name", k)
+	for key, names := range map[string][]string{"env.forward": c.EnvForward, "env.forward_unless": c.EnvForwardUnless} {
+		for _, k := range names {
+			if !ValidEnvName(k) {
+				return fmt.Errorf("%s: %q is not a valid variable name", key, k)
+			}
 		}
 	}
 	switch c.LogFormat {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ autostop_minutes = 30
 command = ["my-agent", "--flag"]
 [env]
 forward = ["MY_KEY"]
+forward_unless = ["MY_HARNESS"]
 `), 0o644)
 	c, err := Load(Sources{
 		File:   file,
@@ -46,6 +48,7 @@ forward = ["MY_KEY"]
 		{"fractional autostop from env", c.AutoStop, 30 * time.Second},
 		{"command from file", strings.Join(c.NativeCommand, " "), "my-agent --flag"},
 		{"forward from file", strings.Join(c.EnvForward, ","), "MY_KEY"},
+		{"forward_unless from file", strings.Join(c.EnvForwardUnless, ","), "MY_HARNESS"},
 		{"default startup timeout", c.StartupTimeout, 60 * time.Second},
 	}
 	for _, ch := range checks {
@@ -61,7 +64,8 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Listen != "127.0.0.1:4025" || c.Ports != (PortRange{4100, 4999}) || c.Root != "/state/agent-control-plane/sandboxes" ||
-		c.ReapInterval != time.Minute || c.AutoStop != 15*time.Minute || c.MaxLifetime != 0 || c.StopGrace != 5*time.Second {
+		c.ReapInterval != time.Minute || c.AutoStop != 15*time.Minute || c.MaxLifetime != 0 || c.StopGrace != 5*time.Second ||
+		!slices.Equal(c.EnvForwardUnless, DefaultEnvForwardUnless) {
 		t.Fatalf("defaults %+v", c)
 	}
 }
@@ -94,7 +98,8 @@ func TestErrors(t *testing.T) {
 		{"bad minutes", Sources{Getenv: env(map[string]string{"AGENT_CONTROL_PLANE_AUTOSTOP_MINUTES": "NaN"})}, "minutes"},
 		{"bad command", Sources{Getenv: env(map[string]string{"AGENT_CONTROL_PLANE_NATIVE_COMMAND": `"agent"`})}, "JSON array"},
 		{"bad log format flag", Sources{Flags: map[string]string{"log-format": "xml"}}, "log format"},
-		{"bad forward key", Sources{File: write("[env]\nforward = [\"A-B\"]\n")}, "env.forward"},
+		{"bad forward key", Sources{File: write("[env]\nforward = [\"A-B\"]\n")}, "env.forward:"},
+		{"bad forward_unless key", Sources{File: write("[env]\nforward_unless = [\"A B\"]\n")}, "env.forward_unless:"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.why, func(t *testing.T) {
