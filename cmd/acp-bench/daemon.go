@@ -49,7 +49,16 @@ func daemonEnv(extra ...string) []string {
 
 func (d *daemon) url(path string) string { return "http://" + d.addr + path }
 
+// start runs the daemon and subscribes to its events.
 func (d *daemon) start() error {
+	if err := d.spawn(30 * time.Second); err != nil {
+		return err
+	}
+	return d.subscribe()
+}
+
+// spawn starts the daemon process and waits until it answers /v1/info.
+func (d *daemon) spawn(limit time.Duration) error {
 	cmd := exec.Command(d.bin, "serve", "--root", d.root, "--listen", d.addr,
 		"--port-range", fmt.Sprintf("%d-%d", d.portLo, d.portHi))
 	cmd.Env = daemonEnv("AGENT_CONTROL_PLANE_STOP_GRACE_MS=2000", "AGENT_CONTROL_PLANE_LOG_LEVEL=warn")
@@ -58,9 +67,14 @@ func (d *daemon) start() error {
 		return err
 	}
 	d.cmd = cmd
-	if err := waitFor(30*time.Second, func() bool { return d.info() == nil }); err != nil {
+	if err := waitFor(limit, func() bool { return d.info() == nil }); err != nil {
 		return errors.New("daemon did not answer /v1/info")
 	}
+	return nil
+}
+
+// subscribe (re)opens the daemon's event feed.
+func (d *daemon) subscribe() error {
 	f, err := subscribe(d.url("/v1/events"))
 	if err != nil {
 		return err

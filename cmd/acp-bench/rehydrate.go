@@ -1,11 +1,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,15 +23,8 @@ func benchRehydrate(c config, d *daemon, r *results) error {
 	wg.Wait()
 	d.kill()
 	t0 := time.Now()
-	cmd := exec.Command(d.bin, "serve", "--root", d.root, "--listen", d.addr, "--port-range", fmt.Sprintf("%d-%d", d.portLo, d.portHi))
-	cmd.Env = daemonEnv("AGENT_CONTROL_PLANE_LOG_LEVEL=warn")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	d.cmd = cmd
-	if err := waitFor(60*time.Second, func() bool { return d.info() == nil }); err != nil {
-		return errors.New("restarted daemon did not answer")
+	if err := d.spawn(60 * time.Second); err != nil {
+		return fmt.Errorf("restart: %w", err)
 	}
 	tInfo := time.Since(t0)
 	var started int
@@ -64,11 +54,9 @@ func benchRehydrate(c config, d *daemon, r *results) error {
 			}
 		}
 	}
-	f, err := subscribe(d.url("/v1/events"))
-	if err != nil {
+	if err := d.subscribe(); err != nil {
 		return err
 	}
-	d.events = f
 	// Clean up for the next test.
 	for i := range c.rehydrate {
 		wg.Go(func() {
