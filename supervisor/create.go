@@ -95,7 +95,6 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	}
 	undo = append(undo, func() { s.ports.release(port, req.Name) })
 	e.info.Port = port
-	e.readyURL = s.readyURL(port)
 
 	// The directory is built under a staging name that proves it is ours
 	// (see rootFS.tempName) and appears under its own name, complete with
@@ -150,7 +149,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 		ID: req.Name, Env: childenv.List(env), Dir: e.dir, Workspace: workspace,
 		Stdout: filepath.Join(e.dir, StdoutFile), Stderr: filepath.Join(e.dir, StderrFile),
 		Port: port, Marker: e.marker, Snapshot: req.Snapshot,
-		Resources: req.Resources, ReadyURL: e.readyURL,
+		Resources: req.Resources, ReadyURL: s.readyURL(port),
 	})
 	if err != nil {
 		return Sandbox{}, fmt.Errorf("start workload: %w", err)

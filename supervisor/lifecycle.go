@@ -33,7 +33,7 @@ func (s *Supervisor) watch(e *sandbox, h runtime.Handle, timeout time.Duration) 
 // exits, the deadline passes or the supervisor closes.
 func (s *Supervisor) awaitReady(e *sandbox, h runtime.Handle, timeout time.Duration) {
 	s.mu.Lock()
-	state := e.info.State
+	state, url := e.info.State, s.readyURL(e.info.Port)
 	s.mu.Unlock()
 	if state != Starting {
 		return
@@ -47,11 +47,7 @@ func (s *Supervisor) awaitReady(e *sandbox, h runtime.Handle, timeout time.Durat
 		case <-ctx.Done():
 		}
 	}()
-	err := probe.Readiness.Until(ctx, func(ctx context.Context) (bool, error) {
-		ctx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		return s.probe.Ready(ctx, e.readyURL), nil
-	})
+	err := s.probe.Await(ctx, url, probe.Readiness)
 	switch {
 	case err == nil:
 		s.transition(e, h, func(sb *Sandbox) (string, bool) {
@@ -64,7 +60,7 @@ func (s *Supervisor) awaitReady(e *sandbox, h runtime.Handle, timeout time.Durat
 		})
 	case s.lifetime.Err() != nil, isDone(h.Done()):
 	default:
-		s.log.Warn("sandbox not ready before the startup deadline", "sandbox", e.id, "url", e.readyURL)
+		s.log.Warn("sandbox not ready before the startup deadline", "sandbox", e.id, "url", url)
 		s.stop(e, StopStartupFailed, ReasonStartupTimeout, 0)
 	}
 }

@@ -135,7 +135,7 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name string) (rtName, mar
 	}
 	e := &sandbox{
 		id: r.ID, dir: dir, marker: r.Marker, grace: time.Duration(r.StopGraceMs) * time.Millisecond,
-		readyURL: s.readyURL(r.Port), info: r.sandbox(),
+		info: r.sandbox(),
 	}
 	rt, haveRuntime := s.opts.Runtimes.Get(r.Runtime)
 	if r.State.Live() {

@@ -99,11 +99,10 @@ type sandbox struct {
 	abandoned bool
 
 	// Fixed at creation.
-	id       string
-	dir      string
-	marker   string
-	grace    time.Duration
-	readyURL string // what readiness probes
+	id     string
+	dir    string
+	marker string
+	grace  time.Duration
 }
 
 // New locks the root, rehydrates every sandbox recorded under it and
@@ -174,7 +173,7 @@ func New(ctx context.Context, opts Options) (*Supervisor, error) {
 		sandboxes: map[string]*sandbox{},
 		lifetime:  lifetime,
 		cancel:    cancel,
-		probe:     probe.NewHTTP(2 * time.Second),
+		probe:     probe.NewHTTP(time.Second), // per attempt
 	}
 	s.SetDefaults(opts.AutoStop, opts.MaxLifetime)
 	s.events.onPub = s.stats.eventPublished
@@ -271,21 +270,13 @@ func (s *Supervisor) Close(ctx context.Context) error {
 			live = append(live, e)
 		}
 	}
-	// Stops for Close are counted before closed is set: nothing else may
-	// start after this.
-	if s.opts.StopOnClose {
-		s.bg.Add(len(live))
-	}
 	s.closed = true
 	s.mu.Unlock()
 	var err error
 	if s.opts.StopOnClose {
 		var wg sync.WaitGroup
 		for _, e := range live {
-			wg.Go(func() {
-				defer s.bg.Done()
-				s.stop(e, StopOther, "daemon_shutdown", e.grace)
-			})
+			wg.Go(func() { s.stop(e, StopOther, "daemon_shutdown", e.grace) })
 		}
 		done := make(chan struct{})
 		go func() { wg.Wait(); close(done) }()

@@ -400,10 +400,11 @@ func (c *Client) WaitForReady(ctx context.Context, id string) (wire.SandboxInfo,
 	agent := probe.NewHTTP(c.timeout)
 	var sb wire.SandboxInfo
 	err := probe.Poll.Until(ctx, func(ctx context.Context) (bool, error) {
-		var err error
-		if sb, err = c.Get(ctx, id); err != nil {
+		got, err := c.Get(ctx, id)
+		if err != nil {
 			return false, err
 		}
+		sb = got
 		switch sb.State {
 		case wire.StateStarted:
 			return agent.Ready(ctx, sb.PreviewURL+"/api/info"), nil

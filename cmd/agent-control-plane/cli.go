@@ -32,8 +32,6 @@ type cli struct {
 	stdout io.Writer
 	stderr io.Writer
 	color  bool
-	// flags is the running command's flag set, parsed.
-	flags *flag.FlagSet
 }
 
 // bindGlobal binds the global flags to c on fs. The current values are

@@ -152,7 +152,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return c.report(usagef("", "unknown command %q", args[0]))
 	}
-	if !cmd.client && setFlags(global)&clientFlags != 0 {
+	if !cmd.client && anyClientFlag(global) {
 		return c.report(usagef(cmd.name, "%s takes no --url, --token or --json", cmd.name))
 	}
 	fs := cmd.flagSet(c)
@@ -167,21 +167,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(pos) < cmd.minArgs || (cmd.maxArgs >= 0 && len(pos) > cmd.maxArgs) {
 		return c.report(usagef(cmd.name, "usage: agent-control-plane %s", cmd.synopsis()))
 	}
-	c.flags = fs
 	ctx, cancel := commandContext()
 	defer cancel()
 	return c.report(cmd.exec(ctx, c, pos))
 }
 
-const clientFlags = 1
-
-// setFlags reports which kinds of flag were given on fs.
-func setFlags(fs *flag.FlagSet) int {
-	set := 0
+// anyClientFlag reports whether --url, --token or --json was given on fs.
+func anyClientFlag(fs *flag.FlagSet) bool {
+	set := false
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "url", "token", "json":
-			set |= clientFlags
+			set = true
 		}
 	})
 	return set

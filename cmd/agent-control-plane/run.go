@@ -77,7 +77,7 @@ func (c *cli) run(ctx context.Context, name string, labels, env kvFlag, autostop
 	}
 
 	stopSpinner := c.progress(fmt.Sprintf("Starting sandbox %s on port %d", inert(sb.ID), sb.Port))
-	sb, err = cl.WaitForReady(ctx, sb.ID)
+	ready, err := cl.WaitForReady(ctx, sb.ID)
 	stopSpinner()
 	if err != nil {
 		cleanup()
@@ -86,6 +86,7 @@ func (c *cli) run(ctx context.Context, name string, labels, env kvFlag, autostop
 		}
 		return err
 	}
+	sb = ready
 	if c.json {
 		c.printJSON(sb)
 	} else {

@@ -43,11 +43,13 @@ var nonInteractive = map[string]string{
 
 func serveCommand() command {
 	var configPath string
+	var given *flag.FlagSet // the parsed flags: only those set are passed on
 	return command{
 		name: "serve", summary: "run the daemon in the foreground (precedence: flag > environment > config file > default)",
 		flags: func(fs *flag.FlagSet) {
 			// Only the flags set are passed on (conf applies the
 			// precedence); the defaults here are for the help text.
+			given = fs
 			def := conf.Default(os.Getenv)
 			fs.StringVar(&configPath, "config", "", "TOML config `file` (default: $AGENT_CONTROL_PLANE_CONFIG)")
 			fs.String("listen", def.Listen, "listen `address` (loopback only unless the config allows otherwise)")
@@ -57,7 +59,7 @@ func serveCommand() command {
 		},
 		exec: func(_ context.Context, c *cli, _ []string) error {
 			flags := map[string]string{}
-			c.flags.Visit(func(f *flag.Flag) {
+			given.Visit(func(f *flag.Flag) {
 				if f.Name != "config" {
 					flags[f.Name] = f.Value.String()
 				}
