@@ -46,19 +46,17 @@ func TestUntil(t *testing.T) {
 	}
 }
 
-// A real listener that answers 503 until told otherwise.
+// A real listener that answers 503 to the first three probes, then 200.
 func TestAwait(t *testing.T) {
-	var ready atomic.Bool
+	var probes atomic.Int32
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !ready.Load() {
+		if probes.Add(1) <= 3 {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			return
 		}
-		ready.Store(true)
 	})}
 	go srv.Serve(ln)
 	defer srv.Close()
@@ -67,11 +65,13 @@ func TestAwait(t *testing.T) {
 	if p.Ready(context.Background(), url) {
 		t.Fatal("a 503 counted as ready")
 	}
-	time.AfterFunc(20*time.Millisecond, func() { ready.Store(true) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := p.Await(ctx, url, Readiness); err != nil {
 		t.Fatalf("Await: %v", err)
+	}
+	if n := probes.Load(); n != 4 {
+		t.Fatalf("ready after %d probes, want 4", n)
 	}
 	short, cancel2 := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel2()
