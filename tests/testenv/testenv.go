@@ -7,6 +7,7 @@ package testenv
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -22,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/probe"
 )
 
 var (
@@ -211,20 +214,32 @@ func (d *Daemon) Start() {
 	d.Cmd = cmd
 	d.exited = make(chan struct{})
 	go func(c chan struct{}) { cmd.Wait(); close(c) }(d.exited)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	errExited := errors.New("exited")
+	err = probe.Backoff{Initial: 10 * time.Millisecond}.Until(ctx, func(context.Context) (bool, error) {
 		if _, err := d.Info(); err == nil {
-			return
+			return true, nil
 		}
-		select {
-		case <-d.exited:
-			d.t.Fatalf("daemon exited during startup:\n%s", d.Log())
-		default:
+		if isClosed(d.exited) {
+			return false, errExited
 		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("daemon did not answer /v1/info:\n%s", d.Log())
-		}
-		time.Sleep(10 * time.Millisecond)
+		return false, nil
+	})
+	switch {
+	case errors.Is(err, errExited):
+		d.t.Fatalf("daemon exited during startup:\n%s", d.Log())
+	case err != nil:
+		d.t.Fatalf("daemon did not answer /v1/info:\n%s", d.Log())
+	}
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -352,12 +367,10 @@ func killMarked(marker string) {
 // Eventually polls cond until it holds or a generous deadline passes.
 func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if (probe.Backoff{Initial: 5 * time.Millisecond}).Until(ctx, func(context.Context) (bool, error) { return cond(), nil }) != nil {
+		t.Fatalf("timed out waiting for %s", what)
 	}
 }
 
