@@ -28,6 +28,9 @@ type Identity struct {
 	StartTime uint64 `json:"startTime"` // clock ticks after boot, /proc/<pid>/stat field 22
 	BootID    string `json:"bootId"`
 	Marker    string `json:"marker"`
+	// Cgroup is the process's cgroup2 path (as /proc/<pid>/cgroup shows
+	// it) when it was born into one; empty otherwise.
+	Cgroup string `json:"cgroup,omitempty"`
 }
 
 var (
@@ -165,5 +168,59 @@ func verify(id Identity) error {
 	if m != id.Marker {
 		return fmt.Errorf("%w: marker missing", ErrIdentity)
 	}
+	if id.Cgroup != "" {
+		cg, err := ReadCgroups(id.PID)
+		if err != nil {
+			return err
+		}
+		if cg[""] != id.Cgroup {
+			return fmt.Errorf("%w: cgroup %q, recorded %q", ErrIdentity, cg[""], id.Cgroup)
+		}
+	}
 	return nil
+}
+
+// Cgroups maps each cgroup hierarchy a process belongs to, by controller
+// name, to the process's path in it: "" is the cgroup2 (unified)
+// hierarchy, "memory", "pids", "cpu" and so on the v1 ones (a hierarchy
+// with several controllers appears under each), "name=systemd" a named one.
+type Cgroups map[string]string
+
+// ReadCgroups reads /proc/<pid>/cgroup; pid 0 is this process.
+func ReadCgroups(pid int) (Cgroups, error) {
+	var b []byte
+	var err error
+	if pid == 0 {
+		b, err = os.ReadFile("/proc/self/cgroup")
+	} else {
+		b, err = readProc(pid, "cgroup")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ParseCgroups(b), nil
+}
+
+// ParseCgroups parses the content of /proc/<pid>/cgroup: lines of
+// "id:controllers:path". Malformed lines are skipped.
+func ParseCgroups(b []byte) Cgroups {
+	out := Cgroups{}
+	for _, line := range strings.Split(string(b), "\n") {
+		_, rest, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		ctrls, path, ok := strings.Cut(rest, ":")
+		if !ok {
+			continue
+		}
+		if ctrls == "" {
+			out[""] = path
+			continue
+		}
+		for _, c := range strings.Split(ctrls, ",") {
+			out[c] = path
+		}
+	}
+	return out
 }

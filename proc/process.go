@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -245,6 +246,26 @@ type Spec struct {
 	Stdout string // appended to, created 0600
 	Stderr string // appended to, created 0600
 	Marker string // unique per process; recorded in Identity
+	// Cgroup, when set, places the child in its cgroups at birth: no
+	// instant of its life is spent outside them.
+	Cgroup Placement
+}
+
+// Placement puts a child into its cgroups as it is created (package
+// cgroup provides one).
+type Placement interface {
+	// FD is an open directory of the cgroup2 hierarchy that the child is
+	// cloned into (clone3 with CLONE_INTO_CGROUP).
+	FD() int
+	// Path is that cgroup's path as /proc/<pid>/cgroup shows it. It is
+	// recorded in Identity and verified on Adopt.
+	Path() string
+	// Enter moves the calling thread, locked to its OS thread, into any
+	// other cgroups the child must be born in (cgroup v1 hierarchies on a
+	// hybrid machine: a child inherits the cgroups of the thread that
+	// forks it), and returns how to move the thread back. After an error,
+	// or when leave fails, the thread is never unlocked again.
+	Enter() (leave func() error, err error)
 }
 
 // openLog opens a log for the child to append to. A link in its place is
@@ -350,7 +371,7 @@ func spawn(spec Spec) (*Process, error) {
 		Files: []uintptr{files[0].Fd(), files[1].Fd(), files[2].Fd()},
 		Sys:   &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd},
 	}
-	pid, err := syscall.ForkExec(path, spec.Argv, attr)
+	pid, err := forkExec(path, spec, attr)
 	if err != nil {
 		return nil, err
 	}
@@ -379,7 +400,36 @@ func spawn(spec Spec) (*Process, error) {
 		return nil, fmt.Errorf("read child stat: %w", err)
 	}
 	p.id.StartTime = st.startTime
+	if spec.Cgroup != nil {
+		p.id.Cgroup = spec.Cgroup.Path()
+	}
 	return p, nil
+}
+
+// forkExec starts the child, in spec.Cgroup when it is set.
+func forkExec(path string, spec Spec, attr *syscall.ProcAttr) (int, error) {
+	if spec.Cgroup == nil {
+		return syscall.ForkExec(path, spec.Argv, attr)
+	}
+	attr.Sys.UseCgroupFD = true
+	attr.Sys.CgroupFD = spec.Cgroup.FD()
+	// The child inherits the cgroups of the thread that forks it: keep
+	// this goroutine on one thread while that thread visits the child's
+	// cgroups.
+	goruntime.LockOSThread()
+	leave, err := spec.Cgroup.Enter()
+	if err != nil {
+		// The thread may be left in some of the child's cgroups: it stays
+		// locked, runs nothing else, and ends with this goroutine.
+		return 0, fmt.Errorf("enter cgroup: %w", err)
+	}
+	pid, err := syscall.ForkExec(path, spec.Argv, attr)
+	if lerr := leave(); lerr == nil {
+		goruntime.UnlockOSThread()
+	}
+	// Otherwise the thread stays locked, so it runs nothing else from
+	// inside a sandbox's cgroups and ends with this goroutine.
+	return pid, err
 }
 
 // adopt pins the process id names and verifies it is ours.

@@ -99,6 +99,26 @@ type Resources struct {
 // IsZero reports whether r sets no limit.
 func (r Resources) IsZero() bool { return r == Resources{} }
 
+// Resizer is a Handle whose limits can change while its workload runs.
+type Resizer interface {
+	// Resize applies r; zero fields lift a limit. An error wraps
+	// ErrLimitsUnsupported when a limit cannot be enforced.
+	Resize(ctx context.Context, r Resources) error
+}
+
+// Meter is a Handle that can say what its workload consumes.
+type Meter interface {
+	Usage() (Usage, error)
+}
+
+// Usage is what a workload consumes: CPU time so far, memory and tasks
+// now.
+type Usage struct {
+	CPUSeconds  float64
+	MemoryBytes int64
+	Pids        int64
+}
+
 // Exit says how a workload ended, in the manner of Nomad's ExitResult.
 type Exit struct {
 	// Unknown: the runtime could not learn how it ended (an adopted
@@ -144,6 +164,9 @@ var (
 	ErrGone    = errors.New("workload gone")
 	ErrNotOurs = errors.New("workload identity does not match")
 	ErrState   = errors.New("unreadable handle state")
+	// ErrLimitsUnsupported is wrapped by Start and Resize when a limit
+	// cannot be enforced on this machine; nothing was started or changed.
+	ErrLimitsUnsupported = errors.New("limits not supported")
 )
 
 // Registry holds the runtimes this daemon offers, by name, in the order

@@ -1,0 +1,280 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-control-plane/agent-control-plane/proc"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+)
+
+// manager detects this machine's cgroups under a subtree of the test's
+// own, or skips saying why there are none.
+func manager(t *testing.T) *Manager {
+	t.Helper()
+	m, info := Detect(Options{Name: fmt.Sprintf("acp-test-%d-%x", os.Getpid(), rand.Uint32())})
+	if m == nil {
+		t.Skipf("no cgroup containment on this machine: %s", info.Note)
+	}
+	t.Cleanup(func() { m.Close() })
+	t.Logf("cgroups: %+v", info)
+	return m
+}
+
+// spawn starts sh -c script in g, watched by a proc.Watcher.
+func spawn(t *testing.T, g *Group, script string) *proc.Process {
+	t.Helper()
+	w, err := proc.NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	dir := t.TempDir()
+	p, err := w.Spawn(proc.Spec{
+		Argv: []string{"sh", "-c", script}, Env: []string{"PATH=" + os.Getenv("PATH")}, Dir: dir,
+		Stdout: filepath.Join(dir, "out"), Stderr: filepath.Join(dir, "err"),
+		Marker: fmt.Sprintf("m-%x", rand.Uint64()), Cgroup: g,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func waitClosed(t *testing.T, what string, c <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: not within 30 s", what)
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 30 s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func alive(pid int) bool {
+	if unix.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return err == nil && !strings.Contains(string(b), ") Z ")
+}
+
+// pidsIn reads the pids a script wrote, one per line, to file.
+func pidsIn(t *testing.T, file string, n int) []int {
+	t.Helper()
+	var pids []int
+	eventually(t, "helpers write their pids", func() bool {
+		b, _ := os.ReadFile(file)
+		pids = pids[:0]
+		for _, f := range strings.Fields(string(b)) {
+			if p, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, p)
+			}
+		}
+		return len(pids) >= n
+	})
+	return pids
+}
+
+func TestChildIsBornInItsGroupAndNothingEscapesKill(t *testing.T) {
+	m := manager(t)
+	g, err := m.Create("sb1", runtime.Resources{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	// A helper in a session of its own, and a double-forked grandchild.
+	p := spawn(t, g, fmt.Sprintf(`setsid sleep 1000 & echo $! >> %[1]s; (sh -c 'sleep 1000 & echo $! >> %[1]s') ; exec sleep 1000`, pidFile))
+	id := p.Identity()
+	if id.Cgroup != g.Path() {
+		t.Fatalf("identity cgroup %q, want %q", id.Cgroup, g.Path())
+	}
+	cg, err := proc.ReadCgroups(id.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cg[""] != g.Path() {
+		t.Fatalf("child in cgroup2 %q, want %q", cg[""], g.Path())
+	}
+	for c, path := range g.Ref().V1 {
+		if cg[c] != path {
+			t.Errorf("child in v1 %s cgroup %q, want %q (born outside its limits)", c, cg[c], path)
+		}
+	}
+	// The thread that forked went back where it came from.
+	self, _ := proc.ReadCgroups(0)
+	for c := range g.Ref().V1 {
+		if strings.HasSuffix(self[c], "/sb1") {
+			t.Errorf("the daemon stayed in the sandbox's %s cgroup", c)
+		}
+	}
+	helpers := pidsIn(t, pidFile, 2)
+	empty, err := g.Empty()
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-empty:
+		t.Fatal("empty while processes run")
+	default:
+	}
+	if err := g.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, "group empties after kill", empty)
+	waitClosed(t, "leader's exit seen", p.Done())
+	for _, pid := range helpers {
+		if alive(pid) {
+			t.Errorf("helper %d survived the group kill", pid)
+		}
+	}
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(m.dir(g.Path())); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("group directory still there: %v", err)
+	}
+}
+
+func TestKillEachWithoutCgroupKill(t *testing.T) {
+	m := manager(t)
+	m.canKill = false // the path of kernels before 5.14
+	g, err := m.Create("sb2", runtime.Resources{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	p := spawn(t, g, fmt.Sprintf(`setsid sleep 1000 & echo $! >> %s; exec sleep 1000`, pidFile))
+	helpers := pidsIn(t, pidFile, 1)
+	empty, err := g.Empty()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, "group empties", empty)
+	waitClosed(t, "leader exits", p.Done())
+	if alive(helpers[0]) {
+		t.Fatal("helper survived")
+	}
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEmptyOfAGroupThatIsAlreadyEmpty(t *testing.T) {
+	m := manager(t)
+	g, err := m.Create("sb3", runtime.Resources{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty, err := g.Empty()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, "an empty group reports empty", empty)
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLimitsAndUsage(t *testing.T) {
+	m := manager(t)
+	for _, l := range []string{LimitCPU, LimitMemory, LimitPids} {
+		if !m.Info().Supports(l) {
+			t.Skipf("the %s limit is not enforceable here: %s", l, m.Info().Note)
+		}
+	}
+	g, err := m.Create("sb4", runtime.Resources{CPU: 0.5, MemoryBytes: 64 << 20, Pids: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := spawn(t, g, `while :; do :; done`)
+	var u runtime.Usage
+	eventually(t, "cpu usage moves", func() bool {
+		u, err = g.Usage()
+		return err == nil && u.CPUSeconds > 0.05
+	})
+	if u.Pids < 1 || u.MemoryBytes <= 0 {
+		t.Errorf("usage %+v: want pids and memory", u)
+	}
+	if err := g.Set(runtime.Resources{CPU: 1, MemoryBytes: 32 << 20, Pids: 10}); err != nil {
+		t.Fatalf("resize a running group: %v", err)
+	}
+	pidsMax := "pids.max"
+	dir := m.dir(g.Path())
+	if p, ok := g.Ref().V1[LimitPids]; ok {
+		dir = m.v1[LimitPids].dir(p)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, pidsMax)); strings.TrimSpace(string(b)) != "10" {
+		t.Errorf("pids.max %q after resize, want 10", b)
+	}
+	empty, _ := g.Empty()
+	g.Kill()
+	waitClosed(t, "killed", empty)
+	waitClosed(t, "leader", p.Done())
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOpenRefusesForeignPaths(t *testing.T) {
+	m := manager(t)
+	for _, ref := range []Ref{{Path: "/"}, {Path: "/x/../sb5"}, {Path: "sb5"}, {Path: "/other"}} {
+		if _, err := m.Open(ref, "sb5"); err == nil {
+			t.Errorf("Open(%q) accepted", ref.Path)
+		}
+	}
+	if _, err := m.Open(Ref{Path: m.base + "/sb5"}, "sb5"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Open of a missing group: %v, want not exist", err)
+	}
+}
+
+func TestUnsupportedLimitsAreNamed(t *testing.T) {
+	var m *Manager
+	err := m.Supports(runtime.Resources{MemoryBytes: 1 << 30, Pids: 5})
+	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "memory, pids") {
+		t.Fatalf("Supports on no cgroups: %v", err)
+	}
+	if err := m.Supports(runtime.Resources{}); err != nil {
+		t.Fatalf("no limits asked: %v", err)
+	}
+}
+
+func TestParseMounts(t *testing.T) {
+	in := `35 25 0:30 / /sys/fs/cgroup/unified rw,nosuid - cgroup2 cgroup2 rw
+36 25 0:31 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu
+37 25 0:32 /sub /sys/fs/cgroup/memory\040x rw - cgroup cgroup rw,memory
+38 25 8:1 / / rw - ext4 /dev/sda1 rw`
+	got := parseMounts([]byte(in))
+	if len(got) != 3 {
+		t.Fatalf("got %d mounts, want 3: %+v", len(got), got)
+	}
+	if got[2].point != "/sys/fs/cgroup/memory x" || got[2].root != "/sub" || got[2].options[1] != "memory" {
+		t.Fatalf("mount %+v", got[2])
+	}
+	if d := hierDir(got[2].point, got[2].root, "/sub/a/b"); d != "/sys/fs/cgroup/memory x/a/b" {
+		t.Fatalf("hierDir = %q", d)
+	}
+}
+

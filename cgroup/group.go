@@ -1,0 +1,455 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-control-plane/agent-control-plane/proc"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+)
+
+// ErrUnsupported is wrapped by Create and Set when a limit cannot be
+// enforced on this machine.
+var ErrUnsupported = errors.New("limit not enforceable here")
+
+// Ref is a group's persisted form: its path in the cgroup2 hierarchy and,
+// on a hybrid machine, in each v1 hierarchy it uses, all as
+// /proc/<pid>/cgroup shows paths.
+type Ref struct {
+	Path string            `json:"path"`
+	V1   map[string]string `json:"v1,omitempty"`
+}
+
+// Group is one sandbox's cgroup. It implements proc.Placement.
+type Group struct {
+	m    *Manager
+	name string
+	path string            // in the cgroup2 hierarchy
+	v1   map[string]string // limit → path in its v1 hierarchy
+
+	mu       sync.Mutex
+	fd       int // the cgroup2 directory, open while the group may be spawned into; -1 after
+	empty    chan struct{}
+	emptyErr error
+	watching bool
+}
+
+var _ proc.Placement = (*Group)(nil)
+
+// Supports returns an error wrapping ErrUnsupported that names every
+// limit in r the machine cannot enforce, or nil.
+func (m *Manager) Supports(r runtime.Resources) error {
+	var missing []string
+	info := Info{Mode: ModeOff}
+	if m != nil {
+		info = m.info
+	}
+	for _, l := range []struct {
+		name string
+		set  bool
+	}{{LimitCPU, r.CPU > 0}, {LimitMemory, r.MemoryBytes > 0}, {LimitPids, r.Pids > 0}} {
+		if l.set && !info.Supports(l.name) {
+			missing = append(missing, l.name)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	why := "cgroups are " + string(info.Mode)
+	if info.Note != "" {
+		why += ": " + info.Note
+	}
+	return fmt.Errorf("%w: %s (%s)", ErrUnsupported, strings.Join(missing, ", "), why)
+}
+
+// validName refuses names that would leave the subtree.
+func validName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00\n")
+}
+
+// Create makes the group called name under the daemon's subtree, with the
+// limits r. On error nothing of it remains.
+func (m *Manager) Create(name string, r runtime.Resources) (g *Group, err error) {
+	if !validName(name) {
+		return nil, fmt.Errorf("cgroup name %q", name)
+	}
+	if err := m.Supports(r); err != nil {
+		return nil, err
+	}
+	g = &Group{m: m, name: name, path: joinPath(m.base, name), v1: map[string]string{}, fd: -1}
+	if err := os.Mkdir(m.dir(g.path), 0o755); err != nil {
+		return nil, fmt.Errorf("create cgroup: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			g.Close()
+			_ = g.Remove()
+		}
+	}()
+	for c, h := range m.v1 {
+		p := joinPath(h.base, name)
+		if err := os.Mkdir(h.dir(p), 0o755); err != nil {
+			return g, fmt.Errorf("create cgroup v1 %s: %w", c, err)
+		}
+		g.v1[c] = p
+	}
+	if err := g.Set(r); err != nil {
+		return g, err
+	}
+	fd, err := unix.Open(m.dir(g.path), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return g, fmt.Errorf("open cgroup: %w", err)
+	}
+	g.fd = fd
+	return g, nil
+}
+
+// Open returns the group ref names, made by an earlier daemon for the
+// sandbox whose group is called name. It refuses a ref that does not name
+// such a group, and returns an error wrapping fs.ErrNotExist when the
+// group is gone.
+func (m *Manager) Open(ref Ref, name string) (*Group, error) {
+	if !validName(name) || !ownedPath(ref.Path, name) {
+		return nil, fmt.Errorf("cgroup %q is not a sandbox group called %q", ref.Path, name)
+	}
+	g := &Group{m: m, name: name, path: ref.Path, v1: map[string]string{}, fd: -1}
+	if _, err := os.Stat(m.dir(g.path)); err != nil {
+		return nil, err
+	}
+	for c, p := range ref.V1 {
+		if _, ok := m.v1[c]; ok && ownedPath(p, name) {
+			g.v1[c] = p
+		}
+	}
+	return g, nil
+}
+
+// ownedPath: p is clean, absolute, and ends in name.
+func ownedPath(p, name string) bool {
+	return strings.HasPrefix(p, "/") && path.Clean(p) == p && path.Base(p) == name
+}
+
+// Ref is what to persist to Open the group again.
+func (g *Group) Ref() Ref {
+	r := Ref{Path: g.path}
+	if len(g.v1) > 0 {
+		r.V1 = map[string]string{}
+		for c, p := range g.v1 {
+			r.V1[c] = p
+		}
+	}
+	return r
+}
+
+// FD is the open cgroup2 directory, for CLONE_INTO_CGROUP.
+func (g *Group) FD() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.fd
+}
+
+// Path is the group's cgroup2 path.
+func (g *Group) Path() string { return g.path }
+
+// Close releases the directory descriptor; nothing can be spawned into the
+// group afterwards. The group itself stays (Remove removes it).
+func (g *Group) Close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.fd >= 0 {
+		unix.Close(g.fd)
+		g.fd = -1
+	}
+}
+
+// Enter moves the calling thread into the group's v1 cgroups, so that a
+// child it forks is born in them, and returns how to move it back. The
+// caller has locked the goroutine to its thread.
+func (g *Group) Enter() (leave func() error, err error) {
+	if len(g.v1) == 0 {
+		return func() error { return nil }, nil
+	}
+	tid := strconv.Itoa(unix.Gettid())
+	from, err := proc.ReadCgroups(0)
+	if err != nil {
+		return nil, err
+	}
+	// Thread-level paths: /proc/self/cgroup is the thread group leader's.
+	if b, err := os.ReadFile("/proc/thread-self/cgroup"); err == nil {
+		from = proc.ParseCgroups(b)
+	}
+	var moved []string
+	leave = func() error {
+		var errs []error
+		for _, c := range moved {
+			h := g.m.v1[c]
+			errs = append(errs, writeFile(filepath.Join(h.dir(from[c]), "tasks"), tid))
+		}
+		return errors.Join(errs...)
+	}
+	for c, p := range g.v1 {
+		if err := writeFile(filepath.Join(g.m.v1[c].dir(p), "tasks"), tid); err != nil {
+			return nil, errors.Join(fmt.Errorf("enter cgroup v1 %s: %w", c, err), leave())
+		}
+		moved = append(moved, c)
+	}
+	return leave, nil
+}
+
+// Set applies the limits r, zero fields lifting a limit. It may be called
+// while the group runs.
+func (g *Group) Set(r runtime.Resources) error {
+	if err := g.m.Supports(r); err != nil {
+		return err
+	}
+	var errs []error
+	set := func(limit string, v2 func(dir string) error, v1 func(dir string) error) {
+		switch {
+		case g.m.v2limits[limit]:
+			errs = append(errs, v2(g.m.dir(g.path)))
+		case g.v1[limit] != "":
+			errs = append(errs, v1(g.m.v1[limit].dir(g.v1[limit])))
+		}
+	}
+	const period = 100000 // µs, the kernel's default
+	quota := int64(-1)
+	if r.CPU > 0 {
+		quota = max(1000, int64(math.Ceil(r.CPU*period)))
+	}
+	set(LimitCPU, func(dir string) error {
+		q := "max"
+		if quota > 0 {
+			q = strconv.FormatInt(quota, 10)
+		}
+		return writeFile(filepath.Join(dir, "cpu.max"), q+" "+strconv.Itoa(period))
+	}, func(dir string) error {
+		if err := writeFile(filepath.Join(dir, "cpu.cfs_period_us"), strconv.Itoa(period)); err != nil {
+			return err
+		}
+		return writeFile(filepath.Join(dir, "cpu.cfs_quota_us"), strconv.FormatInt(quota, 10))
+	})
+	set(LimitMemory, func(dir string) error {
+		v := maxOr(r.MemoryBytes)
+		if err := writeFile(filepath.Join(dir, "memory.max"), v); err != nil {
+			return err
+		}
+		// The limit is on memory, not memory plus swap: with swap a hog
+		// would crawl instead of ending.
+		if sw := filepath.Join(dir, "memory.swap.max"); exists(sw) {
+			if r.MemoryBytes > 0 {
+				return writeFile(sw, "0")
+			}
+			return writeFile(sw, "max")
+		}
+		return nil
+	}, func(dir string) error {
+		v := "-1"
+		if r.MemoryBytes > 0 {
+			v = strconv.FormatInt(r.MemoryBytes, 10)
+		}
+		mem, memsw := filepath.Join(dir, "memory.limit_in_bytes"), filepath.Join(dir, "memory.memsw.limit_in_bytes")
+		if !exists(memsw) {
+			return writeFile(mem, v)
+		}
+		// memory ≤ memory+swap at every step: lowering sets memory
+		// first, raising memory+swap first.
+		if err := writeFile(mem, v); err != nil {
+			if err2 := writeFile(memsw, v); err2 != nil {
+				return err2
+			}
+			return writeFile(mem, v)
+		}
+		return writeFile(memsw, v)
+	})
+	set(LimitPids, func(dir string) error {
+		return writeFile(filepath.Join(dir, "pids.max"), maxOr(r.Pids))
+	}, func(dir string) error {
+		return writeFile(filepath.Join(dir, "pids.max"), maxOr(r.Pids))
+	})
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("set cgroup limits: %w", err)
+	}
+	return nil
+}
+
+func maxOr(v int64) string {
+	if v <= 0 {
+		return "max"
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+// Kill ends every process in the group, however it was started: with
+// cgroup.kill, or by freezing the group and killing each member. It does
+// not wait; Empty reports when they are gone.
+func (g *Group) Kill() error {
+	if g.m.canKill {
+		err := writeFile(filepath.Join(g.m.dir(g.path), "cgroup.kill"), "1")
+		if err == nil || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) {
+			return nil
+		}
+		g.m.log.Warn("cgroup.kill failed; killing the group's processes one by one", "cgroup", g.path, "err", err)
+	}
+	return g.killEach()
+}
+
+// killEach freezes the group (where the freezer exists), so that nothing
+// in it can fork, and sends SIGKILL to each member, each pinned by a pidfd
+// and checked to still be in the group before the signal.
+func (g *Group) killEach() error {
+	dir := g.m.dir(g.path)
+	freeze := filepath.Join(dir, "cgroup.freeze")
+	frozen := writeFile(freeze, "1") == nil
+	defer func() {
+		if frozen {
+			_ = writeFile(freeze, "0")
+		}
+	}()
+	for range 10 {
+		pids, err := readLines(filepath.Join(dir, "cgroup.procs"))
+		if err != nil || len(pids) == 0 {
+			return nil
+		}
+		for _, s := range pids {
+			pid, err := strconv.Atoi(s)
+			if err != nil {
+				continue
+			}
+			killIfMember(pid, g.path)
+		}
+		if frozen {
+			// SIGKILL reaches frozen processes; thawing lets them die.
+			_ = writeFile(freeze, "0")
+			frozen = writeFile(freeze, "1") == nil
+		}
+	}
+	return fmt.Errorf("cgroup %s: processes survive SIGKILL", g.path)
+}
+
+func killIfMember(pid int, path string) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	cg, err := proc.ReadCgroups(pid)
+	if err != nil || cg[""] != path {
+		return
+	}
+	_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+}
+
+// Usage reads what the group's processes consume now.
+func (g *Group) Usage() (runtime.Usage, error) {
+	var u runtime.Usage
+	dir := g.m.dir(g.path)
+	stat, err := readKeyed(filepath.Join(dir, "cpu.stat"))
+	if err != nil {
+		return u, err
+	}
+	u.CPUSeconds = float64(stat["usage_usec"]) / 1e6
+	if g.m.v2limits[LimitMemory] {
+		u.MemoryBytes, _ = readInt(filepath.Join(dir, "memory.current"))
+	} else if p := g.v1[LimitMemory]; p != "" {
+		u.MemoryBytes, _ = readInt(filepath.Join(g.m.v1[LimitMemory].dir(p), "memory.usage_in_bytes"))
+	}
+	if g.m.v2limits[LimitPids] {
+		u.Pids, _ = readInt(filepath.Join(dir, "pids.current"))
+	} else if p := g.v1[LimitPids]; p != "" {
+		u.Pids, _ = readInt(filepath.Join(g.m.v1[LimitPids].dir(p), "pids.current"))
+	} else if threads, err := readLines(filepath.Join(dir, "cgroup.threads")); err == nil {
+		u.Pids = int64(len(threads))
+	}
+	return u, nil
+}
+
+// OOMKills is how many processes the kernel killed in the group for
+// exceeding its memory limit.
+func (g *Group) OOMKills() int64 {
+	if g.m.v2limits[LimitMemory] {
+		ev, _ := readKeyed(filepath.Join(g.m.dir(g.path), "memory.events"))
+		return ev["oom_kill"]
+	}
+	if p := g.v1[LimitMemory]; p != "" {
+		ev, _ := readKeyed(filepath.Join(g.m.v1[LimitMemory].dir(p), "memory.oom_control"))
+		return ev["oom_kill"]
+	}
+	return 0
+}
+
+// Remove deletes the group's directories. The group must be empty: a
+// group with processes in it is left alone (the kernel refuses). A group
+// already gone is not an error.
+func (g *Group) Remove() error {
+	g.Close()
+	var errs []error
+	rm := func(dir string) {
+		// A group whose last process has just exited can be busy for an
+		// instant while the kernel finishes releasing it.
+		var err error
+		for i := range 50 {
+			err = unix.Rmdir(dir)
+			if !errors.Is(err, unix.EBUSY) {
+				break
+			}
+			time.Sleep(time.Duration(i+1) * time.Millisecond)
+		}
+		if err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", dir, err))
+		}
+	}
+	rm(g.m.dir(g.path))
+	for c, p := range g.v1 {
+		rm(g.m.v1[c].dir(p))
+	}
+	return errors.Join(errs...)
+}
+
+// Populated reports whether any process is in the group.
+func (g *Group) Populated() (bool, error) {
+	ev, err := readKeyed(filepath.Join(g.m.dir(g.path), "cgroup.events"))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		return false, err
+	}
+	return ev["populated"] != 0, nil
+}
+
+// readKeyed reads a flat-keyed cgroup file ("key value" lines).
+func readKeyed(path string) (map[string]int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+			out[k] = n
+		}
+	}
+	return out, nil
+}
+
+func readInt(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}

@@ -1,0 +1,145 @@
+package cgroup
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Empty returns a channel closed once no process is left in the group
+// (cgroup.events says "populated 0"). The kernel reports the change
+// through inotify, which one goroutine per Manager reads: nothing polls.
+func (g *Group) Empty() (<-chan struct{}, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.watching {
+		return g.empty, g.emptyErr
+	}
+	g.watching = true
+	g.empty = make(chan struct{})
+	w, err := g.m.watcher()
+	if err == nil {
+		err = w.add(g)
+	}
+	g.emptyErr = err
+	return g.empty, err
+}
+
+// emptyWatcher reads one inotify instance that watches the cgroup.events
+// file of every group someone waits on.
+type emptyWatcher struct {
+	f *os.File
+
+	mu   sync.Mutex
+	byWD map[int32]*emptyWait
+}
+
+type emptyWait struct {
+	g    *Group
+	once sync.Once
+}
+
+func (m *Manager) watcher() (*emptyWatcher, error) {
+	m.watchOnce.Do(func() {
+		fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+		if err != nil {
+			m.watchErr = fmt.Errorf("inotify_init1: %w", err)
+			return
+		}
+		// Non-blocking, so reads park in the runtime's poller and Close
+		// ends them.
+		w := &emptyWatcher{f: os.NewFile(uintptr(fd), "inotify"), byWD: map[int32]*emptyWait{}}
+		m.watch = w
+		go w.loop()
+	})
+	return m.watch, m.watchErr
+}
+
+// add watches g's cgroup.events and closes g.empty once it is empty,
+// which may be at once. The caller holds g.mu.
+func (w *emptyWatcher) add(g *Group) error {
+	ew := &emptyWait{g: g}
+	rc, err := w.f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var wd int
+	var werr error
+	events := filepath.Join(g.m.dir(g.path), "cgroup.events")
+	w.mu.Lock()
+	cerr := rc.Control(func(fd uintptr) {
+		wd, werr = unix.InotifyAddWatch(int(fd), events, unix.IN_MODIFY)
+	})
+	if cerr == nil && werr == nil {
+		w.byWD[int32(wd)] = ew
+	}
+	w.mu.Unlock()
+	switch {
+	case cerr != nil:
+		return cerr
+	case errors.Is(werr, unix.ENOENT):
+		close(g.empty) // the group is gone, and so is everything in it
+		return nil
+	case werr != nil:
+		return fmt.Errorf("inotify_add_watch %s: %w", events, werr)
+	}
+	// Emptied before the watch was in place: no event will come.
+	w.check(int32(wd), ew)
+	return nil
+}
+
+// check closes the group's channel, and drops the watch, if it is empty.
+func (w *emptyWatcher) check(wd int32, ew *emptyWait) {
+	if populated, err := ew.g.Populated(); err == nil && populated {
+		return
+	}
+	ew.once.Do(func() {
+		w.mu.Lock()
+		delete(w.byWD, wd)
+		w.mu.Unlock()
+		if rc, err := w.f.SyscallConn(); err == nil {
+			_ = rc.Control(func(fd uintptr) { _, _ = unix.InotifyRmWatch(int(fd), uint32(wd)) })
+		}
+		close(ew.g.empty)
+	})
+}
+
+func (w *emptyWatcher) loop() {
+	buf := make([]byte, 64*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
+	for {
+		n, err := w.f.Read(buf)
+		if err != nil {
+			return // closed
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			wd := int32(binary.NativeEndian.Uint32(buf[off:]))
+			mask := binary.NativeEndian.Uint32(buf[off+4:])
+			nameLen := int(binary.NativeEndian.Uint32(buf[off+12:]))
+			off += unix.SizeofInotifyEvent + nameLen
+			w.mu.Lock()
+			ew := w.byWD[wd]
+			w.mu.Unlock()
+			if ew == nil {
+				continue
+			}
+			if mask&unix.IN_IGNORED != 0 {
+				// The group was removed: empty by definition.
+				ew.once.Do(func() {
+					w.mu.Lock()
+					delete(w.byWD, wd)
+					w.mu.Unlock()
+					close(ew.g.empty)
+				})
+				continue
+			}
+			w.check(wd, ew)
+		}
+	}
+}
+
+func (w *emptyWatcher) close() { w.f.Close() }
