@@ -22,9 +22,12 @@ install: build
 run: build
 	$(BIN) serve
 
-# Every test, under the race detector, against the binary just built.
+# Every test, under the race detector, against the binary just built; then
+# the end-to-end tests again with cgroups off (process groups only), as on
+# a machine without them.
 test: build vet fmt-check
 	ACP_TEST_BINARY=$(abspath $(BIN)) $(GO) test -race -count=1 -timeout 12m $(PKGS)
+	AGENT_CONTROL_PLANE_CGROUPS=off ACP_TEST_BINARY=$(abspath $(BIN)) $(GO) test -race -count=1 -timeout 12m ./tests
 
 vet:
 	$(GO) vet $(PKGS)

@@ -46,23 +46,31 @@ func ToInfo(sb supervisor.Sandbox) wire.SandboxInfo {
 		r := sb.ErrorReason
 		info.ErrorReason = &r
 	}
+	info.CPU, info.Memory, info.Pids = sb.Resources.CPU, sb.Resources.MemoryGiB(), sb.Resources.Pids
+	if u := sb.Usage; u != nil {
+		info.Usage = &wire.Usage{CPUSeconds: math.Round(u.CPUSeconds*1e6) / 1e6, MemoryBytes: u.MemoryBytes, Pids: u.Pids}
+	}
 	return info
 }
 
 // daytonaCompat lists create fields Daytona accepts that mean nothing
-// locally; they are accepted and ignored rather than refused.
+// locally (cpu and memory do: see wire.Limits); they are accepted and
+// ignored rather than refused.
 type daytonaCompat struct {
 	Target              json.RawMessage `json:"target,omitempty"`
 	User                json.RawMessage `json:"user,omitempty"`
-	CPU                 json.RawMessage `json:"cpu,omitempty"`
 	GPU                 json.RawMessage `json:"gpu,omitempty"`
-	Memory              json.RawMessage `json:"memory,omitempty"`
 	Disk                json.RawMessage `json:"disk,omitempty"`
 	Class               json.RawMessage `json:"class,omitempty"`
 	AutoArchiveInterval json.RawMessage `json:"autoArchiveInterval,omitempty"`
 	Volumes             json.RawMessage `json:"volumes,omitempty"`
 	NetworkBlockAll     json.RawMessage `json:"networkBlockAll,omitempty"`
 	NetworkAllowList    json.RawMessage `json:"networkAllowList,omitempty"`
+}
+
+// toLimits converts a request's resource fields.
+func toLimits(l wire.Limits) supervisor.Limits {
+	return supervisor.Limits{CPU: l.CPU, MemoryGiB: l.Memory, Pids: l.Pids}
 }
 
 // ToStreamEvent converts a supervisor event to its wire shape.

@@ -51,8 +51,18 @@ func TestCompatibilityRoutes(t *testing.T) {
 		t.Fatalf("autostop/abc: %d", r.code)
 	}
 
-	if r := e.do("POST", "/v1/sandboxes/c1/resize", `{"cpu":4}`); r.code != 200 {
+	// These sandboxes have no cgroup: resizing to no limit is fine, a
+	// limit is refused and says why; Daytona's disk is ignored.
+	if r := e.do("POST", "/v1/sandboxes/c1/resize", `{"cpu":0,"disk":10}`); r.code != 200 {
 		t.Fatalf("resize: %d %s", r.code, r.body)
+	}
+	if r := e.do("POST", "/v1/sandboxes/c1/resize", `{"cpu":4}`); r.code != 400 || !strings.Contains(string(r.body), "limits_unsupported") || !strings.Contains(string(r.body), "cpu") {
+		t.Fatalf("resize without cgroups: %d %s", r.code, r.body)
+	}
+	for _, bad := range []string{`{"cpu":-1}`, `{"memory":0.001}`, `{"pids":-5}`, `{"cpu":"2"}`, ``} {
+		if r := e.do("POST", "/v1/sandboxes/c1/resize", bad); r.code != 400 || !strings.Contains(string(r.body), "invalid_request") {
+			t.Fatalf("resize %s: %d %s", bad, r.code, r.body)
+		}
 	}
 
 	var pu wire.PreviewURLResponse

@@ -55,6 +55,9 @@ type collector struct {
 	portsInUse *prometheus.Desc
 	portsTotal *prometheus.Desc
 	subs       *prometheus.Desc
+	cpu        *prometheus.Desc
+	memory     *prometheus.Desc
+	pids       *prometheus.Desc
 }
 
 func newCollector(sup Supervisor) *collector {
@@ -71,11 +74,14 @@ func newCollector(sup Supervisor) *collector {
 		portsInUse: d("port_leases", "Sandbox ports leased now."),
 		portsTotal: d("port_range_size", "Ports in the sandbox port range."),
 		subs:       d("event_subscribers", "Open event-stream subscriptions."),
+		cpu:        d("sandbox_cpu_seconds", "CPU time consumed so far by the live sandboxes of a runtime (those it can meter).", "runtime"),
+		memory:     d("sandbox_memory_bytes", "Memory the live sandboxes of a runtime use now.", "runtime"),
+		pids:       d("sandbox_pids", "Tasks in the live sandboxes of a runtime now.", "runtime"),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.sandboxes, c.creates, c.stops, c.rehydrates, c.events, c.portsInUse, c.portsTotal, c.subs} {
+	for _, d := range []*prometheus.Desc{c.sandboxes, c.creates, c.stops, c.rehydrates, c.events, c.portsInUse, c.portsTotal, c.subs, c.cpu, c.memory, c.pids} {
 		ch <- d
 	}
 }
@@ -104,4 +110,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.portsInUse, prometheus.GaugeValue, float64(st.PortsInUse))
 	ch <- prometheus.MustNewConstMetric(c.portsTotal, prometheus.GaugeValue, float64(st.PortsTotal))
 	ch <- prometheus.MustNewConstMetric(c.subs, prometheus.GaugeValue, float64(st.Subscribers))
+	for runtime, u := range st.Usage {
+		ch <- prometheus.MustNewConstMetric(c.cpu, prometheus.GaugeValue, u.CPUSeconds, runtime)
+		ch <- prometheus.MustNewConstMetric(c.memory, prometheus.GaugeValue, float64(u.MemoryBytes), runtime)
+		ch <- prometheus.MustNewConstMetric(c.pids, prometheus.GaugeValue, float64(u.Pids), runtime)
+	}
 }

@@ -54,7 +54,7 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, wire.Info{
 		Name: wire.Name, Version: s.opts.Version, APIVersion: wire.APIVersion, PID: pid,
 		StartedAt: wire.Time{Time: s.startedAt}, Root: s.sup.Root(), PortRange: fmt.Sprintf("%d-%d", lo, hi),
-		Runtimes: s.sup.Runtimes(),
+		Runtimes: s.sup.Runtimes(), Cgroups: s.opts.Cgroups,
 	})
 }
 
@@ -118,7 +118,7 @@ const MaxListLimit = 1000
 const listPageSize = 1000
 
 // listOptions reads the list's query: label filters, states=a,b (also
-// repeated), limit and cursor.
+// repeated), limit, cursor and usage.
 func listOptions(q map[string][]string) (supervisor.ListOptions, error) {
 	f, err := labelFilter(q)
 	if err != nil {
@@ -150,6 +150,13 @@ func listOptions(q map[string][]string) (supervisor.ListOptions, error) {
 			return o, err
 		}
 		o.After = &c
+	}
+	if v := firstOf(q, "usage"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return o, errors.New("usage must be true or false")
+		}
+		o.Usage = b
 	}
 	return o, nil
 }
@@ -266,6 +273,7 @@ func createRequest(b wire.CreateSandboxRequest) (supervisor.CreateRequest, error
 	req := supervisor.CreateRequest{
 		Name: b.Name, Runtime: b.Runtime, Snapshot: b.Snapshot,
 		Env: b.EnvVars, Labels: b.Labels, Public: b.Public,
+		Limits: toLimits(b.Limits),
 	}
 	if b.Name == "" {
 		return req, errors.New("name is required")
@@ -338,10 +346,21 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	writeError(w, http.StatusConflict, "unsupported_lifecycle", "stop is terminal for local sandboxes; create a new sandbox instead")
 }
 
+// resize applies new limits to a running sandbox (Daytona's resize; its
+// disk and gpu fields mean nothing locally and are ignored).
 func (s *Server) resize(w http.ResponseWriter, r *http.Request) {
-	sb, err := s.sup.Touch(r.PathValue("id"))
+	var body struct {
+		wire.Limits
+		Disk json.RawMessage `json:"disk,omitempty"`
+		GPU  json.RawMessage `json:"gpu,omitempty"`
+	}
+	if err := decodeJSON(r, &body); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return
+	}
+	sb, err := s.sup.Resize(r.Context(), r.PathValue("id"), toLimits(body.Limits))
 	if err != nil {
-		s.writeSupervisorError(w, err, "internal")
+		s.writeSupervisorError(w, err, "resize_failed")
 		return
 	}
 	writeJSON(w, http.StatusOK, ToInfo(sb))

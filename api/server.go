@@ -42,7 +42,7 @@ type Supervisor interface {
 	Delete(ctx context.Context, id string) error
 	RefreshActivity(id string) error
 	SetAutoStop(id string, interval time.Duration) (supervisor.Sandbox, error)
-	Touch(id string) (supervisor.Sandbox, error)
+	Resize(ctx context.Context, id string, l supervisor.Limits) (supervisor.Sandbox, error)
 	EntrypointLogs(ctx context.Context, id string, tail int) (supervisor.Logs, error)
 	Subscribe(f supervisor.Filter, after *uint64) (*supervisor.Subscription, []supervisor.Event)
 	Stats() supervisor.Stats
@@ -72,6 +72,9 @@ type Options struct {
 	// connections wait in the kernel's backlog until one closes, so no
 	// client can exhaust the daemon's file descriptors.
 	MaxConns int
+	// Cgroups is what /v1/info says of native sandboxes' containment;
+	// nil says nothing.
+	Cgroups *wire.Cgroups
 }
 
 // MaxBodyBytes bounds every request body.
@@ -394,6 +397,8 @@ func (s *Server) writeSupervisorError(w http.ResponseWriter, err error, failCode
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, supervisor.ErrConflict):
 		writeError(w, http.StatusConflict, "name_conflict", err.Error())
+	case errors.Is(err, supervisor.ErrLimitsUnsupported):
+		writeError(w, http.StatusBadRequest, "limits_unsupported", err.Error())
 	case errors.Is(err, supervisor.ErrUnsupportedRuntime):
 		writeError(w, http.StatusBadRequest, "unsupported_runtime", err.Error())
 	case errors.Is(err, supervisor.ErrPortsExhausted):

@@ -25,7 +25,7 @@ func manager(t *testing.T) *Manager {
 	if m == nil {
 		t.Skipf("no cgroup containment on this machine: %s", info.Note)
 	}
-	t.Cleanup(func() { m.Close() })
+	t.Cleanup(func() { m.Close(); m.Prune() })
 	t.Logf("cgroups: %+v", info)
 	return m
 }
@@ -277,4 +277,3 @@ func TestParseMounts(t *testing.T) {
 		t.Fatalf("hierDir = %q", d)
 	}
 }
-

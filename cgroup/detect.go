@@ -1,6 +1,8 @@
 package cgroup
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -93,6 +95,13 @@ func (h v1Hierarchy) dir(path string) string { return hierDir(h.mount, h.root, p
 func hierDir(mount, root, path string) string {
 	rel := strings.TrimPrefix(path, root)
 	return filepath.Join(mount, filepath.FromSlash(rel))
+}
+
+// SubtreeName is the name of the subtree of the daemon that owns root:
+// one per root, so that two daemons on one machine never share groups.
+func SubtreeName(root string) string {
+	sum := sha256.Sum256([]byte(root))
+	return "agent-control-plane-" + hex.EncodeToString(sum[:6])
 }
 
 // Options for Detect.
@@ -213,7 +222,39 @@ func detect(o Options) (*Manager, error) {
 		notes = append(notes, "no cgroup.kill (Linux 5.14): groups are ended by freezing them")
 	}
 	m.info.Note = strings.Join(notes, "; ")
+	// The subtree was made to prove it can be; it is made again with the
+	// first sandbox, so that a daemon with none leaves nothing behind.
+	m.Prune()
 	return m, nil
+}
+
+// ensureBase makes the daemon's subtree, in every hierarchy, if it is not
+// there (Prune removes it when empty).
+func (m *Manager) ensureBase() error {
+	dir := m.dir(m.base)
+	err := os.Mkdir(dir, 0o755)
+	switch {
+	case err == nil:
+		var ctrls []string
+		for _, c := range v1Controllers {
+			if m.v2limits[c] {
+				ctrls = append(ctrls, c)
+			}
+		}
+		if len(ctrls) > 0 {
+			if err := enable(dir, ctrls); err != nil {
+				return fmt.Errorf("enable controllers below the daemon's cgroup: %w", err)
+			}
+		}
+	case !errors.Is(err, fs.ErrExist):
+		return fmt.Errorf("create the daemon's cgroup: %w", err)
+	}
+	for c, h := range m.v1 {
+		if err := mkdir(h.dir(h.base)); err != nil {
+			return fmt.Errorf("create the daemon's cgroup v1 %s: %w", c, err)
+		}
+	}
+	return nil
 }
 
 // enableControllers makes the cpu, memory and pids controllers available
@@ -282,8 +323,7 @@ func (m *Manager) Info() Info { return m.info }
 // dir is the directory of a path in the cgroup2 hierarchy.
 func (m *Manager) dir(path string) string { return hierDir(m.v2mount, m.v2root, path) }
 
-// Close stops watching groups and removes the daemon's subtree if it is
-// empty (sandboxes outlive the daemon by design: then it stays).
+// Close stops watching groups.
 func (m *Manager) Close() error {
 	if m == nil {
 		return nil
@@ -291,11 +331,20 @@ func (m *Manager) Close() error {
 	if m.watch != nil {
 		m.watch.close()
 	}
+	return nil
+}
+
+// Prune removes the daemon's subtree if it is empty (sandboxes outlive the
+// daemon by design: then it stays). Only the daemon that owns the root may
+// call it: another daemon of the same root may be creating groups in it.
+func (m *Manager) Prune() {
+	if m == nil {
+		return
+	}
 	_ = unix.Rmdir(m.dir(m.base))
 	for _, h := range m.v1 {
 		_ = unix.Rmdir(h.dir(h.base))
 	}
-	return nil
 }
 
 // mount is one line of /proc/self/mountinfo.

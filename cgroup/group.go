@@ -1,6 +1,7 @@
 package cgroup
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -20,7 +21,7 @@ import (
 
 // ErrUnsupported is wrapped by Create and Set when a limit cannot be
 // enforced on this machine.
-var ErrUnsupported = errors.New("limit not enforceable here")
+var ErrUnsupported = errors.New("cannot enforce")
 
 // Ref is a group's persisted form: its path in the cgroup2 hierarchy and,
 // on a hybrid machine, in each v1 hierarchy it uses, all as
@@ -67,9 +68,9 @@ func (m *Manager) Supports(r runtime.Resources) error {
 	}
 	why := "cgroups are " + string(info.Mode)
 	if info.Note != "" {
-		why += ": " + info.Note
+		why += " (" + info.Note + ")"
 	}
-	return fmt.Errorf("%w: %s (%s)", ErrUnsupported, strings.Join(missing, ", "), why)
+	return fmt.Errorf("%w %s limits: %s", ErrUnsupported, strings.Join(missing, ", "), why)
 }
 
 // validName refuses names that would leave the subtree.
@@ -87,6 +88,9 @@ func (m *Manager) Create(name string, r runtime.Resources) (g *Group, err error)
 		return nil, err
 	}
 	g = &Group{m: m, name: name, path: joinPath(m.base, name), v1: map[string]string{}, fd: -1}
+	if err := m.ensureBase(); err != nil {
+		return nil, err
+	}
 	if err := os.Mkdir(m.dir(g.path), 0o755); err != nil {
 		return nil, fmt.Errorf("create cgroup: %w", err)
 	}
@@ -132,6 +136,39 @@ func (m *Manager) Open(ref Ref, name string) (*Group, error) {
 		}
 	}
 	return g, nil
+}
+
+// Sweep kills and removes the groups named by names under the daemon's
+// subtree: those of sandboxes whose create was interrupted, or whose
+// leader is gone. It waits for each to empty until ctx ends.
+func (m *Manager) Sweep(ctx context.Context, names []string) {
+	if m == nil {
+		return
+	}
+	for _, name := range names {
+		if !validName(name) {
+			continue
+		}
+		ref := Ref{Path: joinPath(m.base, name), V1: map[string]string{}}
+		for c, h := range m.v1 {
+			ref.V1[c] = joinPath(h.base, name)
+		}
+		g, err := m.Open(ref, name)
+		if err != nil {
+			continue
+		}
+		empty, err := g.Empty()
+		if kerr := g.Kill(); err == nil && kerr == nil {
+			select {
+			case <-empty:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if err := g.Remove(); err != nil {
+			m.log.Warn("remove the cgroup of a swept sandbox", "cgroup", g.path, "err", err)
+		}
+	}
 }
 
 // ownedPath: p is clean, absolute, and ends in name.
@@ -304,36 +341,38 @@ func (g *Group) Kill() error {
 }
 
 // killEach freezes the group (where the freezer exists), so that nothing
-// in it can fork, and sends SIGKILL to each member, each pinned by a pidfd
-// and checked to still be in the group before the signal.
+// in it can fork, sends SIGKILL to each member, each pinned by a pidfd and
+// checked to still be in the group before the signal, and thaws it so the
+// killed can die. Without a freezer a member may fork between the read
+// and the kill: passes repeat until one finds nobody new. It does not
+// wait for the members to go (Empty does).
 func (g *Group) killEach() error {
 	dir := g.m.dir(g.path)
 	freeze := filepath.Join(dir, "cgroup.freeze")
 	frozen := writeFile(freeze, "1") == nil
-	defer func() {
-		if frozen {
-			_ = writeFile(freeze, "0")
-		}
-	}()
-	for range 10 {
+	if frozen {
+		defer writeFile(freeze, "0")
+	}
+	signalled := map[int]bool{}
+	for range 100 {
 		pids, err := readLines(filepath.Join(dir, "cgroup.procs"))
-		if err != nil || len(pids) == 0 {
-			return nil
+		if err != nil {
+			return nil // the group is gone
 		}
+		fresh := false
 		for _, s := range pids {
 			pid, err := strconv.Atoi(s)
-			if err != nil {
+			if err != nil || signalled[pid] {
 				continue
 			}
+			signalled[pid], fresh = true, true
 			killIfMember(pid, g.path)
 		}
-		if frozen {
-			// SIGKILL reaches frozen processes; thawing lets them die.
-			_ = writeFile(freeze, "0")
-			frozen = writeFile(freeze, "1") == nil
+		if !fresh || frozen {
+			return nil
 		}
 	}
-	return fmt.Errorf("cgroup %s: processes survive SIGKILL", g.path)
+	return fmt.Errorf("cgroup %s: its processes fork faster than they can be killed", g.path)
 }
 
 func killIfMember(pid int, path string) {

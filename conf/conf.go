@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/api/auth"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
 // EnvPrefix starts every environment variable the daemon reads.
@@ -73,6 +74,16 @@ type Config struct {
 
 	BodyTimeout    time.Duration // reading one request body
 	MaxConnections int           // open at once; more wait in the backlog
+
+	// Cgroups is "auto" (contain native sandboxes in cgroups where the
+	// machine allows) or "off" (process groups only).
+	Cgroups string
+	// Limits are the resource limits of sandboxes whose create gives
+	// none; zero fields: no limit.
+	Limits runtime.Resources
+	// LimitsUnsupported says what a limit the machine cannot enforce
+	// does: "refuse" the create (400 limits_unsupported) or "ignore" it.
+	LimitsUnsupported string
 }
 
 // PortRange is an inclusive range of TCP ports.
@@ -116,24 +127,26 @@ var DefaultEnvForwardUnless = []string{"GAMMA_AGENT_TOKEN", "HARNESS_SESSION_ID"
 // supplies HOME and XDG_STATE_HOME for the default root.
 func Default(getenv func(string) string) Config {
 	return Config{
-		Listen:           DefaultListen,
-		Root:             defaultRoot(getenv),
-		Ports:            PortRange{4100, 4999},
-		ReadyPath:        "/api/info",
-		StartupTimeout:   60 * time.Second,
-		StopGrace:        5 * time.Second,
-		ReapInterval:     60 * time.Second,
-		AutoStop:         15 * time.Minute,
-		EventBuffer:      1024,
-		EventHeartbeat:   15 * time.Second,
-		EnvForward:       append([]string(nil), DefaultEnvForward...),
-		EnvForwardUnless: append([]string(nil), DefaultEnvForwardUnless...),
-		LogFormat:        "text",
-		LogLevel:         "info",
-		TokenFile:        filepath.Join(auth.StateDir(getenv), "token"),
-		LogMaxBytes:      10 << 20,
-		BodyTimeout:      30 * time.Second,
-		MaxConnections:   1024,
+		Listen:            DefaultListen,
+		Root:              defaultRoot(getenv),
+		Ports:             PortRange{4100, 4999},
+		ReadyPath:         "/api/info",
+		StartupTimeout:    60 * time.Second,
+		StopGrace:         5 * time.Second,
+		ReapInterval:      60 * time.Second,
+		AutoStop:          15 * time.Minute,
+		EventBuffer:       1024,
+		EventHeartbeat:    15 * time.Second,
+		EnvForward:        append([]string(nil), DefaultEnvForward...),
+		EnvForwardUnless:  append([]string(nil), DefaultEnvForwardUnless...),
+		LogFormat:         "text",
+		LogLevel:          "info",
+		TokenFile:         filepath.Join(auth.StateDir(getenv), "token"),
+		LogMaxBytes:       10 << 20,
+		BodyTimeout:       30 * time.Second,
+		MaxConnections:    1024,
+		Cgroups:           "auto",
+		LimitsUnsupported: "refuse",
 	}
 }
 
@@ -240,6 +253,7 @@ var envSetters = []setter{
 		c.MaxConnections, err = strconv.Atoi(v)
 		return err
 	}},
+	{"CGROUPS", func(c *Config, v string) error { c.Cgroups = v; return nil }},
 	{"LOG_MAX_BYTES", func(c *Config, v string) (err error) {
 		c.LogMaxBytes, err = strconv.ParseInt(v, 10, 64)
 		return err
@@ -352,6 +366,16 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	switch c.Cgroups {
+	case "auto", "off":
+	default:
+		return fmt.Errorf("cgroups %q: want auto or off", c.Cgroups)
+	}
+	switch c.LimitsUnsupported {
+	case "refuse", "ignore":
+	default:
+		return fmt.Errorf("limits.unsupported %q: want refuse or ignore", c.LimitsUnsupported)
+	}
 	switch c.LogFormat {
 	case "text", "json":
 	default:
@@ -399,6 +423,9 @@ func Diff(a, b Config) []string {
 	add("log_max_bytes", a.LogMaxBytes != b.LogMaxBytes)
 	add("body_timeout", a.BodyTimeout != b.BodyTimeout)
 	add("max_connections", a.MaxConnections != b.MaxConnections)
+	add("cgroups", a.Cgroups != b.Cgroups)
+	add("limits", a.Limits != b.Limits)
+	add("limits.unsupported", a.LimitsUnsupported != b.LimitsUnsupported)
 	return out
 }
 

@@ -187,7 +187,12 @@ func TestDiffNamesEveryField(t *testing.T) {
 		case reflect.Slice:
 			f.Set(reflect.Append(f, reflect.ValueOf("x")))
 		case reflect.Struct:
-			f.Field(0).SetInt(f.Field(0).Int() + 1)
+			switch g := f.Field(0); g.Kind() {
+			case reflect.Float64:
+				g.SetFloat(g.Float() + 1)
+			default:
+				g.SetInt(g.Int() + 1)
+			}
 		default:
 			t.Fatalf("field %s: kind %s not covered by this test", v.Type().Field(i).Name, f.Kind())
 		}

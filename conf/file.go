@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
 // fileConfig is the TOML file's shape. Pointers tell "absent" from zero.
@@ -26,7 +28,14 @@ type fileConfig struct {
 	LogMaxBytes      *int64    `toml:"log_max_bytes"`
 	BodyTimeout      *duration `toml:"body_timeout"`
 	MaxConnections   *int      `toml:"max_connections"`
-	Native           struct {
+	Cgroups          *string   `toml:"cgroups"`
+	Limits           struct {
+		CPU         *float64 `toml:"cpu"`
+		Memory      *float64 `toml:"memory"`
+		Pids        *int64   `toml:"pids"`
+		Unsupported *string  `toml:"unsupported"`
+	} `toml:"limits"`
+	Native struct {
 		Command   []string `toml:"command"`
 		ReadyPath *string  `toml:"ready_path"`
 	} `toml:"native"`
@@ -110,6 +119,17 @@ func (c *Config) applyFile(path string) error {
 		c.EnvForwardUnless = f.Env.ForwardUnless
 	}
 	set(&c.EnvFile, f.Env.File)
+	set(&c.Cgroups, f.Cgroups)
+	set(&c.LimitsUnsupported, f.Limits.Unsupported)
+	cpu, mem, pids := c.Limits.CPU, c.Limits.MemoryGiB(), c.Limits.Pids
+	set(&cpu, f.Limits.CPU)
+	set(&mem, f.Limits.Memory)
+	set(&pids, f.Limits.Pids)
+	r, err := runtime.NewResources(cpu, mem, pids)
+	if err != nil {
+		return fmt.Errorf("config %s: limits: %w", path, err)
+	}
+	c.Limits = r
 	return nil
 }
 

@@ -46,6 +46,10 @@ func NewWatcher() (*Watcher, error) {
 	return w, nil
 }
 
+// Closed is closed once Close has stopped the watcher: from then on no
+// exit is seen, and Done channels that are still open stay open.
+func (w *Watcher) Closed() <-chan struct{} { return w.stopped }
+
 // ErrClosed is returned by Spawn and Adopt after Close.
 var ErrClosed = errors.New("watcher closed")
 

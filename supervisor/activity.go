@@ -1,8 +1,12 @@
 package supervisor
 
 import (
+	"context"
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
 // RefreshActivity is the keep-alive: it moves lastActivityAt to now and
@@ -24,10 +28,45 @@ func (s *Supervisor) SetAutoStop(id string, interval time.Duration) (Sandbox, er
 	})
 }
 
-// Touch is a mutating no-op (resize): on a live sandbox it counts as
-// activity; on a stopped one it changes nothing.
-func (s *Supervisor) Touch(id string) (Sandbox, error) {
-	return s.mutate(id, false, func(*Sandbox) {})
+// Resize applies new limits to a running sandbox (nil fields keep theirs)
+// and counts as activity. A stopped sandbox is ErrNotRunning; a limit its
+// runtime cannot enforce is ErrLimitsUnsupported (or dropped, when the
+// daemon ignores such limits); nothing changes on error.
+func (s *Supervisor) Resize(ctx context.Context, id string, l Limits) (Sandbox, error) {
+	e, err := s.lookup(id)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	e.op.Lock()
+	defer e.op.Unlock()
+	s.mu.Lock()
+	next, h := e.info, e.handle
+	s.mu.Unlock()
+	if !next.State.Live() || h == nil {
+		return next, fmt.Errorf("%w: %s is %s", ErrNotRunning, id, next.State)
+	}
+	res, err := l.over(next.Resources)
+	if err != nil {
+		return next, err
+	}
+	rt, _ := s.opts.Runtimes.Get(next.Runtime)
+	if res, err = s.enforceable(rt, next.Runtime, res); err != nil {
+		return next, err
+	}
+	if res != next.Resources {
+		r, ok := h.(runtime.Resizer)
+		if !ok {
+			return next, fmt.Errorf("%w: the %s runtime cannot change limits", ErrLimitsUnsupported, next.Runtime)
+		}
+		if err := r.Resize(ctx, res); err != nil {
+			return next, err
+		}
+	}
+	now := s.clock()
+	next.Resources, next.UpdatedAt, next.LastActivityAt = res, now, now
+	s.commit(e, next, "")
+	withUsage(&next, h)
+	return next, nil
 }
 
 // mutate applies change to a sandbox and bumps its activity, persisting the

@@ -40,6 +40,13 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	if !ok {
 		return Sandbox{}, fmt.Errorf("%w: %q: this daemon runs %s", ErrUnsupportedRuntime, Clip(req.Runtime, MaxQuoted), strings.Join(s.opts.Runtimes.Names(), ", "))
 	}
+	res, err := req.Limits.over(s.opts.Limits)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	if res, err = s.enforceable(rt, req.Runtime, res); err != nil {
+		return Sandbox{}, err
+	}
 	now := s.clock()
 	autoStop := time.Duration(s.autoStop.Load())
 	if req.AutoStopInterval != nil {
@@ -60,6 +67,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 			ID: req.Name, Runtime: req.Runtime, State: Starting, Labels: cloneMap(req.Labels),
 			Snapshot: req.Snapshot, Public: req.Public, CreatedAt: now, UpdatedAt: now,
 			LastActivityAt: now, AutoStopInterval: autoStop, AutoDeleteInterval: autoDelete,
+			Resources: res,
 		},
 	}
 	// Reserve the name.
@@ -149,7 +157,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 		ID: req.Name, Env: childenv.List(env), Dir: e.dir, Workspace: workspace,
 		Stdout: filepath.Join(e.dir, StdoutFile), Stderr: filepath.Join(e.dir, StderrFile),
 		Port: port, Marker: e.marker, Snapshot: req.Snapshot,
-		Resources: req.Resources, ReadyURL: s.readyURL(port),
+		Resources: res, ReadyURL: s.readyURL(port),
 	})
 	if err != nil {
 		return Sandbox{}, fmt.Errorf("start workload: %w", err)
@@ -178,6 +186,23 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	s.logs.watch(e.id)
 	s.watch(e, h, s.opts.StartupTimeout)
 	return info, nil
+}
+
+// enforceable is the part of r that runtime rt (called name) enforces.
+// A limit it cannot enforce is an error wrapping ErrLimitsUnsupported
+// unless the daemon is told to ignore such limits.
+func (s *Supervisor) enforceable(rt runtime.Runtime, name string, r runtime.Resources) (runtime.Resources, error) {
+	if r.IsZero() {
+		return r, nil
+	}
+	got, err := runtime.Resources{}, fmt.Errorf("%w: the %s runtime enforces no limits", ErrLimitsUnsupported, name)
+	if l, ok := rt.(runtime.Limiter); ok {
+		got, err = l.Enforceable(r)
+	}
+	if err != nil && !s.opts.IgnoreUnsupportedLimits {
+		return r, err
+	}
+	return got, nil
 }
 
 // cloneMap copies m; nil becomes an empty map.

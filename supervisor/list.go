@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
 // Get returns one sandbox by id or name. Reads and events agree: a
@@ -13,12 +15,27 @@ import (
 // (record written, port released, event published), never before.
 func (s *Supervisor) Get(id string) (Sandbox, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	e, ok := s.sandboxes[id]
 	if !ok || e.pending {
+		s.mu.Unlock()
 		return Sandbox{}, fmt.Errorf("%w: %s", ErrNotFound, Clip(id, MaxQuoted))
 	}
-	return e.info, nil
+	sb, h := e.info, e.handle
+	s.mu.Unlock()
+	withUsage(&sb, h)
+	return sb, nil
+}
+
+// withUsage reads what a live sandbox's workload consumes, where its
+// runtime can say. It reads files (cgroups): call it without mu.
+func withUsage(sb *Sandbox, h runtime.Handle) {
+	m, ok := h.(runtime.Meter)
+	if !ok || !sb.State.Live() {
+		return
+	}
+	if u, err := m.Usage(); err == nil {
+		sb.Usage = &u
+	}
 }
 
 // List returns the sandboxes whose labels match f, oldest first.
@@ -46,6 +63,9 @@ type ListOptions struct {
 	States []State // any of these; empty: every state
 	After  *Cursor // only sandboxes after this position; nil: from the start
 	Limit  int     // at most this many; 0 or less: all
+	// Usage fills each live sandbox's Usage. It reads a few files per
+	// sandbox (cgroups), so lists leave it out unless asked.
+	Usage bool
 }
 
 // ListPage returns the sandboxes that match o in list order (oldest first,
@@ -56,8 +76,22 @@ type ListOptions struct {
 // size.
 func (s *Supervisor) ListPage(o ListOptions) (page []Sandbox, more bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.listPageLocked(o)
+	page, more = s.listPageLocked(o)
+	if !o.Usage {
+		s.mu.Unlock()
+		return page, more
+	}
+	handles := make([]runtime.Handle, len(page))
+	for i, sb := range page {
+		if sb.State.Live() {
+			handles[i] = s.sandboxes[sb.ID].handle
+		}
+	}
+	s.mu.Unlock()
+	for i := range page {
+		withUsage(&page[i], handles[i])
+	}
+	return page, more
 }
 
 func (s *Supervisor) listPageLocked(o ListOptions) (page []Sandbox, more bool) {

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"errors"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"maps"
 	"sync"
 )
@@ -24,7 +25,7 @@ func CreateResult(err error) string {
 	switch {
 	case err == nil:
 		return CreateOK
-	case errors.Is(err, ErrInvalid):
+	case errors.Is(err, ErrInvalid), errors.Is(err, ErrLimitsUnsupported):
 		return CreateInvalid
 	case errors.Is(err, ErrConflict):
 		return CreateConflict
@@ -84,6 +85,9 @@ type Stats struct {
 	PortsInUse  int
 	PortsTotal  int
 	Subscribers int
+	// Usage sums what the live sandboxes of each runtime consume, over
+	// those whose runtime can say.
+	Usage map[string]runtime.Usage
 }
 
 // Stats returns the current counters and gauges.
@@ -92,6 +96,11 @@ func (s *Supervisor) Stats() Stats {
 	for _, name := range s.opts.Runtimes.Names() {
 		out.Sandboxes[name] = map[State]int{Starting: 0, Started: 0, Stopped: 0}
 	}
+	type metered struct {
+		runtime string
+		m       runtime.Meter
+	}
+	var meters []metered
 	s.mu.Lock()
 	for _, e := range s.sandboxes {
 		if e.pending {
@@ -102,8 +111,24 @@ func (s *Supervisor) Stats() Stats {
 			out.Sandboxes[sb.Runtime] = map[State]int{}
 		}
 		out.Sandboxes[sb.Runtime][sb.State]++
+		if m, ok := e.handle.(runtime.Meter); ok && sb.State.Live() {
+			meters = append(meters, metered{sb.Runtime, m})
+		}
 	}
 	s.mu.Unlock()
+	// Read outside mu: usage comes from files.
+	out.Usage = map[string]runtime.Usage{}
+	for _, m := range meters {
+		u, err := m.m.Usage()
+		if err != nil {
+			continue
+		}
+		sum := out.Usage[m.runtime]
+		sum.CPUSeconds += u.CPUSeconds
+		sum.MemoryBytes += u.MemoryBytes
+		sum.Pids += u.Pids
+		out.Usage[m.runtime] = sum
+	}
 	st := s.stats
 	st.mu.Lock()
 	out.Creates = maps.Clone(st.creates)

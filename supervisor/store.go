@@ -61,6 +61,9 @@ type Record struct {
 	StopGraceMs    int64             `json:"stopGraceMs"` // teardown parameters travel with the record
 	Marker         string            `json:"marker"`
 	Handle         *runtime.State    `json:"handle,omitempty"`
+	// Resources are the limits in force (added within version 3: absent
+	// means none).
+	Resources runtime.Resources `json:"resources,omitzero"`
 }
 
 func (s *Supervisor) toRecord(sb Sandbox, marker string, grace time.Duration, handle runtime.State) Record {
@@ -70,6 +73,7 @@ func (s *Supervisor) toRecord(sb Sandbox, marker string, grace time.Duration, ha
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, LastActivityAt: sb.LastActivityAt,
 		AutoStopMs: sb.AutoStopInterval.Milliseconds(), ErrorReason: sb.ErrorReason,
 		StopReason: sb.StopReason, StopGraceMs: grace.Milliseconds(), Marker: marker,
+		Resources: sb.Resources,
 	}
 	if !handle.IsZero() {
 		r.Handle = &handle
@@ -96,6 +100,7 @@ func (r Record) sandbox() Sandbox {
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, LastActivityAt: r.LastActivityAt,
 		AutoStopInterval: time.Duration(r.AutoStopMs) * time.Millisecond,
 		ErrorReason:      r.ErrorReason, StopReason: r.StopReason,
+		Resources: r.Resources,
 	}
 	if r.StartedAt != nil {
 		sb.StartedAt = *r.StartedAt

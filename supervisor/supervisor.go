@@ -39,6 +39,14 @@ type Options struct {
 	// file and one rotated file); default 10 MiB.
 	LogMaxBytes int64
 
+	// Limits are the resource limits of creates that do not give their
+	// own; zero fields: none.
+	Limits runtime.Resources
+	// IgnoreUnsupportedLimits starts a sandbox without the limits its
+	// runtime cannot enforce here, instead of refusing the create or
+	// resize with ErrLimitsUnsupported.
+	IgnoreUnsupportedLimits bool
+
 	// Env builds each child's environment (base, forwarded credentials,
 	// request); the daemon's own variables are added last.
 	Env childenv.Policy

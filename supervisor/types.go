@@ -75,6 +75,13 @@ type Sandbox struct {
 
 	ErrorReason string
 	StopReason  StopReason // set once stopped
+
+	// Resources are the limits in force; zero fields: none.
+	Resources runtime.Resources
+	// Usage is what the workload consumes now, where its runtime can
+	// say (a contained native sandbox); nil otherwise. Get fills it for
+	// live sandboxes, ListPage when asked.
+	Usage *runtime.Usage
 }
 
 // Name is the sandbox's name; id and name are the same locally.
@@ -97,12 +104,44 @@ type CreateRequest struct {
 	Env      map[string]string
 	Labels   map[string]string
 	Public   bool
-	// Resources are handed to the runtime; zero fields set no limit.
-	Resources runtime.Resources
+	// Limits are the request's resource limits; a nil field takes the
+	// daemon's default.
+	Limits Limits
 	// AutoStopInterval nil takes the daemon default; 0 disables.
 	AutoStopInterval *time.Duration
 	// AutoDeleteInterval nil or negative never deletes; see Sandbox.
 	AutoDeleteInterval *time.Duration
+}
+
+// Limits are resource limits in Daytona's units, as a request gives them:
+// a nil field leaves that limit as it is (at create: the daemon's
+// default), zero lifts it.
+type Limits struct {
+	CPU       *float64 // CPUs
+	MemoryGiB *float64
+	Pids      *int64
+}
+
+// over applies l to base, checking each value.
+func (l Limits) over(base runtime.Resources) (runtime.Resources, error) {
+	cpu, mem, pids := base.CPU, base.MemoryGiB(), base.Pids
+	if l.CPU != nil {
+		cpu = *l.CPU
+	}
+	if l.MemoryGiB != nil {
+		mem = *l.MemoryGiB
+	}
+	if l.Pids != nil {
+		pids = *l.Pids
+	}
+	r, err := runtime.NewResources(cpu, mem, pids)
+	if err != nil {
+		return r, invalid(err.Error())
+	}
+	if l.MemoryGiB == nil {
+		r.MemoryBytes = base.MemoryBytes // exact, not through GiB and back
+	}
+	return r, nil
 }
 
 // Errors returned by the supervisor; check them with errors.Is.
@@ -114,4 +153,7 @@ var (
 	ErrPortsExhausted     = errors.New("port range exhausted")
 	ErrNotRunning         = errors.New("sandbox is not running")
 	ErrClosed             = errors.New("supervisor closed")
+	// ErrLimitsUnsupported: a limit cannot be enforced here (and the
+	// daemon is not told to ignore such limits).
+	ErrLimitsUnsupported = runtime.ErrLimitsUnsupported
 )

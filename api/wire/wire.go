@@ -62,6 +62,30 @@ type SandboxInfo struct {
 	// AutoDeleteInterval in minutes: -1 never, 0 right after stop.
 	AutoDeleteInterval float64 `json:"autoDeleteInterval"`
 	ErrorReason        *string `json:"errorReason,omitempty"`
+	// Limits in force, in Daytona's units; absent: none.
+	CPU    float64 `json:"cpu,omitempty"`    // CPUs
+	Memory float64 `json:"memory,omitempty"` // GiB
+	Pids   int64   `json:"pids,omitempty"`
+	// Usage is what a live sandbox consumes now, where its runtime can
+	// say (a native sandbox in a cgroup).
+	Usage *Usage `json:"usage,omitempty"`
+}
+
+// Usage is what a sandbox consumes: CPU time so far, memory and tasks now.
+type Usage struct {
+	CPUSeconds  float64 `json:"cpuSeconds"`
+	MemoryBytes int64   `json:"memoryBytes"`
+	Pids        int64   `json:"pids"`
+}
+
+// Limits are the resource fields of a create or resize, in Daytona's
+// units: cpu in CPUs and memory in GiB (fractions allowed), pids a number
+// of tasks. Absent keeps the current value (at create: the daemon's
+// default); 0 means no limit.
+type Limits struct {
+	CPU    *float64 `json:"cpu,omitempty"`
+	Memory *float64 `json:"memory,omitempty"`
+	Pids   *int64   `json:"pids,omitempty"`
 }
 
 // PreviewURL is the URL of a sandbox's agent-server.
@@ -81,6 +105,7 @@ type CreateSandboxRequest struct {
 	// AutoDeleteInterval in minutes; absent or -1 never, 0 right after
 	// stop.
 	AutoDeleteInterval *float64 `json:"autoDeleteInterval,omitempty"`
+	Limits
 }
 
 // Event types on /v1/events.
@@ -111,6 +136,22 @@ type Info struct {
 	PortRange  string `json:"portRange"`
 	// Runtimes lists the runtimes creates may name, the default first.
 	Runtimes []string `json:"runtimes"`
+	// Cgroups says how native sandboxes are contained on this machine.
+	Cgroups *Cgroups `json:"cgroups,omitempty"`
+}
+
+// Cgroups describes the containment native sandboxes get.
+type Cgroups struct {
+	// Mode: "v2" (cgroup v2 contains and limits), "hybrid" (cgroup2
+	// contains, cgroup v1 limits), "unavailable" or "off" (process groups
+	// only).
+	Mode string `json:"mode"`
+	// Path is the daemon's subtree in the cgroup2 hierarchy.
+	Path string `json:"path,omitempty"`
+	// Limits lists the limits sandboxes can be given: cpu, memory, pids.
+	Limits []string `json:"limits"`
+	// Note says why containment or a limit is missing.
+	Note string `json:"note,omitempty"`
 }
 
 // ErrorBody is every error answer: {"error":{"code","message"}}.

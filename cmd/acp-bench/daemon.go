@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/api/auth"
+	"github.com/agent-control-plane/agent-control-plane/cgroup"
 	"github.com/agent-control-plane/agent-control-plane/proc"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/probe"
@@ -24,6 +25,7 @@ import (
 type daemon struct {
 	bin, root, addr string
 	portLo, portHi  int
+	env             []string // besides daemonEnv's
 	cmd             *exec.Cmd
 	events          *feed
 }
@@ -61,7 +63,7 @@ func (d *daemon) start() error {
 func (d *daemon) spawn(limit time.Duration) error {
 	cmd := exec.Command(d.bin, "serve", "--root", d.root, "--listen", d.addr,
 		"--port-range", fmt.Sprintf("%d-%d", d.portLo, d.portHi))
-	cmd.Env = daemonEnv("AGENT_CONTROL_PLANE_STOP_GRACE_MS=2000", "AGENT_CONTROL_PLANE_LOG_LEVEL=warn")
+	cmd.Env = append(daemonEnv("AGENT_CONTROL_PLANE_STOP_GRACE_MS=2000", "AGENT_CONTROL_PLANE_LOG_LEVEL=warn"), d.env...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return err
@@ -116,6 +118,13 @@ func (d *daemon) cleanup() {
 		}
 	}
 	proc.KillMarked(markers...)
+	// And remove their cgroups, as the daemon would have.
+	cg, _ := cgroup.Detect(cgroup.Options{Name: cgroup.SubtreeName(d.root)})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cg.Sweep(ctx, markers)
+	cg.Prune()
+	cg.Close()
 }
 
 func readRecord(path string) (supervisor.Record, error) {
@@ -174,13 +183,22 @@ func (d *daemon) delete(id string) error {
 }
 
 func (d *daemon) list() ([]sandbox, error) {
-	resp, err := httpc.Get(d.url("/v1/sandboxes"))
+	var out struct{ Sandboxes []sandbox }
+	err := getJSON(d.url("/v1/sandboxes"), &out)
+	return out.Sandboxes, err
+}
+
+// getJSON decodes the answer to GET url.
+func getJSON(url string, v any) error {
+	resp, err := httpc.Get(url)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
-	var out struct{ Sandboxes []sandbox }
-	return out.Sandboxes, json.NewDecoder(resp.Body).Decode(&out)
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("GET %s: %d", url, resp.StatusCode)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
 }
 
 // waitFor polls cond every 200 µs (the bench's resolution) until it holds

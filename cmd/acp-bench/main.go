@@ -101,6 +101,9 @@ type results struct {
 		Floor        stat `json:"floorDirectSpawn"`
 		Answered     stat `json:"createAnswered"`
 		ChildAnswers stat `json:"createToChildAnswers"`
+		// Cgroups is the containment of ChildAnswers; the same without.
+		Cgroups               string `json:"cgroups"`
+		ChildAnswersNoCgroups stat   `json:"createToChildAnswersCgroupsOff"`
 		Started      stat `json:"createToStartedEvent"`
 	} `json:"ready"`
 	Crash struct {
@@ -172,6 +175,7 @@ func run(c config) (*results, error) {
 		run  func(config, *daemon, *results) error
 	}{
 		{fmt.Sprintf("readiness: %d runs", c.runs), benchReady},
+		{fmt.Sprintf("readiness with cgroups off: %d runs", c.runs), benchReadyWithoutCgroups},
 		{fmt.Sprintf("bulk: %d stubs at once, directly and through creates", c.bulk), benchBulk},
 		{fmt.Sprintf("crash detection: 3 × %d runs", c.runs), benchCrash},
 		{fmt.Sprintf("scale: %d sandboxes", c.scale), benchScale},

@@ -49,6 +49,45 @@ func benchReady(c config, d *daemon, r *results) error {
 	return nil
 }
 
+// benchReadyWithoutCgroups measures create → child answers again on a
+// second daemon with cgroups off: the cost of containment.
+func benchReadyWithoutCgroups(c config, d *daemon, r *results) error {
+	var info struct {
+		Cgroups struct {
+			Mode string `json:"mode"`
+		} `json:"cgroups"`
+	}
+	if err := getJSON(d.url("/v1/info"), &info); err != nil {
+		return err
+	}
+	r.Ready.Cgroups = info.Cgroups.Mode
+	root, err := os.MkdirTemp("", "acp-bench-nocg-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(root)
+	// Ports above the floor's, below the ephemeral range.
+	off := &daemon{bin: d.bin, root: root, addr: "127.0.0.1:" + strconv.Itoa(d.portLo-2),
+		portLo: d.portHi + 51, portHi: d.portHi + 99, env: []string{"AGENT_CONTROL_PLANE_CGROUPS=off"}}
+	if err := off.start(); err != nil {
+		return err
+	}
+	defer off.cleanup()
+	var child []time.Duration
+	for i := range c.runs {
+		id := fmt.Sprintf("nocg%d", i)
+		t0 := time.Now()
+		sb, err := off.create(id, nil)
+		if err != nil {
+			return err
+		}
+		child = append(child, pollChild(prober, sb.Port).Sub(t0))
+		off.delete(id)
+	}
+	r.Ready.ChildAnswersNoCgroups = summarize(child)
+	return nil
+}
+
 // pollChild polls the stub's /api/info until it answers 2xx.
 func pollChild(p *probe.HTTP, port int) time.Time {
 	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/api/info"

@@ -30,6 +30,7 @@ func (r *results) markdown(w io.Writer) {
 	row("`POST /v1/sandboxes` answered (201, child spawned)", ready.Answered, "", nil)
 	row("create → child answers", ready.ChildAnswers, "≤ floor + 1 ms (median)", &childOK)
 	row("create → `sandbox.started`", ready.Started, "≤ floor + 5 ms (median)", &startedOK)
+	row("create → child answers, cgroups off", ready.ChildAnswersNoCgroups, "", nil)
 	for _, c := range []struct {
 		name string
 		s    stat
@@ -45,6 +46,8 @@ func (r *results) markdown(w io.Writer) {
 	p("\nReadiness against the floor (medians): child answers %+.2f ms (×%.2f), `started` %+.2f ms (×%.2f).\n\n",
 		ready.ChildAnswers.Median-ready.Floor.Median, ratio(ready.ChildAnswers.Median, ready.Floor.Median),
 		ready.Started.Median-ready.Floor.Median, ratio(ready.Started.Median, ready.Floor.Median))
+	p("Containment (cgroups %s) costs %+.2f ms per create → child answers (medians, against cgroups off).\n\n",
+		ready.Cgroups, ready.ChildAnswers.Median-ready.ChildAnswersNoCgroups.Median)
 	bulkOK := r.Bulk.AllAnsweredMs <= 1.2*r.Bulk.FloorMs
 	p("| bulk start | floor (spawned directly) | through creates | ratio | goal | |\n|---|---:|---:|---:|---|---|\n")
 	p("| %d stubs at once → every one answers | %.0f ms | %.0f ms | ×%.2f | ≤ ×1.2 | %s |\n\n",

@@ -22,6 +22,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/api"
 	"github.com/agent-control-plane/agent-control-plane/api/auth"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
+	"github.com/agent-control-plane/agent-control-plane/cgroup"
 	"github.com/agent-control-plane/agent-control-plane/conf"
 	"github.com/agent-control-plane/agent-control-plane/proc"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
@@ -142,9 +143,11 @@ func serve(cfg conf.Config, src conf.Sources, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
+	cgroups, cgInfo := cgroup.Detect(cgroup.Options{Name: cgroup.SubtreeName(cfg.Root), Off: cfg.Cgroups == "off", Log: log})
+	defer cgroups.Close()
 	// Every runtime this daemon offers is registered here, and only here.
 	runtimes := &runtime.Registry{}
-	if err := runtimes.Register("native", &native.Runtime{Watcher: watcher, Argv: argv}); err != nil {
+	if err := runtimes.Register("native", &native.Runtime{Watcher: watcher, Argv: argv, Cgroups: cgroups}); err != nil {
 		return err
 	}
 	sup, err := supervisor.New(ctx, supervisor.Options{
@@ -153,12 +156,17 @@ func serve(cfg conf.Config, src conf.Sources, logw io.Writer) error {
 		ReadyPath: cfg.ReadyPath, StartupTimeout: cfg.StartupTimeout, StopGrace: cfg.StopGrace,
 		CheckInterval: cfg.ReapInterval, AutoStop: cfg.AutoStop, MaxLifetime: cfg.MaxLifetime,
 		EventBuffer: cfg.EventBuffer, StopOnClose: cfg.ReapOnExit, LogMaxBytes: cfg.LogMaxBytes,
+		Limits: cfg.Limits, IgnoreUnsupportedLimits: cfg.LimitsUnsupported == "ignore",
 		Env:    childenv.Policy{Base: baseEnv(), Forward: forward, ForwardUnless: cfg.EnvForwardUnless},
 		Logger: log,
 	})
 	if err != nil {
 		return err
 	}
+	// The root is this daemon's (the supervisor holds its lock): its
+	// cgroup subtree is too.
+	logCgroups(log, cgInfo, cfg.Limits)
+	defer cgroups.Prune()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var allow []string
@@ -166,7 +174,8 @@ func serve(cfg conf.Config, src conf.Sources, logw io.Writer) error {
 		allow = append(allow, host)
 	}
 	srv, err := api.New(sup, api.Options{Version: version, Logger: log, Registry: reg, Heartbeat: cfg.EventHeartbeat, AllowHosts: allow,
-		Token: token, MetricsAuth: cfg.MetricsAuth, BodyTimeout: cfg.BodyTimeout, MaxConns: cfg.MaxConnections})
+		Token: token, MetricsAuth: cfg.MetricsAuth, BodyTimeout: cfg.BodyTimeout, MaxConns: cfg.MaxConnections,
+		Cgroups: &wire.Cgroups{Mode: string(cgInfo.Mode), Path: cgInfo.Path, Limits: append([]string{}, cgInfo.Limits...), Note: cgInfo.Note}})
 	if err != nil {
 		sup.Close(context.Background())
 		return err
@@ -305,4 +314,30 @@ func forwardEnv(cfg conf.Config) (map[string]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// logCgroups says once what containment native sandboxes get, and which
+// default limits they cannot.
+func logCgroups(log *slog.Logger, info cgroup.Info, defaults runtime.Resources) {
+	if info.Contained() {
+		attrs := []any{"cgroups", string(info.Mode), "path", info.Path, "limits", strings.Join(info.Limits, ","), "kill", info.Kill}
+		if info.Note != "" {
+			attrs = append(attrs, "note", info.Note)
+		}
+		log.Info("sandboxes are contained in cgroups", attrs...)
+	} else {
+		log.Warn("sandboxes are contained by their process group only: a process that leaves it outlives its sandbox, and no limit can be enforced", "cgroups", string(info.Mode), "why", info.Note)
+	}
+	var missing []string
+	for _, l := range []struct {
+		name string
+		set  bool
+	}{{cgroup.LimitCPU, defaults.CPU > 0}, {cgroup.LimitMemory, defaults.MemoryBytes > 0}, {cgroup.LimitPids, defaults.Pids > 0}} {
+		if l.set && !info.Supports(l.name) {
+			missing = append(missing, l.name)
+		}
+	}
+	if len(missing) > 0 {
+		log.Warn(`default limits this machine cannot enforce: native creates that take them are refused unless limits.unsupported = "ignore"`, "limits", strings.Join(missing, ","))
+	}
 }

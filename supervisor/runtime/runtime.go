@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -91,13 +92,55 @@ const MarkerEnv = "AGENT_CONTROL_PLANE_MARKER"
 
 // Resources are limits for one workload. Zero means no limit.
 type Resources struct {
-	CPU         float64 // CPUs, fractions allowed
-	MemoryBytes int64
-	Pids        int64
+	CPU         float64 `json:"cpu,omitempty"` // CPUs, fractions allowed
+	MemoryBytes int64   `json:"memoryBytes,omitempty"`
+	Pids        int64   `json:"pids,omitempty"`
 }
 
 // IsZero reports whether r sets no limit.
 func (r Resources) IsZero() bool { return r == Resources{} }
+
+// GiB is the unit of Daytona's memory field.
+const GiB = 1 << 30
+
+// Bounds of the limits a sandbox may be given.
+const (
+	MaxCPU       = 1024
+	MinMemory    = 16 << 20 // below this a workload cannot even exec
+	MaxMemoryGiB = 1 << 20
+	MaxPids      = 1 << 22
+)
+
+// NewResources checks limits given in Daytona's units (CPUs, GiB of
+// memory) plus a number of tasks; zero means no limit. Its errors name the
+// field at fault.
+func NewResources(cpu, memoryGiB float64, pids int64) (Resources, error) {
+	switch {
+	case math.IsNaN(cpu) || cpu < 0 || cpu > MaxCPU:
+		return Resources{}, fmt.Errorf("cpu must be between 0 (no limit) and %d CPUs; fractions are allowed", MaxCPU)
+	case math.IsNaN(memoryGiB) || memoryGiB < 0 || memoryGiB > MaxMemoryGiB:
+		return Resources{}, fmt.Errorf("memory must be between 0 (no limit) and %d GiB; fractions are allowed (0.25 is 256 MiB)", MaxMemoryGiB)
+	case pids < 0 || pids > MaxPids:
+		return Resources{}, fmt.Errorf("pids must be between 0 (no limit) and %d", MaxPids)
+	}
+	r := Resources{CPU: cpu, MemoryBytes: int64(math.Round(memoryGiB * GiB)), Pids: pids}
+	if r.MemoryBytes > 0 && r.MemoryBytes < MinMemory {
+		return Resources{}, fmt.Errorf("memory must be 0 (no limit) or at least %g GiB (16 MiB)", float64(MinMemory)/GiB)
+	}
+	return r, nil
+}
+
+// MemoryGiB is the memory limit in Daytona's unit.
+func (r Resources) MemoryGiB() float64 { return float64(r.MemoryBytes) / GiB }
+
+// Limiter is a Runtime that can enforce limits. A Runtime that is not one
+// enforces none.
+type Limiter interface {
+	// Enforceable returns the part of r this runtime can enforce on this
+	// machine and, when that is not all of r, an error wrapping
+	// ErrLimitsUnsupported that names the rest and says why.
+	Enforceable(r Resources) (Resources, error)
+}
 
 // Resizer is a Handle whose limits can change while its workload runs.
 type Resizer interface {

@@ -42,10 +42,12 @@ const (
 	ErrorErrorCodeForbiddenOrigin      ErrorErrorCode = "forbidden_origin"
 	ErrorErrorCodeInternal             ErrorErrorCode = "internal"
 	ErrorErrorCodeInvalidRequest       ErrorErrorCode = "invalid_request"
+	ErrorErrorCodeLimitsUnsupported    ErrorErrorCode = "limits_unsupported"
 	ErrorErrorCodeMethodNotAllowed     ErrorErrorCode = "method_not_allowed"
 	ErrorErrorCodeNameConflict         ErrorErrorCode = "name_conflict"
 	ErrorErrorCodeNotFound             ErrorErrorCode = "not_found"
 	ErrorErrorCodePreflightFailed      ErrorErrorCode = "preflight_failed"
+	ErrorErrorCodeResizeFailed         ErrorErrorCode = "resize_failed"
 	ErrorErrorCodeSandboxNotRunning    ErrorErrorCode = "sandbox_not_running"
 	ErrorErrorCodeShuttingDown         ErrorErrorCode = "shutting_down"
 	ErrorErrorCodeStopFailed           ErrorErrorCode = "stop_failed"
@@ -70,6 +72,8 @@ func (e ErrorErrorCode) Valid() bool {
 		return true
 	case ErrorErrorCodeInvalidRequest:
 		return true
+	case ErrorErrorCodeLimitsUnsupported:
+		return true
 	case ErrorErrorCodeMethodNotAllowed:
 		return true
 	case ErrorErrorCodeNameConflict:
@@ -77,6 +81,8 @@ func (e ErrorErrorCode) Valid() bool {
 	case ErrorErrorCodeNotFound:
 		return true
 	case ErrorErrorCodePreflightFailed:
+		return true
+	case ErrorErrorCodeResizeFailed:
 		return true
 	case ErrorErrorCodeSandboxNotRunning:
 		return true
@@ -106,6 +112,51 @@ const (
 func (e InfoApiVersion) Valid() bool {
 	switch e {
 	case N1:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for InfoCgroupsLimits.
+const (
+	Cpu    InfoCgroupsLimits = "cpu"
+	Memory InfoCgroupsLimits = "memory"
+	Pids   InfoCgroupsLimits = "pids"
+)
+
+// Valid indicates whether the value is a known member of the InfoCgroupsLimits enum.
+func (e InfoCgroupsLimits) Valid() bool {
+	switch e {
+	case Cpu:
+		return true
+	case Memory:
+		return true
+	case Pids:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for InfoCgroupsMode.
+const (
+	InfoCgroupsModeHybrid      InfoCgroupsMode = "hybrid"
+	InfoCgroupsModeOff         InfoCgroupsMode = "off"
+	InfoCgroupsModeUnavailable InfoCgroupsMode = "unavailable"
+	InfoCgroupsModeV2          InfoCgroupsMode = "v2"
+)
+
+// Valid indicates whether the value is a known member of the InfoCgroupsMode enum.
+func (e InfoCgroupsMode) Valid() bool {
+	switch e {
+	case InfoCgroupsModeHybrid:
+		return true
+	case InfoCgroupsModeOff:
+		return true
+	case InfoCgroupsModeUnavailable:
+		return true
+	case InfoCgroupsModeV2:
 		return true
 	default:
 		return false
@@ -219,9 +270,14 @@ type AutostopRequest struct {
 	Interval int `json:"interval"`
 }
 
-// CreateSandboxRequest Daytona-only fields (target, user, cpu, gpu, memory, disk, class,
+// CpuLimit CPUs (0.5 is half a CPU); 0 no limit.
+type CpuLimit = float32
+
+// CreateSandboxRequest Daytona-only fields (target, user, gpu, disk, class,
 // autoArchiveInterval, volumes, networkBlockAll, networkAllowList) are
-// accepted and ignored; any other field is invalid_request. Sizes are
+// accepted and ignored; any other field is invalid_request. cpu,
+// memory and pids are limits (absent: the daemon's default); one the
+// runtime cannot enforce here is a 400 limits_unsupported. Sizes are
 // bytes of UTF-8 where the daemon checks them (label keys at most
 // 128, values 512, envVars values 32768).
 type CreateSandboxRequest struct {
@@ -237,8 +293,8 @@ type CreateSandboxRequest struct {
 	// Class Accepted and ignored (Daytona).
 	Class interface{} `json:"class,omitempty"`
 
-	// Cpu Accepted and ignored (Daytona).
-	Cpu interface{} `json:"cpu,omitempty"`
+	// Cpu CPUs (0.5 is half a CPU); 0 no limit.
+	Cpu *CpuLimit `json:"cpu,omitempty"`
 
 	// Disk Accepted and ignored (Daytona).
 	Disk interface{} `json:"disk,omitempty"`
@@ -252,16 +308,19 @@ type CreateSandboxRequest struct {
 	Gpu    interface{} `json:"gpu,omitempty"`
 	Labels *Labels     `json:"labels,omitempty"`
 
-	// Memory Accepted and ignored (Daytona).
-	Memory interface{} `json:"memory,omitempty"`
-	Name   string      `json:"name"`
+	// Memory GiB (0.25 is 256 MiB, at least 16 MiB); 0 no limit.
+	Memory *MemoryLimit `json:"memory,omitempty"`
+	Name   string       `json:"name"`
 
 	// NetworkAllowList Accepted and ignored (Daytona).
 	NetworkAllowList interface{} `json:"networkAllowList,omitempty"`
 
 	// NetworkBlockAll Accepted and ignored (Daytona).
 	NetworkBlockAll interface{} `json:"networkBlockAll,omitempty"`
-	Public          *bool       `json:"public,omitempty"`
+
+	// Pids Tasks (processes and threads); 0 no limit.
+	Pids   *PidsLimit `json:"pids,omitempty"`
+	Public *bool      `json:"public,omitempty"`
 
 	// Runtime One of /v1/info's runtimes; when absent, the first of them.
 	// Another name is a 400 unsupported_runtime that lists them.
@@ -311,10 +370,26 @@ type ErrorErrorCode string
 // Info defines model for Info.
 type Info struct {
 	ApiVersion InfoApiVersion `json:"apiVersion"`
-	Name       InfoName       `json:"name"`
-	Pid        int            `json:"pid"`
-	PortRange  string         `json:"portRange"`
-	Root       string         `json:"root"`
+
+	// Cgroups How native sandboxes are contained on this machine.
+	Cgroups *struct {
+		// Limits The limits sandboxes can be given.
+		Limits []InfoCgroupsLimits `json:"limits"`
+
+		// Mode v2: cgroup v2 contains and limits; hybrid: cgroup2 contains,
+		// cgroup v1 limits; unavailable or off: process groups only.
+		Mode InfoCgroupsMode `json:"mode"`
+
+		// Note Why containment or a limit is missing.
+		Note *string `json:"note,omitempty"`
+
+		// Path The daemon's subtree in the cgroup2 hierarchy.
+		Path *string `json:"path,omitempty"`
+	} `json:"cgroups,omitempty"`
+	Name      InfoName `json:"name"`
+	Pid       int      `json:"pid"`
+	PortRange string   `json:"portRange"`
+	Root      string   `json:"root"`
 
 	// Runtimes The runtimes creates may name, the default first.
 	Runtimes []RuntimeName `json:"runtimes"`
@@ -327,15 +402,46 @@ type Info struct {
 // InfoApiVersion defines model for Info.ApiVersion.
 type InfoApiVersion string
 
+// InfoCgroupsLimits defines model for Info.Cgroups.Limits.
+type InfoCgroupsLimits string
+
+// InfoCgroupsMode v2: cgroup v2 contains and limits; hybrid: cgroup2 contains,
+// cgroup v1 limits; unavailable or off: process groups only.
+type InfoCgroupsMode string
+
 // InfoName defines model for Info.Name.
 type InfoName string
 
 // Labels defines model for Labels.
 type Labels map[string]string
 
+// MemoryLimit GiB (0.25 is 256 MiB, at least 16 MiB); 0 no limit.
+type MemoryLimit = float32
+
+// PidsLimit Tasks (processes and threads); 0 no limit.
+type PidsLimit = int
+
 // PreviewUrl defines model for PreviewUrl.
 type PreviewUrl struct {
 	Url string `json:"url"`
+}
+
+// ResizeRequest defines model for ResizeRequest.
+type ResizeRequest struct {
+	// Cpu CPUs (0.5 is half a CPU); 0 no limit.
+	Cpu *CpuLimit `json:"cpu,omitempty"`
+
+	// Disk Accepted and ignored (Daytona).
+	Disk interface{} `json:"disk,omitempty"`
+
+	// Gpu Accepted and ignored (Daytona).
+	Gpu interface{} `json:"gpu,omitempty"`
+
+	// Memory GiB (0.25 is 256 MiB, at least 16 MiB); 0 no limit.
+	Memory *MemoryLimit `json:"memory,omitempty"`
+
+	// Pids Tasks (processes and threads); 0 no limit.
+	Pids *PidsLimit `json:"pids,omitempty"`
 }
 
 // RuntimeName defines model for RuntimeName.
@@ -352,13 +458,16 @@ type SandboxInfo struct {
 	// AutoStopInterval Idle minutes before auto-stop; 0 disables.
 	AutoStopInterval float32 `json:"autoStopInterval"`
 
+	// Cpu CPU limit in force; absent none.
+	Cpu *float32 `json:"cpu,omitempty"`
+
 	// CreatedAt Examples: 2026-11-29T10:22:29.768Z
 	CreatedAt Timestamp `json:"createdAt"`
 
 	// ErrorReason Why the sandbox stopped: auto_stopped, max_lifetime,
 	// startup_timeout, "exited_during_startup: …", "killed by signal
-	// SIGKILL", "exit code N", "exited; status unknown", … Absent for
-	// an explicit stop.
+	// SIGKILL", "killed: out of memory (signal SIGKILL)", "exit code
+	// N", "exited; status unknown", … Absent for an explicit stop.
 	ErrorReason *string `json:"errorReason,omitempty"`
 	Id          string  `json:"id"`
 	Labels      Labels  `json:"labels"`
@@ -366,8 +475,14 @@ type SandboxInfo struct {
 	// LastActivityAt Examples: 2026-11-29T10:22:29.768Z
 	LastActivityAt Timestamp `json:"lastActivityAt"`
 
+	// Memory Memory limit in force
+	Memory *float32 `json:"memory,omitempty"`
+
 	// Name Equal to id.
-	Name       string      `json:"name"`
+	Name string `json:"name"`
+
+	// Pids Task limit in force; absent none.
+	Pids       *int        `json:"pids,omitempty"`
 	Port       int         `json:"port"`
 	PreviewUrl string      `json:"previewUrl"`
 	Public     bool        `json:"public"`
@@ -382,6 +497,9 @@ type SandboxInfo struct {
 
 	// UpdatedAt Examples: 2026-11-29T10:22:29.768Z
 	UpdatedAt Timestamp `json:"updatedAt"`
+
+	// Usage What a live sandbox consumes now, where its runtime can say (a native sandbox in a cgroup).
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // SandboxList defines model for SandboxList.
@@ -423,6 +541,16 @@ type StreamEvent1 struct {
 
 // Timestamp Examples: 2026-11-29T10:22:29.768Z
 type Timestamp = time.Time
+
+// Usage defines model for Usage.
+type Usage struct {
+	// CpuSeconds CPU time consumed so far.
+	CpuSeconds  float32 `json:"cpuSeconds"`
+	MemoryBytes int     `json:"memoryBytes"`
+
+	// Pids Tasks now.
+	Pids int `json:"pids"`
+}
 
 // Id defines model for id.
 type Id = string
@@ -479,6 +607,9 @@ type ListSandboxesParams struct {
 
 	// Cursor The nextCursor of the page before.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Usage true adds each live sandbox's usage (read from its cgroup, a few files per sandbox; off by default).
+	Usage *bool `form:"usage,omitempty" json:"usage,omitempty"`
 }
 
 // ListSandboxesParamsStates defines parameters for ListSandboxes.
@@ -499,9 +630,6 @@ type GetPreviewUrlParams struct {
 // GetPreviewUrlParamsPort defines parameters for GetPreviewUrl.
 type GetPreviewUrlParamsPort int
 
-// ResizeSandboxJSONBody defines parameters for ResizeSandbox.
-type ResizeSandboxJSONBody = map[string]interface{}
-
 // StopSandboxParams defines parameters for StopSandbox.
 type StopSandboxParams struct {
 	// Force Skip the grace period (SIGKILL at once).
@@ -515,7 +643,7 @@ type CreateSandboxJSONRequestBody = CreateSandboxRequest
 type SetAutostopIntervalJSONRequestBody = AutostopRequest
 
 // ResizeSandboxJSONRequestBody defines body for ResizeSandbox for application/json ContentType.
-type ResizeSandboxJSONRequestBody = ResizeSandboxJSONBody
+type ResizeSandboxJSONRequestBody = ResizeRequest
 
 // AsCreateSandboxRequestAutoDeleteInterval0 returns the union data inside the CreateSandboxRequest_AutoDeleteInterval as a CreateSandboxRequestAutoDeleteInterval0
 func (t CreateSandboxRequest_AutoDeleteInterval) AsCreateSandboxRequestAutoDeleteInterval0() (CreateSandboxRequestAutoDeleteInterval0, error) {
@@ -904,14 +1032,24 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/sandboxes/{id}/refresh-activity (the `RefreshActivity` operationId).
 	RefreshActivity(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ResizeSandboxWithBody Accepted for compatibility; changes nothing, counts as activity.
+	// ResizeSandboxWithBody Change a running sandbox's limits; counts as activity.
+	//
+	// Fields left out keep their value; 0 lifts a limit. A limit the
+	// sandbox's runtime cannot enforce on this machine is a 400
+	// limits_unsupported (unless the daemon ignores such limits); a
+	// sandbox that is not running is a 409 sandbox_not_running.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/sandboxes/{id}/resize (the `ResizeSandbox` operationId).
 	ResizeSandboxWithBody(ctx context.Context, id Id, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ResizeSandbox Accepted for compatibility; changes nothing, counts as activity.
+	// ResizeSandbox Change a running sandbox's limits; counts as activity.
+	//
+	// Fields left out keep their value; 0 lifts a limit. A limit the
+	// sandbox's runtime cannot enforce on this machine is a 400
+	// limits_unsupported (unless the daemon ignores such limits); a
+	// sandbox that is not running is a 409 sandbox_not_running.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1173,7 +1311,12 @@ func (c *Client) RefreshActivity(ctx context.Context, id Id, reqEditors ...Reque
 	return c.Client.Do(req)
 }
 
-// ResizeSandboxWithBody Accepted for compatibility; changes nothing, counts as activity.
+// ResizeSandboxWithBody Change a running sandbox's limits; counts as activity.
+//
+// Fields left out keep their value; 0 lifts a limit. A limit the
+// sandbox's runtime cannot enforce on this machine is a 400
+// limits_unsupported (unless the daemon ignores such limits); a
+// sandbox that is not running is a 409 sandbox_not_running.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1190,7 +1333,12 @@ func (c *Client) ResizeSandboxWithBody(ctx context.Context, id Id, contentType s
 	return c.Client.Do(req)
 }
 
-// ResizeSandbox Accepted for compatibility; changes nothing, counts as activity.
+// ResizeSandbox Change a running sandbox's limits; counts as activity.
+//
+// Fields left out keep their value; 0 lifts a limit. A limit the
+// sandbox's runtime cannot enforce on this machine is a 400
+// limits_unsupported (unless the daemon ignores such limits); a
+// sandbox that is not running is a 409 sandbox_not_running.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1459,6 +1607,18 @@ func NewListSandboxesRequest(server string, params *ListSandboxesParams) (*http.
 		if params.Cursor != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Usage != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "usage", *params.Usage, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -2156,14 +2316,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/sandboxes/{id}/refresh-activity (the `RefreshActivity` operationId).
 	RefreshActivityWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*RefreshActivityResponse, error)
 
-	// ResizeSandboxWithBodyWithResponse Accepted for compatibility; changes nothing, counts as activity.
+	// ResizeSandboxWithBodyWithResponse Change a running sandbox's limits; counts as activity.
+	//
+	// Fields left out keep their value; 0 lifts a limit. A limit the
+	// sandbox's runtime cannot enforce on this machine is a 400
+	// limits_unsupported (unless the daemon ignores such limits); a
+	// sandbox that is not running is a 409 sandbox_not_running.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/sandboxes/{id}/resize (the `ResizeSandbox` operationId).
 	ResizeSandboxWithBodyWithResponse(ctx context.Context, id Id, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResizeSandboxResponse, error)
 
-	// ResizeSandboxWithResponse Accepted for compatibility; changes nothing, counts as activity.
+	// ResizeSandboxWithResponse Change a running sandbox's limits; counts as activity.
+	//
+	// Fields left out keep their value; 0 lifts a limit. A limit the
+	// sandbox's runtime cannot enforce on this machine is a 400
+	// limits_unsupported (unless the daemon ignores such limits); a
+	// sandbox that is not running is a 409 sandbox_not_running.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3058,12 +3228,16 @@ type ResizeSandboxResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *SandboxInfo
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ResizeSandboxResponse401Headers
 }
@@ -3071,6 +3245,11 @@ type ResizeSandboxResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ResizeSandboxResponse) GetJSON200() *SandboxInfo {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ResizeSandboxResponse) GetJSON400() *BadRequest {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -3086,6 +3265,11 @@ func (r ResizeSandboxResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ResizeSandboxResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ResizeSandboxResponse) GetJSON409() *Conflict {
+	return r.JSON409
 }
 
 // GetBody returns the raw response body bytes
@@ -3477,7 +3661,12 @@ func (c *ClientWithResponses) RefreshActivityWithResponse(ctx context.Context, i
 	return ParseRefreshActivityResponse(rsp)
 }
 
-// ResizeSandboxWithBodyWithResponse Accepted for compatibility; changes nothing, counts as activity.
+// ResizeSandboxWithBodyWithResponse Change a running sandbox's limits; counts as activity.
+//
+// Fields left out keep their value; 0 lifts a limit. A limit the
+// sandbox's runtime cannot enforce on this machine is a 400
+// limits_unsupported (unless the daemon ignores such limits); a
+// sandbox that is not running is a 409 sandbox_not_running.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -3490,7 +3679,12 @@ func (c *ClientWithResponses) ResizeSandboxWithBodyWithResponse(ctx context.Cont
 	return ParseResizeSandboxResponse(rsp)
 }
 
-// ResizeSandboxWithResponse Accepted for compatibility; changes nothing, counts as activity.
+// ResizeSandboxWithResponse Change a running sandbox's limits; counts as activity.
+//
+// Fields left out keep their value; 0 lifts a limit. A limit the
+// sandbox's runtime cannot enforce on this machine is a 400
+// limits_unsupported (unless the daemon ignores such limits); a
+// sandbox that is not running is a 409 sandbox_not_running.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -4305,6 +4499,13 @@ func ParseResizeSandboxResponse(rsp *http.Response) (*ResizeSandboxResponse, err
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4325,6 +4526,13 @@ func ParseResizeSandboxResponse(rsp *http.Response) (*ResizeSandboxResponse, err
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
 
 	}
 

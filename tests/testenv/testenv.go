@@ -322,7 +322,8 @@ func (d *Daemon) Info() (map[string]any, error) {
 }
 
 // KillSandboxes SIGKILLs every process carrying the marker of a record
-// under root: a test's cleanup, so children never outlive it. It scans
+// under root, then removes their cgroups (RemoveCgroups): a test's
+// cleanup, so children never outlive it. It scans
 // /proc itself rather than call proc.KillMarked, because proc's own tests
 // import this package (and a cleanup net should not share the code it
 // guards against).
@@ -340,6 +341,82 @@ func KillSandboxes(root string) {
 			continue
 		}
 		killMarked(r.Marker)
+	}
+	RemoveCgroups(root)
+}
+
+// RemoveCgroups removes the cgroups that the records under root name, and
+// every empty group of the daemon subtrees they are in, once their
+// processes are gone (KillSandboxes first): a test's cleanup, so that
+// killed daemons leave no cgroup behind. Like KillSandboxes it reads the
+// files itself, and it removes only empty groups (the kernel refuses the
+// others).
+func RemoveCgroups(root string) {
+	mounts := map[string]string{} // "" for cgroup2, else a v1 controller → mount point
+	if b, err := os.ReadFile("/proc/self/mounts"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			switch {
+			case len(f) < 4:
+			case f[2] == "cgroup2":
+				mounts[""] = f[1]
+			case f[2] == "cgroup":
+				for _, o := range strings.Split(f[3], ",") {
+					mounts[o] = f[1]
+				}
+			}
+		}
+	}
+	bases := map[string]bool{}
+	recs, _ := filepath.Glob(filepath.Join(root, "*", "sandbox.json"))
+	for _, path := range recs {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		var r struct {
+			Handle struct {
+				Data struct {
+					Cgroup *struct {
+						Path string            `json:"path"`
+						V1   map[string]string `json:"v1"`
+					} `json:"cgroup"`
+				} `json:"data"`
+			} `json:"handle"`
+		}
+		if json.Unmarshal(b, &r) != nil || r.Handle.Data.Cgroup == nil {
+			continue
+		}
+		cg := r.Handle.Data.Cgroup
+		paths := map[string]string{"": cg.Path}
+		for c, p := range cg.V1 {
+			paths[c] = p
+		}
+		for c, p := range paths {
+			if m, ok := mounts[c]; ok && strings.HasPrefix(p, "/") && !strings.Contains(p, "..") {
+				bases[filepath.Dir(filepath.Join(m, p))] = true
+			}
+		}
+	}
+	for base := range bases {
+		ents, _ := os.ReadDir(base)
+		for _, e := range ents {
+			if e.IsDir() {
+				rmdirWhenEmpty(filepath.Join(base, e.Name()))
+			}
+		}
+		rmdirWhenEmpty(base)
+	}
+}
+
+// rmdirWhenEmpty removes a cgroup, waiting up to a few seconds for the
+// processes just killed in it to go.
+func rmdirWhenEmpty(dir string) {
+	for range 100 {
+		if err := syscall.Rmdir(dir); err != syscall.EBUSY {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -1,6 +1,8 @@
 // Package native is the runtime that runs each sandbox as a detached child
 // process group of the daemon, pinned by a pidfd and identified by a marker
-// (package proc does the work).
+// (package proc does the work), and, where the machine allows, contained
+// in a cgroup of its own (package cgroup): then nothing the sandbox starts
+// outlives it, and its limits hold.
 package native
 
 import (
@@ -8,105 +10,344 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-control-plane/agent-control-plane/cgroup"
 	"github.com/agent-control-plane/agent-control-plane/proc"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
-// stateVersion is the version of the handle state this runtime writes: a
-// proc.Identity as JSON.
-const stateVersion = 1
+// Versions of the handle state this runtime writes: 1 is a proc.Identity
+// as JSON; 2 adds the sandbox's cgroup.
+const (
+	stateProcess = 1
+	stateCgroup  = 2
+)
+
+// state is a handle's persisted form.
+type state struct {
+	proc.Identity
+	Cgroup *cgroup.Ref `json:"cgroup,omitempty"`
+}
 
 // Runtime runs argv once per sandbox, supervised by a proc.Watcher.
 type Runtime struct {
 	Watcher *proc.Watcher
 	Argv    []string
+	// Cgroups contains each sandbox in a cgroup of its own and enforces
+	// its limits; nil means process groups only, and no limits.
+	Cgroups *cgroup.Manager
 }
 
-var _ runtime.Runtime = (*Runtime)(nil)
+var (
+	_ runtime.Runtime = (*Runtime)(nil)
+	_ runtime.Limiter = (*Runtime)(nil)
+)
 
-type handle struct{ p *proc.Process }
+// handle is one sandbox: its leader process and, when contained, its
+// cgroup. With a cgroup, the sandbox ends when the leader has exited and
+// the cgroup is empty: whatever the leader left behind is killed first.
+type handle struct {
+	p *proc.Process // nil: adopted remains of a sandbox whose leader was gone
+	g *cgroup.Group // nil: not contained
 
-// Start spawns the child.
+	done chan struct{}
+	exit runtime.Exit // set before done is closed
+}
+
+var (
+	_ runtime.Resizer = (*handle)(nil)
+	_ runtime.Meter   = (*handle)(nil)
+)
+
+// Start spawns the child, in a new cgroup when the runtime has them.
 func (n *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle, error) {
-	p, err := n.Watcher.Spawn(proc.Spec{
+	if _, err := n.Enforceable(spec.Resources); err != nil {
+		return nil, err
+	}
+	var g *cgroup.Group
+	if n.Cgroups != nil {
+		var err error
+		if g, err = n.Cgroups.Create(spec.Marker, spec.Resources); err != nil {
+			return nil, err
+		}
+	}
+	ps := proc.Spec{
 		Argv:   n.Argv,
 		Env:    spec.Env,
 		Dir:    spec.Workspace,
 		Stdout: spec.Stdout,
 		Stderr: spec.Stderr,
 		Marker: spec.Marker,
-	})
+	}
+	if g != nil {
+		ps.Cgroup = g
+	}
+	p, err := n.Watcher.Spawn(ps)
+	if g != nil {
+		g.Close() // nothing else is spawned into it
+	}
 	if err != nil {
+		if g != nil {
+			// Nothing ran in it: a failed spawn leaves no process.
+			_ = g.Remove()
+		}
 		return nil, err
 	}
-	return handle{p}, nil
+	return n.newHandle(p, g), nil
 }
 
-// Adopt re-pins a child of an earlier daemon from its proc.Identity.
-func (n *Runtime) Adopt(ctx context.Context, state runtime.State) (runtime.Handle, error) {
-	id, err := identity(state)
+// Enforceable is r without the limits the machine's cgroups cannot
+// enforce.
+func (n *Runtime) Enforceable(r runtime.Resources) (runtime.Resources, error) {
+	err := n.Cgroups.Supports(r)
+	if err == nil {
+		return r, nil
+	}
+	info := cgroup.Info{}
+	if n.Cgroups != nil {
+		info = n.Cgroups.Info()
+	}
+	if !info.Supports(cgroup.LimitCPU) {
+		r.CPU = 0
+	}
+	if !info.Supports(cgroup.LimitMemory) {
+		r.MemoryBytes = 0
+	}
+	if !info.Supports(cgroup.LimitPids) {
+		r.Pids = 0
+	}
+	return r, fmt.Errorf("%w: %v", runtime.ErrLimitsUnsupported, err)
+}
+
+func (n *Runtime) newHandle(p *proc.Process, g *cgroup.Group) *handle {
+	h := &handle{p: p, g: g}
+	if g == nil {
+		return h // the process is the whole sandbox
+	}
+	h.done = make(chan struct{})
+	go h.finish(n.Watcher.Closed())
+	return h
+}
+
+// exitOf is how the leader ended.
+func exitOf(p *proc.Process) runtime.Exit {
+	st := p.Status()
+	return runtime.Exit{Unknown: !st.Known, Code: st.Code, Signal: st.Signal}
+}
+
+// finish waits for the leader, ends the rest of the cgroup, waits for it
+// to empty, and only then says the sandbox is done. It gives up when the
+// watcher closes: the daemon is leaving, and its sandboxes outlive it.
+func (h *handle) finish(closed <-chan struct{}) {
+	exit := runtime.Exit{Unknown: true}
+	if h.p != nil {
+		select {
+		case <-h.p.Done():
+		case <-closed:
+			return
+		}
+		exit = exitOf(h.p)
+	}
+	// Without inotify or a working kill there is nothing to wait on:
+	// Delete then finds the group busy and says so.
+	empty, err := h.g.Empty()
+	if kerr := h.g.Kill(); err == nil && kerr == nil {
+		select {
+		case <-empty:
+		case <-closed:
+			return
+		}
+	}
+	// An OOM kill anywhere in the sandbox explains its end, even when the
+	// leader was not the process the kernel chose.
+	if h.g.OOMKills() > 0 {
+		exit.OOMKilled = true
+	}
+	h.exit = exit
+	close(h.done)
+}
+
+// Adopt re-pins a child of an earlier daemon, and its cgroup. A child
+// that is gone while its cgroup still exists comes back as a handle that
+// is done once the cgroup is emptied, so that Delete removes it.
+func (n *Runtime) Adopt(ctx context.Context, st runtime.State) (runtime.Handle, error) {
+	s, err := decode(st)
 	if err != nil {
 		return nil, err
 	}
-	p, err := n.Watcher.Adopt(id)
+	var g *cgroup.Group
+	if s.Cgroup != nil && n.Cgroups != nil {
+		g, err = n.Cgroups.Open(*s.Cgroup, s.Marker)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			g = nil
+		case err != nil:
+			return nil, fmt.Errorf("%w: %v", runtime.ErrNotOurs, err)
+		}
+	}
+	p, err := n.Watcher.Adopt(s.Identity)
 	switch {
 	case errors.Is(err, proc.ErrNotFound), errors.Is(err, proc.ErrExited):
+		if g != nil {
+			return n.newHandle(nil, g), nil
+		}
 		return nil, fmt.Errorf("%w: %v", runtime.ErrGone, err)
 	case errors.Is(err, proc.ErrIdentity):
 		return nil, fmt.Errorf("%w: %v", runtime.ErrNotOurs, err)
 	case err != nil:
 		return nil, err
 	}
-	return handle{p}, nil
+	return n.newHandle(p, g), nil
 }
 
 // PID returns the pid a native handle's state names, for tools that read
 // records from outside the daemon. It never returns a pid below 1.
-func PID(state runtime.State) (int, error) {
-	id, err := identity(state)
-	return id.PID, err
+func PID(st runtime.State) (int, error) {
+	s, err := decode(st)
+	return s.PID, err
 }
 
-// identity decodes a handle's state.
-func identity(state runtime.State) (proc.Identity, error) {
-	if state.Version != stateVersion {
-		return proc.Identity{}, fmt.Errorf("%w: native handle version %d, want %d", runtime.ErrState, state.Version, stateVersion)
+// decode reads a handle's state, of either version.
+func decode(st runtime.State) (state, error) {
+	var s state
+	if st.Version != stateProcess && st.Version != stateCgroup {
+		return s, fmt.Errorf("%w: native handle version %d, want %d or %d", runtime.ErrState, st.Version, stateProcess, stateCgroup)
 	}
-	var id proc.Identity
-	if err := json.Unmarshal(state.Data, &id); err != nil {
-		return proc.Identity{}, fmt.Errorf("%w: native handle: %v", runtime.ErrState, err)
+	if err := json.Unmarshal(st.Data, &s); err != nil {
+		return s, fmt.Errorf("%w: native handle: %v", runtime.ErrState, err)
 	}
-	if id.PID <= 0 {
-		return proc.Identity{}, fmt.Errorf("%w: native handle: no pid", runtime.ErrState)
+	if s.PID <= 0 {
+		return s, fmt.Errorf("%w: native handle: no pid", runtime.ErrState)
 	}
-	return id, nil
+	if (st.Version == stateCgroup) != (s.Cgroup != nil) {
+		return s, fmt.Errorf("%w: native handle version %d with cgroup %v", runtime.ErrState, st.Version, s.Cgroup != nil)
+	}
+	return s, nil
 }
 
 // Sweep kills every process that carries one of markers, each verified
-// through its pidfd first, in one pass over /proc.
+// through its pidfd first, in one pass over /proc, and removes their
+// cgroups.
 func (n *Runtime) Sweep(ctx context.Context, markers []string) {
 	proc.KillMarked(markers...)
+	n.Cgroups.Sweep(ctx, markers)
 }
 
-func (h handle) State() runtime.State {
-	b, _ := json.Marshal(h.p.Identity())
-	return runtime.State{Version: stateVersion, Data: b}
+func (h *handle) State() runtime.State {
+	var s state
+	if h.p != nil {
+		s.Identity = h.p.Identity()
+	}
+	v := stateProcess
+	if h.g != nil {
+		ref := h.g.Ref()
+		s.Cgroup = &ref
+		v = stateCgroup
+	}
+	b, _ := json.Marshal(s)
+	return runtime.State{Version: v, Data: b}
 }
 
-func (h handle) Done() <-chan struct{} { return h.p.Done() }
-
-func (h handle) Exit() runtime.Exit {
-	st := h.p.Status()
-	return runtime.Exit{Unknown: !st.Known, Code: st.Code, Signal: st.Signal}
+func (h *handle) Done() <-chan struct{} {
+	if h.g == nil {
+		return h.p.Done()
+	}
+	return h.done
 }
 
-func (h handle) Stop(ctx context.Context, grace time.Duration) error {
-	_, err := h.p.Stop(ctx, grace)
+func (h *handle) Exit() runtime.Exit {
+	if h.g == nil {
+		return exitOf(h.p)
+	}
+	select {
+	case <-h.done:
+		return h.exit
+	default:
+		return runtime.Exit{Unknown: true}
+	}
+}
+
+// Stop sends SIGTERM to the process group, waits up to grace, then kills
+// the cgroup (everything in it, however it was started) and the group.
+func (h *handle) Stop(ctx context.Context, grace time.Duration) error {
+	if h.g == nil {
+		_, err := h.p.Stop(ctx, grace)
+		return err
+	}
+	if grace > 0 && h.p != nil {
+		if err := h.p.SignalGroup(unix.SIGTERM); err != nil && !errors.Is(err, proc.ErrExited) {
+			return err
+		}
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-h.done:
+			return nil
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := h.g.Kill(); err != nil {
+		return err
+	}
+	if h.p != nil {
+		if err := h.p.SignalGroup(unix.SIGKILL); err != nil && !errors.Is(err, proc.ErrExited) {
+			return err
+		}
+	}
+	return h.wait(ctx)
+}
+
+func (h *handle) wait(ctx context.Context) error {
+	select {
+	case <-h.Done():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Delete removes the sandbox's cgroup. Without one there is nothing to
+// release: the process group is gone with its leader (proc kills what is
+// left of it) and proc closes the pidfd.
+func (h *handle) Delete(ctx context.Context) error {
+	if h.g == nil {
+		return nil
+	}
+	return h.g.Remove()
+}
+
+// Resize applies new limits to the running sandbox's cgroup.
+func (h *handle) Resize(ctx context.Context, r runtime.Resources) error {
+	err := errors.New("the sandbox has no cgroup")
+	if h.g != nil {
+		err = h.g.Set(r)
+	}
+	if h.g == nil || errors.Is(err, cgroup.ErrUnsupported) {
+		return fmt.Errorf("%w: %v", runtime.ErrLimitsUnsupported, err)
+	}
 	return err
 }
 
-// Delete has nothing to release: the process group is gone with its
-// leader (proc kills what is left of it) and proc closes the pidfd.
-func (h handle) Delete(ctx context.Context) error { return nil }
+// Usage reads the sandbox's cgroup.
+func (h *handle) Usage() (runtime.Usage, error) {
+	if h.g == nil {
+		return runtime.Usage{}, errors.New("the sandbox has no cgroup")
+	}
+	return h.g.Usage()
+}
+
+// CgroupPath returns the cgroup2 path a native handle's state names, or ""
+// when the sandbox has no cgroup, for tools that read records.
+func CgroupPath(st runtime.State) (string, error) {
+	s, err := decode(st)
+	if err != nil || s.Cgroup == nil {
+		return "", err
+	}
+	return s.Cgroup.Path, nil
+}
