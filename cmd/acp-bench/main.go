@@ -104,7 +104,7 @@ type results struct {
 		// Cgroups is the containment of ChildAnswers; the same without.
 		Cgroups               string `json:"cgroups"`
 		ChildAnswersNoCgroups stat   `json:"createToChildAnswersCgroupsOff"`
-		Started      stat `json:"createToStartedEvent"`
+		Started               stat   `json:"createToStartedEvent"`
 	} `json:"ready"`
 	Crash struct {
 		Plain      stat `json:"plain"`
