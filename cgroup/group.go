@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path"
@@ -88,11 +89,19 @@ func (m *Manager) Create(name string, r runtime.Resources) (g *Group, err error)
 		return nil, err
 	}
 	g = &Group{m: m, name: name, path: joinPath(m.base, name), v1: map[string]string{}, fd: -1}
-	if err := m.ensureBase(); err != nil {
-		return nil, err
-	}
-	if err := os.Mkdir(m.dir(g.path), 0o755); err != nil {
-		return nil, fmt.Errorf("create cgroup: %w", err)
+	// The subtree goes with its last group (Remove): make it again if
+	// needed, and once more should that race with the removal.
+	for attempt := 0; ; attempt++ {
+		if err := m.ensureBase(); err != nil {
+			return nil, err
+		}
+		err := os.Mkdir(m.dir(g.path), 0o755)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) || attempt == 3 {
+			return nil, fmt.Errorf("create cgroup: %w", err)
+		}
 	}
 	defer func() {
 		if err != nil {
@@ -102,7 +111,13 @@ func (m *Manager) Create(name string, r runtime.Resources) (g *Group, err error)
 	}()
 	for c, h := range m.v1 {
 		p := joinPath(h.base, name)
-		if err := os.Mkdir(h.dir(p), 0o755); err != nil {
+		err := os.Mkdir(h.dir(p), 0o755)
+		if errors.Is(err, fs.ErrNotExist) {
+			if err = m.ensureBase(); err == nil {
+				err = os.Mkdir(h.dir(p), 0o755)
+			}
+		}
+		if err != nil {
 			return g, fmt.Errorf("create cgroup v1 %s: %w", c, err)
 		}
 		g.v1[c] = p
@@ -451,6 +466,9 @@ func (g *Group) Remove() error {
 	for c, p := range g.v1 {
 		rm(g.m.v1[c].dir(p))
 	}
+	// The subtree goes with its last group, so that a daemon killed with
+	// no sandbox leaves nothing behind (Create makes it again).
+	g.m.Prune()
 	return errors.Join(errs...)
 }
 

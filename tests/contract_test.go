@@ -218,7 +218,7 @@ func runScenario(t *testing.T, cc *contractClient) {
 	cc.do("GET", "/v1/info", "")
 	cc.do("GET", "/v1/info", "", "Origin", "https://evil.example")
 	cc.do("GET", "/v1/openapi.yaml", "")
-	cc.do("POST", "/v1/sandboxes", `{"name":"k1","labels":{"suite":"contract","harnessSessionId":"h-1"},"envVars":{"A":"1"},"autoDeleteInterval":-1,"cpu":2}`)
+	cc.do("POST", "/v1/sandboxes", `{"name":"k1","labels":{"suite":"contract","harnessSessionId":"h-1"},"envVars":{"A":"1"},"autoDeleteInterval":-1,"cpu":0,"gpu":1}`)
 	cc.do("POST", "/v1/sandboxes", `{"name":"k2","labels":{"suite":"contract"},"autoStopInterval":0,"autoDeleteInterval":0}`)
 	cc.do("POST", "/v1/sandboxes", `{"name":"k1"}`)
 	cc.do("POST", "/v1/sandboxes", `{"name":"../k"}`)
@@ -246,8 +246,9 @@ func runScenario(t *testing.T, cc *contractClient) {
 	cc.do("POST", "/v1/sandboxes/k1/autostop/0", "")
 	cc.do("POST", "/v1/sandboxes/k1/autostop/x", "")
 	cc.do("POST", "/v1/sandboxes/missing/autostop/1", "")
-	cc.do("POST", "/v1/sandboxes/k1/resize", `{"cpu":4}`)
-	cc.do("POST", "/v1/sandboxes/k1/resize", `{"pids":512}`)
+	// Limits of 0 hold with or without cgroups (the cgroup tests set real
+	// ones).
+	cc.do("POST", "/v1/sandboxes/k1/resize", `{"cpu":0,"memory":0,"disk":3}`)
 	cc.do("POST", "/v1/sandboxes/k1/resize", `{"pids":-1}`)
 	cc.do("POST", "/v1/sandboxes/missing/resize", `{"cpu":1}`)
 	cc.do("GET", "/v1/sandboxes/k1/preview-url?port=4000&ttl=60", "")
