@@ -129,7 +129,10 @@ func (n *Runtime) newHandle(p *proc.Process, g *cgroup.Group) *handle {
 		return h // the process is the whole sandbox
 	}
 	h.done = make(chan struct{})
-	go h.finish(n.Watcher.Closed())
+	// Watched from the start, so that at the leader's exit the group's
+	// emptiness is already known (a lone leader's group is empty at once).
+	empty, err := g.Empty()
+	go h.finish(n.Watcher.Closed(), empty, err)
 	return h
 }
 
@@ -142,7 +145,7 @@ func exitOf(p *proc.Process) runtime.Exit {
 // finish waits for the leader, ends the rest of the cgroup, waits for it
 // to empty, and only then says the sandbox is done. It gives up when the
 // watcher closes: the daemon is leaving, and its sandboxes outlive it.
-func (h *handle) finish(closed <-chan struct{}) {
+func (h *handle) finish(closed, empty <-chan struct{}, emptyErr error) {
 	exit := runtime.Exit{Unknown: true}
 	if h.p != nil {
 		select {
@@ -152,19 +155,23 @@ func (h *handle) finish(closed <-chan struct{}) {
 		}
 		exit = exitOf(h.p)
 	}
-	// Without inotify or a working kill there is nothing to wait on:
-	// Delete then finds the group busy and says so.
-	empty, err := h.g.Empty()
-	if kerr := h.g.Kill(); err == nil && kerr == nil {
-		select {
-		case <-empty:
-		case <-closed:
-			return
+	select {
+	case <-empty:
+	default:
+		// Without inotify or a working kill there is nothing to wait on:
+		// Delete then finds the group busy and says so.
+		if kerr := h.g.Kill(); emptyErr == nil && kerr == nil {
+			select {
+			case <-empty:
+			case <-closed:
+				return
+			}
 		}
 	}
-	// An OOM kill anywhere in the sandbox explains its end, even when the
-	// leader was not the process the kernel chose.
-	if h.g.OOMKills() > 0 {
+	// An OOM kill anywhere in the sandbox explains its end (the kernel
+	// kills with SIGKILL), even when the leader was not the process it
+	// chose.
+	if (exit.Unknown || exit.Signal == unix.SIGKILL || exit.Code == 128+int(unix.SIGKILL)) && h.g.OOMKills() > 0 {
 		exit.OOMKilled = true
 	}
 	h.exit = exit
