@@ -263,8 +263,9 @@ type Placement interface {
 	// Enter moves the calling thread, locked to its OS thread, into any
 	// other cgroups the child must be born in (cgroup v1 hierarchies on a
 	// hybrid machine: a child inherits the cgroups of the thread that
-	// forks it), and returns how to move the thread back. After an error,
-	// or when leave fails, the thread is never unlocked again.
+	// forks it), and returns how to move it back, which proc calls only
+	// for the main thread: any other ends after the fork. leave is
+	// returned even with an error, to undo a partial move.
 	Enter() (leave func() error, err error)
 }
 
@@ -413,23 +414,33 @@ func forkExec(path string, spec Spec, attr *syscall.ProcAttr) (int, error) {
 	}
 	attr.Sys.UseCgroupFD = true
 	attr.Sys.CgroupFD = spec.Cgroup.FD()
-	// The child inherits the cgroups of the thread that forks it: keep
-	// this goroutine on one thread while that thread visits the child's
-	// cgroups.
-	goruntime.LockOSThread()
-	leave, err := spec.Cgroup.Enter()
-	if err != nil {
-		// The thread may be left in some of the child's cgroups: it stays
-		// locked, runs nothing else, and ends with this goroutine.
-		return 0, fmt.Errorf("enter cgroup: %w", err)
+	// The child inherits the cgroups of the thread that forks it. The fork
+	// runs on a goroutine locked to its thread: the thread enters the
+	// child's cgroups, forks, and ends with the goroutine, so it never
+	// runs anything else from inside them (and a move costs a cgroup-wide
+	// lock: none is spent moving back). The main thread cannot end (Go
+	// wedges it instead): it moves back.
+	type result struct {
+		pid int
+		err error
 	}
-	pid, err := syscall.ForkExec(path, spec.Argv, attr)
-	if lerr := leave(); lerr == nil {
-		goruntime.UnlockOSThread()
-	}
-	// Otherwise the thread stays locked, so it runs nothing else from
-	// inside a sandbox's cgroups and ends with this goroutine.
-	return pid, err
+	done := make(chan result, 1)
+	go func() {
+		goruntime.LockOSThread()
+		var r result
+		leave, err := spec.Cgroup.Enter()
+		if err != nil {
+			r.err = fmt.Errorf("enter cgroup: %w", err)
+		} else {
+			r.pid, r.err = syscall.ForkExec(path, spec.Argv, attr)
+		}
+		if unix.Gettid() == unix.Getpid() && leave() == nil {
+			goruntime.UnlockOSThread()
+		}
+		done <- r
+	}()
+	r := <-done
+	return r.pid, r.err
 }
 
 // adopt pins the process id names and verifies it is ours.

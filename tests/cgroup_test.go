@@ -274,6 +274,20 @@ func TestCgroupUsageAndResize(t *testing.T) {
 	if code, b := call(t, d, "POST", "/v1/sandboxes/burn/resize", `{"memory":0.001}`); code != 400 {
 		t.Errorf("resize below 16 MiB: %d %s", code, b)
 	}
+	// On a hybrid machine a sandbox gets a v1 cpu group only when created
+	// with a cpu limit; one created without cannot be given one later.
+	create(t, d, `{"name":"nocpu"}`)
+	waitState(t, d, "nocpu", "started")
+	code, b = call(t, d, "POST", "/v1/sandboxes/nocpu/resize", `{"cpu":1}`)
+	switch {
+	case cg.Mode == "hybrid" && (code != 400 || !strings.Contains(string(b), "limits_unsupported")):
+		t.Errorf("hybrid: cpu limit added by resize: %d %s", code, b)
+	case cg.Mode == "v2" && code != 200:
+		t.Errorf("v2: cpu limit added by resize: %d %s", code, b)
+	}
+	if info := getCg(t, d, "nocpu"); cg.Mode == "hybrid" && info.CPU != 0 {
+		t.Errorf("a refused resize changed the limits: %+v", info)
+	}
 }
 
 // A pids limit caps a fork bomb while the daemon goes on answering, and a

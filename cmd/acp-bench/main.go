@@ -28,6 +28,7 @@ type config struct {
 	bulk        int
 	portLo      int
 	json        bool
+	only        string
 }
 
 func main() {
@@ -40,6 +41,7 @@ func main() {
 	flag.IntVar(&c.bulk, "bulk", 500, "stubs started at once in the bulk test (directly, then through creates)")
 	flag.IntVar(&c.portLo, "port-lo", 10100, "first sandbox port (the range is scale+100 ports, then bulk ports for the floor, kept below the ephemeral range)")
 	flag.BoolVar(&c.json, "json", false, "print JSON instead of Markdown")
+	flag.StringVar(&c.only, "only", "", "run only the steps whose names start with one of these, comma-separated (readiness, bulk, crash, scale, rehydration, events; rehydration needs scale)")
 	flag.Parse()
 	if c.rehydrate > c.scale {
 		c.rehydrate = c.scale
@@ -60,6 +62,19 @@ func main() {
 		return
 	}
 	r.markdown(os.Stdout)
+}
+
+// selected reports whether the step called name runs under --only.
+func selected(only, name string) bool {
+	if only == "" {
+		return true
+	}
+	for _, p := range strings.Split(only, ",") {
+		if p = strings.TrimSpace(p); p != "" && strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func fatal(err error) {
@@ -183,6 +198,9 @@ func run(c config) (*results, error) {
 		{fmt.Sprintf("events: %d subscribers", c.subscribers), benchEvents},
 	}
 	for _, step := range steps {
+		if !selected(c.only, step.name) {
+			continue
+		}
 		progress("%s", step.name)
 		if err := step.run(c, d, r); err != nil {
 			return nil, fmt.Errorf("%s: %w", step.name, err)
