@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -121,6 +122,16 @@ func (w *emptyWatcher) loop() {
 			mask := binary.NativeEndian.Uint32(buf[off+4:])
 			nameLen := int(binary.NativeEndian.Uint32(buf[off+12:]))
 			off += unix.SizeofInotifyEvent + nameLen
+			if mask&unix.IN_Q_OVERFLOW != 0 {
+				// Events were lost: look at every watched group again.
+				w.mu.Lock()
+				all := maps.Clone(w.byWD)
+				w.mu.Unlock()
+				for wd, ew := range all {
+					w.check(wd, ew)
+				}
+				continue
+			}
 			w.mu.Lock()
 			ew := w.byWD[wd]
 			w.mu.Unlock()

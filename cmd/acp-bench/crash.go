@@ -21,7 +21,10 @@ func crashOnce(d *daemon, id string) (time.Duration, error) {
 	t0 := time.Now()
 	syscall.Kill(pid, syscall.SIGKILL)
 	at, err := await(ev)
-	return at.Sub(t0), err
+	if err != nil {
+		return 0, fmt.Errorf("%s: sandbox.stopped after SIGKILL of %d: %w", id, pid, err)
+	}
+	return at.Sub(t0), nil
 }
 
 func createStarted(d *daemon, id string, env map[string]string) error {
@@ -29,8 +32,12 @@ func createStarted(d *daemon, id string, env map[string]string) error {
 	if _, err := d.create(id, env); err != nil {
 		return err
 	}
-	_, err := await(ev)
-	return err
+	if _, err := await(ev); err != nil {
+		var sb map[string]any
+		gerr := getJSON(d.url("/v1/sandboxes/"+id), &sb)
+		return fmt.Errorf("%s: sandbox.started: %w (the daemon says %v %v)", id, err, sb, gerr)
+	}
+	return nil
 }
 
 func benchCrash(c config, d *daemon, r *results) error {

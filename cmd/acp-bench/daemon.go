@@ -77,7 +77,7 @@ func (d *daemon) spawn(limit time.Duration) error {
 
 // subscribe (re)opens the daemon's event feed.
 func (d *daemon) subscribe() error {
-	f, err := subscribe(d.url("/v1/events"))
+	f, err := subscribe("http://" + d.addr)
 	if err != nil {
 		return err
 	}

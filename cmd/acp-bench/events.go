@@ -14,7 +14,7 @@ func benchEvents(c config, d *daemon, r *results) error {
 	subs := make([]*subscriberLog, c.subscribers)
 	feeds := make([]*feed, c.subscribers)
 	for i := range subs {
-		f, err := subscribe(d.url("/v1/events"))
+		f, err := subscribe("http://" + d.addr)
 		if err != nil {
 			return err
 		}

@@ -1,39 +1,81 @@
 package main
 
 import (
+	"context"
 	"errors"
-	"fmt"
-	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/api/client"
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
 )
 
-// feed is one SSE subscription that hands each event's receipt time to
-// whoever expects it.
+// feed is one event subscription that hands each event's receipt time to
+// whoever expects it. It follows the stream as any client should
+// (client.Watch): a stream the daemon drops because its reader fell
+// behind is resumed with Last-Event-ID, so nothing is missed.
 type feed struct {
-	resp    *http.Response
+	cancel  context.CancelFunc
+	done    chan struct{}
 	mu      sync.Mutex
 	waiters map[string]chan time.Time // "type id" → receipt
 	onEvent func(typ, id string, at time.Time)
 }
 
-func subscribe(url string) (*feed, error) {
-	resp, err := (&http.Client{Transport: bearer{http.DefaultTransport}}).Get(url)
-	if err != nil {
-		return nil, err
+// subscribe follows the events of the daemon at base; it returns once the
+// first snapshot has arrived.
+func subscribe(base string) (*feed, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &feed{cancel: cancel, done: make(chan struct{}), waiters: map[string]chan time.Time{}}
+	ready := make(chan struct{})
+	var once sync.Once
+	c := client.New(base, client.WithToken(benchToken))
+	go func() {
+		defer close(f.done)
+		c.Watch(ctx, nil, func(ev wire.StreamEvent) error {
+			at := time.Now()
+			if ev.Type == wire.EventSnapshot {
+				once.Do(func() { close(ready) })
+				// After a gap the daemon could not replay: what the
+				// snapshot shows has happened.
+				for _, sb := range ev.Sandboxes {
+					f.deliver("sandbox."+sb.State, sb.ID, at)
+				}
+				return nil
+			}
+			if ev.Sandbox != nil {
+				f.deliver(ev.Type, ev.Sandbox.ID, at)
+			}
+			return nil
+		})
+	}()
+	select {
+	case <-ready:
+		return f, nil
+	case <-time.After(30 * time.Second):
+		f.close()
+		return nil, errors.New("events: no snapshot within 30 s")
 	}
-	if resp.StatusCode != 200 {
-		return nil, fmt.Errorf("events: %d", resp.StatusCode)
-	}
-	f := &feed{resp: resp, waiters: map[string]chan time.Time{}}
-	go f.read()
-	return f, nil
 }
 
-func (f *feed) close() { f.resp.Body.Close() }
+func (f *feed) deliver(typ, id string, at time.Time) {
+	f.mu.Lock()
+	c := f.waiters[typ+" "+id]
+	delete(f.waiters, typ+" "+id)
+	on := f.onEvent
+	f.mu.Unlock()
+	if c != nil {
+		c <- at
+	}
+	if on != nil {
+		on(typ, id, at)
+	}
+}
+
+func (f *feed) close() {
+	f.cancel()
+	<-f.done
+}
 
 func (f *feed) expect(typ, id string) <-chan time.Time {
 	c := make(chan time.Time, 1)
@@ -41,41 +83,6 @@ func (f *feed) expect(typ, id string) <-chan time.Time {
 	f.waiters[typ+" "+id] = c
 	f.mu.Unlock()
 	return c
-}
-
-func (f *feed) read() {
-	er := client.NewEventReader(f.resp.Body)
-	for {
-		ev, err := er.Next()
-		if err != nil {
-			return
-		}
-		if ev.Type == "sandboxes_replaced" {
-			continue
-		}
-		at := time.Now()
-		// The id is the first "id" inside "sandbox"; avoid a full decode
-		// on the hot path.
-		data := string(ev.Data)
-		i := strings.Index(data, `"sandbox":{"id":"`)
-		if i < 0 {
-			continue
-		}
-		rest := data[i+len(`"sandbox":{"id":"`):]
-		id := rest[:strings.IndexByte(rest, '"')]
-		typ := ev.Type
-		f.mu.Lock()
-		c := f.waiters[typ+" "+id]
-		delete(f.waiters, typ+" "+id)
-		on := f.onEvent
-		f.mu.Unlock()
-		if c != nil {
-			c <- at
-		}
-		if on != nil {
-			on(typ, id, at)
-		}
-	}
 }
 
 func await(c <-chan time.Time) (time.Time, error) {
