@@ -45,16 +45,6 @@ esac
 exec "$STUB" stub-agent
 `
 
-type cgroupInfo struct {
-	ID          string      `json:"id"`
-	State       string      `json:"state"`
-	ErrorReason string      `json:"errorReason"`
-	CPU         float64     `json:"cpu"`
-	Memory      float64     `json:"memory"`
-	Pids        int64       `json:"pids"`
-	Usage       *wire.Usage `json:"usage"`
-}
-
 // cgroupDaemon starts a daemon whose children run cgroupScript, or skips
 // when this machine gives sandboxes no cgroup.
 func cgroupDaemon(t *testing.T) (*testenv.Daemon, wire.Cgroups) {
@@ -73,16 +63,6 @@ func cgroupDaemon(t *testing.T) (*testenv.Daemon, wire.Cgroups) {
 		t.Skipf("no cgroup containment here (cgroups %s: %s)", m, info.Cgroups.Note)
 	}
 	return d, *info.Cgroups
-}
-
-func getCg(t *testing.T, d *testenv.Daemon, id string) cgroupInfo {
-	t.Helper()
-	code, b := call(t, d, "GET", "/v1/sandboxes/"+id, "")
-	var info cgroupInfo
-	if code != 200 || json.Unmarshal(b, &info) != nil {
-		t.Fatalf("get %s: %d %s", id, code, b)
-	}
-	return info
 }
 
 func create(t *testing.T, d *testenv.Daemon, body string) {
@@ -221,6 +201,9 @@ func TestCgroupLeftoversOfALeaderThatDiedWhileAway(t *testing.T) {
 	if info.ErrorReason != "exited; status unknown" {
 		t.Errorf("errorReason %q", info.ErrorReason)
 	}
+	if pid := childPID(t, d, "orphan"); pid != leader {
+		t.Errorf("the stopped record names pid %d, want the leader %d", pid, leader)
+	}
 	for _, pid := range helpers {
 		testenv.Eventually(t, fmt.Sprintf("helper %d killed", pid), func() bool { return gone(pid) })
 	}
@@ -233,9 +216,9 @@ func TestCgroupUsageAndResize(t *testing.T) {
 	d, cg := cgroupDaemon(t)
 	create(t, d, `{"name":"burn","cpu":0.5,"envVars":{"MODE":"burn"}}`)
 	waitState(t, d, "burn", "started")
-	var info cgroupInfo
+	var info sandboxInfo
 	testenv.Eventually(t, "cpu usage moves", func() bool {
-		info = getCg(t, d, "burn")
+		info = get(t, d, "burn")
 		return info.Usage != nil && info.Usage.CPUSeconds > 0.2
 	})
 	if info.CPU != 0.5 || info.Usage.Pids < 2 {
@@ -244,7 +227,7 @@ func TestCgroupUsageAndResize(t *testing.T) {
 	// Lists carry usage only when asked.
 	for q, want := range map[string]bool{"": false, "?usage=true": true} {
 		code, b := call(t, d, "GET", "/v1/sandboxes"+q, "")
-		var l struct{ Sandboxes []cgroupInfo }
+		var l struct{ Sandboxes []sandboxInfo }
 		if code != 200 || json.Unmarshal(b, &l) != nil || len(l.Sandboxes) != 1 {
 			t.Fatalf("list%s: %d %s", q, code, b)
 		}
@@ -264,7 +247,7 @@ func TestCgroupUsageAndResize(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("resize: %d %s", code, b)
 	}
-	info = getCg(t, d, "burn")
+	info = get(t, d, "burn")
 	if info.CPU != 0.25 || info.Memory != 0.5 || info.Pids != 100 {
 		t.Errorf("after resize: %+v", info)
 	}
@@ -285,7 +268,7 @@ func TestCgroupUsageAndResize(t *testing.T) {
 	case cg.Mode == "v2" && code != 200:
 		t.Errorf("v2: cpu limit added by resize: %d %s", code, b)
 	}
-	if info := getCg(t, d, "nocpu"); cg.Mode == "hybrid" && info.CPU != 0 {
+	if info := get(t, d, "nocpu"); cg.Mode == "hybrid" && info.CPU != 0 {
 		t.Errorf("a refused resize changed the limits: %+v", info)
 	}
 }
@@ -304,7 +287,7 @@ func TestCgroupPidsLimitCapsAForkBomb(t *testing.T) {
 	}
 	var peak int64
 	testenv.Eventually(t, "the bomb fills its limit", func() bool {
-		info := getCg(t, d, "bomb")
+		info := get(t, d, "bomb")
 		if info.Usage == nil {
 			return false
 		}
@@ -316,7 +299,7 @@ func TestCgroupPidsLimitCapsAForkBomb(t *testing.T) {
 		if code, _ := call(t, d, "GET", "/v1/info", ""); code != 200 {
 			t.Fatalf("info during the bomb: %d", code)
 		}
-		if u := getCg(t, d, "bomb").Usage; u != nil {
+		if u := get(t, d, "bomb").Usage; u != nil {
 			peak = max(peak, u.Pids)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/native"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
@@ -25,10 +26,14 @@ import (
 var portBlock = testenv.PortBlock{Base: 24000, Size: 40}
 
 type sandboxInfo struct {
-	ID          string `json:"id"`
-	State       string `json:"state"`
-	Port        int    `json:"port"`
-	ErrorReason string `json:"errorReason"`
+	ID          string      `json:"id"`
+	State       string      `json:"state"`
+	Port        int         `json:"port"`
+	ErrorReason string      `json:"errorReason"`
+	CPU         float64     `json:"cpu"`
+	Memory      float64     `json:"memory"`
+	Pids        int64       `json:"pids"`
+	Usage       *wire.Usage `json:"usage"`
 }
 
 func call(t *testing.T, d *testenv.Daemon, method, path, body string) (int, []byte) {

@@ -51,8 +51,9 @@ var (
 // cgroup. With a cgroup, the sandbox ends when the leader has exited and
 // the cgroup is empty: whatever the leader left behind is killed first.
 type handle struct {
-	p *proc.Process // nil: adopted remains of a sandbox whose leader was gone
-	g *cgroup.Group // nil: not contained
+	p  *proc.Process // nil: adopted remains of a sandbox whose leader was gone
+	id proc.Identity // the leader's, also when p is nil
+	g  *cgroup.Group // nil: not contained
 
 	done chan struct{}
 	exit runtime.Exit // set before done is closed
@@ -97,7 +98,7 @@ func (n *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 		}
 		return nil, err
 	}
-	return n.newHandle(p, g), nil
+	return n.newHandle(p, p.Identity(), g), nil
 }
 
 // Enforceable is r without the limits the machine's cgroups cannot
@@ -123,8 +124,8 @@ func (n *Runtime) Enforceable(r runtime.Resources) (runtime.Resources, error) {
 	return r, fmt.Errorf("%w: %v", runtime.ErrLimitsUnsupported, err)
 }
 
-func (n *Runtime) newHandle(p *proc.Process, g *cgroup.Group) *handle {
-	h := &handle{p: p, g: g}
+func (n *Runtime) newHandle(p *proc.Process, id proc.Identity, g *cgroup.Group) *handle {
+	h := &handle{p: p, id: id, g: g}
 	if g == nil {
 		return h // the process is the whole sandbox
 	}
@@ -200,7 +201,7 @@ func (n *Runtime) Adopt(ctx context.Context, st runtime.State) (runtime.Handle, 
 	switch {
 	case errors.Is(err, proc.ErrNotFound), errors.Is(err, proc.ErrExited):
 		if g != nil {
-			return n.newHandle(nil, g), nil
+			return n.newHandle(nil, s.Identity, g), nil
 		}
 		return nil, fmt.Errorf("%w: %v", runtime.ErrGone, err)
 	case errors.Is(err, proc.ErrIdentity):
@@ -208,7 +209,7 @@ func (n *Runtime) Adopt(ctx context.Context, st runtime.State) (runtime.Handle, 
 	case err != nil:
 		return nil, err
 	}
-	return n.newHandle(p, g), nil
+	return n.newHandle(p, s.Identity, g), nil
 }
 
 // PID returns the pid a native handle's state names, for tools that read
@@ -245,10 +246,7 @@ func (n *Runtime) Sweep(ctx context.Context, markers []string) {
 }
 
 func (h *handle) State() runtime.State {
-	var s state
-	if h.p != nil {
-		s.Identity = h.p.Identity()
-	}
+	s := state{Identity: h.id}
 	v := stateProcess
 	if h.g != nil {
 		ref := h.g.Ref()
