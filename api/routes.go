@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"context"
 	_ "embed"
 	"encoding/base64"
 	"encoding/json"
@@ -51,10 +52,16 @@ func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 	lo, hi := s.sup.PortRange()
+	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+	defer cancel()
+	var down map[string]string
+	if m := s.sup.Unavailable(ctx); len(m) > 0 {
+		down = m
+	}
 	writeJSON(w, http.StatusOK, wire.Info{
 		Name: wire.Name, Version: s.opts.Version, APIVersion: wire.APIVersion, PID: pid,
 		StartedAt: wire.Time{Time: s.startedAt}, Root: s.sup.Root(), PortRange: fmt.Sprintf("%d-%d", lo, hi),
-		Runtimes: s.sup.Runtimes(), Cgroups: s.opts.Cgroups,
+		Runtimes: s.sup.Runtimes(), Unavailable: down, Cgroups: s.opts.Cgroups,
 	})
 }
 

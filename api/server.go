@@ -49,6 +49,7 @@ type Supervisor interface {
 	Root() string
 	PortRange() (lo, hi int)
 	Runtimes() []string
+	Unavailable(ctx context.Context) map[string]string
 }
 
 // Options configure a Server.
@@ -397,6 +398,10 @@ func (s *Server) writeSupervisorError(w http.ResponseWriter, err error, failCode
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, supervisor.ErrConflict):
 		writeError(w, http.StatusConflict, "name_conflict", err.Error())
+	case errors.Is(err, supervisor.ErrImageNotFound):
+		writeError(w, http.StatusBadRequest, "image_not_found", err.Error())
+	case errors.Is(err, supervisor.ErrRuntimeUnavailable):
+		writeError(w, http.StatusServiceUnavailable, "runtime_unavailable", err.Error())
 	case errors.Is(err, supervisor.ErrLimitsUnsupported):
 		writeError(w, http.StatusBadRequest, "limits_unsupported", err.Error())
 	case errors.Is(err, supervisor.ErrUnsupportedRuntime):

@@ -1,8 +1,6 @@
 package cgroup
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -95,13 +93,6 @@ func (h v1Hierarchy) dir(path string) string { return hierDir(h.mount, h.root, p
 func hierDir(mount, root, path string) string {
 	rel := strings.TrimPrefix(path, root)
 	return filepath.Join(mount, filepath.FromSlash(rel))
-}
-
-// SubtreeName is the name of the subtree of the daemon that owns root:
-// one per root, so that two daemons on one machine never share groups.
-func SubtreeName(root string) string {
-	sum := sha256.Sum256([]byte(root))
-	return "agent-control-plane-" + hex.EncodeToString(sum[:6])
 }
 
 // Options for Detect.

@@ -4,6 +4,8 @@
 package conf
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -84,6 +87,23 @@ type Config struct {
 	// LimitsUnsupported says what a limit the machine cannot enforce
 	// does: "refuse" the create (400 limits_unsupported) or "ignore" it.
 	LimitsUnsupported string
+
+	Docker Docker
+}
+
+// Docker configures the docker runtime.
+type Docker struct {
+	// Host is the engine's address; empty: $DOCKER_HOST, else the
+	// default socket.
+	Host string
+	// Image runs when a create names no snapshot; empty: such creates
+	// are refused.
+	Image string
+	Port  int  // the agent-server's port inside the container
+	Pull  bool // pull a missing image instead of refusing the create
+	// Rewrite lists the variables whose loopback URLs are pointed at
+	// host.docker.internal.
+	Rewrite []string
 }
 
 // PortRange is an inclusive range of TCP ports.
@@ -147,6 +167,11 @@ func Default(getenv func(string) string) Config {
 		MaxConnections:    1024,
 		Cgroups:           "auto",
 		LimitsUnsupported: "refuse",
+		Docker: Docker{Port: 4000, Rewrite: []string{
+			"HOCUSPOCUS_URL", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+			"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT",
+			"DATABASE_URL", "REDIS_URL", "API_URL", "APP_URL",
+		}},
 	}
 }
 
@@ -366,6 +391,14 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	if c.Docker.Port < 1 || c.Docker.Port > 65535 {
+		return fmt.Errorf("docker.port %d: want 1 to 65535", c.Docker.Port)
+	}
+	for _, k := range c.Docker.Rewrite {
+		if !ValidEnvName(k) {
+			return fmt.Errorf("docker.rewrite_loopback: %q is not a valid variable name", k)
+		}
+	}
 	switch c.Cgroups {
 	case "auto", "off":
 	default:
@@ -426,7 +459,16 @@ func Diff(a, b Config) []string {
 	add("cgroups", a.Cgroups != b.Cgroups)
 	add("limits", a.Limits != b.Limits)
 	add("limits.unsupported", a.LimitsUnsupported != b.LimitsUnsupported)
+	add("docker", !reflect.DeepEqual(a.Docker, b.Docker))
 	return out
+}
+
+// InstanceName names the daemon that owns root among others on the
+// machine: its cgroup subtree and the label on its containers. Two daemons
+// with different roots never share one.
+func InstanceName(root string) string {
+	sum := sha256.Sum256([]byte(root))
+	return "agent-control-plane-" + hex.EncodeToString(sum[:6])
 }
 
 // IsLoopbackHost reports whether host is "localhost" or a loopback IP.

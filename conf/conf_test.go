@@ -190,6 +190,8 @@ func TestDiffNamesEveryField(t *testing.T) {
 			switch g := f.Field(0); g.Kind() {
 			case reflect.Float64:
 				g.SetFloat(g.Float() + 1)
+			case reflect.String:
+				g.SetString(g.String() + "x")
 			default:
 				g.SetInt(g.Int() + 1)
 			}

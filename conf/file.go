@@ -35,6 +35,13 @@ type fileConfig struct {
 		Pids        *int64   `toml:"pids"`
 		Unsupported *string  `toml:"unsupported"`
 	} `toml:"limits"`
+	Docker struct {
+		Host    *string  `toml:"host"`
+		Image   *string  `toml:"image"`
+		Port    *int     `toml:"port"`
+		Pull    *bool    `toml:"pull"`
+		Rewrite []string `toml:"rewrite_loopback"`
+	} `toml:"docker"`
 	Native struct {
 		Command   []string `toml:"command"`
 		ReadyPath *string  `toml:"ready_path"`
@@ -120,6 +127,13 @@ func (c *Config) applyFile(path string) error {
 	}
 	set(&c.EnvFile, f.Env.File)
 	set(&c.Cgroups, f.Cgroups)
+	set(&c.Docker.Host, f.Docker.Host)
+	set(&c.Docker.Image, f.Docker.Image)
+	set(&c.Docker.Port, f.Docker.Port)
+	set(&c.Docker.Pull, f.Docker.Pull)
+	if f.Docker.Rewrite != nil {
+		c.Docker.Rewrite = f.Docker.Rewrite
+	}
 	set(&c.LimitsUnsupported, f.Limits.Unsupported)
 	cpu, mem, pids := c.Limits.CPU, c.Limits.MemoryGiB(), c.Limits.Pids
 	set(&cpu, f.Limits.CPU)

@@ -122,7 +122,11 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	if err := s.fs.mkdir(made + "/" + WorkspaceDir); err != nil {
 		return Sandbox{}, fmt.Errorf("create workspace: %w", err)
 	}
-	env := s.opts.Env.Build(req.Env, map[string]string{
+	policy := s.opts.Env
+	if iso, ok := rt.(runtime.Isolated); ok && iso.Isolated() {
+		policy.Base = nil // the host's PATH, HOME, … mean nothing there
+	}
+	env := policy.Build(req.Env, map[string]string{
 		"PORT":                strconv.Itoa(port),
 		"AGENT_SANDBOX_ID":    req.Name,
 		"AGENT_WORKSPACE_DIR": workspace,
@@ -156,7 +160,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	h, err := rt.Start(context.WithoutCancel(ctx), runtime.Spec{
 		ID: req.Name, Env: childenv.List(env), Dir: e.dir, Workspace: workspace,
 		Stdout: filepath.Join(e.dir, StdoutFile), Stderr: filepath.Join(e.dir, StderrFile),
-		Port: port, Marker: e.marker, Snapshot: req.Snapshot,
+		Port: port, Marker: e.marker, Snapshot: req.Snapshot, Labels: cloneMap(req.Labels),
 		Resources: res, ReadyURL: s.readyURL(port),
 	})
 	if err != nil {

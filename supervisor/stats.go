@@ -25,13 +25,13 @@ func CreateResult(err error) string {
 	switch {
 	case err == nil:
 		return CreateOK
-	case errors.Is(err, ErrInvalid), errors.Is(err, ErrLimitsUnsupported):
+	case errors.Is(err, ErrInvalid), errors.Is(err, ErrLimitsUnsupported), errors.Is(err, ErrImageNotFound):
 		return CreateInvalid
 	case errors.Is(err, ErrConflict):
 		return CreateConflict
 	case errors.Is(err, ErrUnsupportedRuntime):
 		return CreateUnsupportedRuntime
-	case errors.Is(err, ErrPortsExhausted):
+	case errors.Is(err, ErrPortsExhausted), errors.Is(err, ErrRuntimeUnavailable):
 		return CreatePreflightFailed
 	default:
 		return CreateFailed

@@ -199,6 +199,22 @@ func (s *Supervisor) PortRange() (lo, hi int) { return s.opts.PortLo, s.opts.Por
 // default first.
 func (s *Supervisor) Runtimes() []string { return s.opts.Runtimes.Names() }
 
+// Unavailable names the registered runtimes that cannot start workloads
+// now, and why (a container engine that is down). It asks each runtime
+// that can tell, within ctx.
+func (s *Supervisor) Unavailable(ctx context.Context) map[string]string {
+	out := map[string]string{}
+	for _, name := range s.opts.Runtimes.Names() {
+		rt, _ := s.opts.Runtimes.Get(name)
+		if c, ok := rt.(runtime.Checker); ok {
+			if err := c.Check(ctx); err != nil {
+				out[name] = err.Error()
+			}
+		}
+	}
+	return out
+}
+
 // readyURL is the readiness URL of a workload serving on port.
 func (s *Supervisor) readyURL(port int) string {
 	return "http://127.0.0.1:" + strconv.Itoa(port) + s.opts.ReadyPath

@@ -156,4 +156,8 @@ var (
 	// ErrLimitsUnsupported: a limit cannot be enforced here (and the
 	// daemon is not told to ignore such limits).
 	ErrLimitsUnsupported = runtime.ErrLimitsUnsupported
+	// ErrImageNotFound: what the create asked to run does not exist here.
+	ErrImageNotFound = runtime.ErrImageNotFound
+	// ErrRuntimeUnavailable: the runtime cannot be reached now.
+	ErrRuntimeUnavailable = runtime.ErrUnavailable
 )

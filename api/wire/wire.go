@@ -136,6 +136,9 @@ type Info struct {
 	PortRange  string `json:"portRange"`
 	// Runtimes lists the runtimes creates may name, the default first.
 	Runtimes []string `json:"runtimes"`
+	// Unavailable names those that cannot start sandboxes now, and why
+	// (a container engine that is down); absent when all can.
+	Unavailable map[string]string `json:"unavailable,omitempty"`
 	// Cgroups says how native sandboxes are contained on this machine.
 	Cgroups *Cgroups `json:"cgroups,omitempty"`
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agent-control-plane/agent-control-plane/api/auth"
 	"github.com/agent-control-plane/agent-control-plane/cgroup"
+	"github.com/agent-control-plane/agent-control-plane/conf"
 	"github.com/agent-control-plane/agent-control-plane/proc"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/probe"
@@ -119,7 +120,7 @@ func (d *daemon) cleanup() {
 	}
 	proc.KillMarked(markers...)
 	// And remove their cgroups, as the daemon would have.
-	cg, _ := cgroup.Detect(cgroup.Options{Name: cgroup.SubtreeName(d.root)})
+	cg, _ := cgroup.Detect(cgroup.Options{Name: conf.InstanceName(d.root)})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cg.Sweep(ctx, markers)

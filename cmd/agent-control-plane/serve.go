@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	dockerclient "github.com/docker/docker/client"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/docker"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/native"
 )
 
@@ -143,11 +145,19 @@ func serve(cfg conf.Config, src conf.Sources, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cgroups, cgInfo := cgroup.Detect(cgroup.Options{Name: cgroup.SubtreeName(cfg.Root), Off: cfg.Cgroups == "off", Log: log})
+	cgroups, cgInfo := cgroup.Detect(cgroup.Options{Name: conf.InstanceName(cfg.Root), Off: cfg.Cgroups == "off", Log: log})
 	defer cgroups.Close()
 	// Every runtime this daemon offers is registered here, and only here.
 	runtimes := &runtime.Registry{}
 	if err := runtimes.Register("native", &native.Runtime{Watcher: watcher, Argv: argv, Cgroups: cgroups}); err != nil {
+		return err
+	}
+	dockerRT, err := newDocker(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer dockerRT.Close()
+	if err := runtimes.Register("docker", dockerRT); err != nil {
 		return err
 	}
 	sup, err := supervisor.New(ctx, supervisor.Options{
@@ -340,4 +350,23 @@ func logCgroups(log *slog.Logger, info cgroup.Info, defaults runtime.Resources) 
 	if len(missing) > 0 {
 		log.Warn(`default limits this machine cannot enforce: native creates that take them are refused unless limits.unsupported = "ignore"`, "limits", strings.Join(missing, ","))
 	}
+}
+
+// newDocker is the docker runtime for cfg. The engine is not asked
+// anything yet: an engine that is down makes docker creates fail (503
+// runtime_unavailable) and leaves the native runtime alone.
+func newDocker(cfg conf.Config, log *slog.Logger) (*docker.Runtime, error) {
+	opts := []dockerclient.Opt{dockerclient.FromEnv, dockerclient.WithAPIVersionNegotiation()}
+	if cfg.Docker.Host != "" {
+		opts = append(opts, dockerclient.WithHost(cfg.Docker.Host))
+	}
+	c, err := dockerclient.NewClientWithOpts(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker.host: %w", err)
+	}
+	return &docker.Runtime{
+		Client: c, Host: c.DaemonHost(), Image: cfg.Docker.Image, Port: cfg.Docker.Port,
+		Pull: cfg.Docker.Pull, Rewrite: cfg.Docker.Rewrite, Owner: conf.InstanceName(cfg.Root),
+		LogMaxBytes: cfg.LogMaxBytes, Log: log.With("runtime", "docker"),
+	}, nil
 }

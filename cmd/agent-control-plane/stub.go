@@ -15,7 +15,8 @@ import (
 	"time"
 )
 
-// runStub is a minimal agent-server: it listens on 127.0.0.1:$PORT and
+// runStub is a minimal agent-server: it listens on $HOST:$PORT (HOST
+// defaults to 127.0.0.1; in a container the daemon sets 0.0.0.0) and
 // answers GET /api/info with its sandbox id. It behaves like the real
 // agent-server at the points the daemon touches. Environment knobs, for
 // tests and demos:
@@ -25,6 +26,7 @@ import (
 //	STUB_AGENT_EXIT_AFTER_MS    exit with code 3 after this long
 //	STUB_AGENT_GRANDCHILD=1     start a grandchild that shares stdout/stderr
 //	STUB_AGENT_PRINT            a line printed to stdout at start
+//	STUB_AGENT_SERVE_ENV=1      answer GET /api/env with its environment
 //	STUB_AGENT_SPAM_BYTES       write this many bytes of numbered lines to
 //	                            stdout and stderr at start, then a line
 //	                            "stub-agent: last spam line" on each
@@ -79,7 +81,11 @@ func runStub(stdout, stderr io.Writer) int {
 	if ms, _ := strconv.Atoi(os.Getenv("STUB_AGENT_READY_DELAY_MS")); ms > 0 {
 		time.Sleep(time.Duration(ms) * time.Millisecond)
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	host := os.Getenv("HOST")
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		fmt.Fprintln(stderr, "stub-agent:", err)
 		return exitFailure
@@ -94,8 +100,14 @@ func runStub(stdout, stderr io.Writer) int {
 			"startedAt": started.Format(time.RFC3339Nano), "status": "ok",
 		})
 	})
+	if os.Getenv("STUB_AGENT_SERVE_ENV") == "1" {
+		mux.HandleFunc("GET /api/env", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(os.Environ())
+		})
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	fmt.Fprintf(stdout, "stub-agent: sandbox %s listening on http://127.0.0.1:%d\n", id, port)
+	fmt.Fprintf(stdout, "stub-agent: sandbox %s listening on http://%s\n", id, net.JoinHostPort(host, strconv.Itoa(port)))
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -78,8 +78,9 @@ type Spec struct {
 	Workspace string   // the working directory
 	Stdout    string   // log file paths
 	Stderr    string
-	Port      int    // the leased host port the workload serves on
-	Marker    string // unique per sandbox; the workload carries it in MarkerEnv
+	Port      int               // the leased host port the workload serves on
+	Marker    string            // unique per sandbox; the workload carries it in MarkerEnv
+	Labels    map[string]string // the request's labels
 	Resources Resources
 	// ReadyURL is what the supervisor probes for readiness; a runtime that
 	// serves the workload elsewhere reports that through its Handle.
@@ -140,6 +141,22 @@ type Limiter interface {
 	// machine and, when that is not all of r, an error wrapping
 	// ErrLimitsUnsupported that names the rest and says why.
 	Enforceable(r Resources) (Resources, error)
+}
+
+// Isolated is a Runtime whose workloads do not run on the host (a
+// container): they get no share of the host's base environment (PATH,
+// HOME, …), only the request's variables and those the daemon adds on
+// purpose.
+type Isolated interface {
+	Isolated() bool
+}
+
+// Checker is a Runtime that can say whether it works right now (an engine
+// it talks to may be down).
+type Checker interface {
+	// Check returns nil when the runtime can start workloads, or an error
+	// wrapping ErrUnavailable that says why not.
+	Check(ctx context.Context) error
 }
 
 // Resizer is a Handle whose limits can change while its workload runs.
@@ -210,6 +227,12 @@ var (
 	// ErrLimitsUnsupported is wrapped by Start and Resize when a limit
 	// cannot be enforced on this machine; nothing was started or changed.
 	ErrLimitsUnsupported = errors.New("limits not supported")
+	// ErrImageNotFound is wrapped by Start when what it should run (an
+	// image) does not exist here; nothing was started.
+	ErrImageNotFound = errors.New("image not found")
+	// ErrUnavailable is wrapped by Start when the runtime cannot be
+	// reached now (a container engine that is down); nothing was started.
+	ErrUnavailable = errors.New("runtime unavailable")
 )
 
 // Registry holds the runtimes this daemon offers, by name, in the order

@@ -1,0 +1,642 @@
+// Package docker is the runtime that runs each sandbox as one container of
+// the local Docker Engine, behind the same contract as the native runtime:
+// the leased port published on 127.0.0.1 only, the workspace bind-mounted,
+// exits seen through the engine's event stream, logs copied into the
+// sandbox's log files so that the supervisor caps, redacts and serves
+// them as it does a process's.
+//
+// It talks to the engine through github.com/docker/docker/client, the
+// Engine SDK named in the design: it negotiates the API version down to
+// what the engine speaks (Debian 12's Docker 20.10 speaks 1.41), where
+// its successor module github.com/moby/moby/client is made for the newer
+// engines. It is the only Docker dependency, and it never runs the docker
+// CLI.
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/docker/go-connections/nat"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/probe"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+)
+
+// Labels on every container this runtime makes.
+const (
+	LabelOwner   = "dev.agent-control-plane.owner"   // the daemon (one per root)
+	LabelSandbox = "dev.agent-control-plane.sandbox" // the sandbox id
+	LabelMarker  = "dev.agent-control-plane.marker"  // the sandbox's marker
+)
+
+// WorkspaceDir is where the sandbox's workspace is mounted in the
+// container.
+const WorkspaceDir = "/workspace"
+
+// stateVersion: the handle state is {id, marker} as JSON.
+const stateVersion = 1
+
+type state struct {
+	ID     string `json:"id"`
+	Marker string `json:"marker"`
+}
+
+// Runtime starts one container per sandbox. Set the fields, then use it;
+// Close ends its event subscription.
+type Runtime struct {
+	Client *client.Client
+	// Host is the engine address, named in errors.
+	Host string
+	// Image runs when a create names no snapshot.
+	Image string
+	// Port is the agent-server's port inside the container (PORT).
+	Port int
+	// Pull lets a create pull a missing image; otherwise it is refused.
+	Pull bool
+	// Rewrite lists the variables whose loopback URLs are rewritten to
+	// host.docker.internal.
+	Rewrite []string
+	// Owner labels this daemon's containers: a value unique per root.
+	Owner string
+	// LogMaxBytes caps the engine's own copy of a container's output
+	// (json-file max-size, two files).
+	LogMaxBytes int64
+	Log         *slog.Logger
+
+	once    sync.Once
+	mu      sync.Mutex
+	handles map[string]*handle // by container id
+	cancel  context.CancelFunc
+	watched sync.WaitGroup
+}
+
+var (
+	_ runtime.Runtime  = (*Runtime)(nil)
+	_ runtime.Limiter  = (*Runtime)(nil)
+	_ runtime.Isolated = (*Runtime)(nil)
+	_ runtime.Checker  = (*Runtime)(nil)
+	_ runtime.Resizer  = (*handle)(nil)
+)
+
+// Isolated: a container gets none of the host's base environment.
+func (r *Runtime) Isolated() bool { return true }
+
+// Enforceable: the engine enforces cpu, memory and pids.
+func (r *Runtime) Enforceable(res runtime.Resources) (runtime.Resources, error) {
+	return res, nil
+}
+
+// Check pings the engine.
+func (r *Runtime) Check(ctx context.Context) error {
+	if _, err := r.Client.Ping(ctx); err != nil {
+		return r.unavailable(err)
+	}
+	return nil
+}
+
+func (r *Runtime) unavailable(err error) error {
+	return fmt.Errorf("%w: the docker engine at %s does not answer: %v", runtime.ErrUnavailable, r.Host, err)
+}
+
+// engineErr classifies an engine error: one that never reached the engine
+// is ErrUnavailable.
+func (r *Runtime) engineErr(what string, err error) error {
+	if client.IsErrConnectionFailed(err) {
+		return r.unavailable(err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// Start creates and starts the container.
+func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle, error) {
+	r.startWatch()
+	ref := spec.Snapshot
+	if ref == "" {
+		ref = r.Image
+	}
+	if ref == "" {
+		return nil, fmt.Errorf("%w: the create names no image (snapshot) and the daemon has no default ([docker] image)", runtime.ErrImageNotFound)
+	}
+	if err := r.ensureImage(ctx, ref); err != nil {
+		return nil, err
+	}
+	cfg, host := r.config(ref, spec)
+	created, err := r.Client.ContainerCreate(ctx, cfg, host, nil, nil, containerName(spec.Marker))
+	if err != nil {
+		return nil, r.engineErr("create container", err)
+	}
+	h := r.track(created.ID, spec.Marker, spec.Stdout, spec.Stderr)
+	if err := r.Client.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		r.untrack(created.ID)
+		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = r.Client.ContainerRemove(rmCtx, created.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		return nil, r.engineErr("start container", err)
+	}
+	h.follow(time.Time{})
+	return h, nil
+}
+
+// containerName is the sandbox's marker (its id, a dot, random hex): named
+// after the sandbox, unique across daemons and restarts.
+func containerName(marker string) string { return "acp-" + marker }
+
+// ensureImage makes sure ref exists locally, pulling it only when allowed.
+func (r *Runtime) ensureImage(ctx context.Context, ref string) error {
+	_, err := r.Client.ImageInspect(ctx, ref)
+	switch {
+	case err == nil:
+		return nil
+	case client.IsErrConnectionFailed(err):
+		return r.unavailable(err)
+	case !client.IsErrNotFound(err):
+		return fmt.Errorf("inspect image %q: %w", ref, err)
+	case !r.Pull:
+		return fmt.Errorf("%w: %q is not on this machine and the daemon does not pull ([docker] pull = false); build or load it first", runtime.ErrImageNotFound, ref)
+	}
+	rc, err := r.Client.ImagePull(ctx, ref, image.PullOptions{})
+	if err != nil {
+		if client.IsErrNotFound(err) {
+			return fmt.Errorf("%w: %q: %v", runtime.ErrImageNotFound, ref, err)
+		}
+		return r.engineErr("pull image "+strconv.Quote(ref), err)
+	}
+	defer rc.Close()
+	// The pull runs while its progress is read; its last message may be
+	// an error.
+	dec := json.NewDecoder(rc)
+	for {
+		var m struct {
+			Error string `json:"error"`
+		}
+		if err := dec.Decode(&m); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("pull image %q: %w", ref, err)
+		}
+		if m.Error != "" {
+			return fmt.Errorf("%w: pull %q: %s", runtime.ErrImageNotFound, ref, m.Error)
+		}
+	}
+}
+
+// config is the container's configuration for spec.
+func (r *Runtime) config(ref string, spec runtime.Spec) (*container.Config, *container.HostConfig) {
+	port := nat.Port(strconv.Itoa(r.Port) + "/tcp")
+	labels := map[string]string{}
+	for k, v := range spec.Labels {
+		labels[k] = v
+	}
+	labels[LabelOwner] = r.Owner
+	labels[LabelSandbox] = spec.ID
+	labels[LabelMarker] = spec.Marker
+	cfg := &container.Config{
+		Image:        ref,
+		Env:          r.env(spec),
+		Labels:       labels,
+		ExposedPorts: nat.PortSet{port: struct{}{}},
+		WorkingDir:   WorkspaceDir,
+	}
+	logMax := max(r.LogMaxBytes, 1<<20)
+	host := &container.HostConfig{
+		PortBindings:  nat.PortMap{port: {{HostIP: "127.0.0.1", HostPort: strconv.Itoa(spec.Port)}}},
+		Binds:         []string{spec.Workspace + ":" + WorkspaceDir},
+		ExtraHosts:    []string{"host.docker.internal:host-gateway"},
+		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{
+			"max-size": strconv.FormatInt(logMax, 10), "max-file": "2",
+		}},
+		Resources: resources(spec.Resources),
+	}
+	return cfg, host
+}
+
+// resources maps limits to the engine's; zero lifts a limit.
+func resources(res runtime.Resources) container.Resources {
+	out := container.Resources{
+		NanoCPUs: int64(math.Round(res.CPU * 1e9)),
+		Memory:   res.MemoryBytes,
+	}
+	if res.MemoryBytes > 0 {
+		out.MemorySwap = res.MemoryBytes // no swap: a hog is OOM-killed
+	}
+	pids := res.Pids
+	if pids == 0 {
+		pids = -1
+	}
+	out.PidsLimit = &pids
+	return out
+}
+
+// env is the container's environment: the request's and the daemon's
+// variables (the supervisor gives an isolated runtime no host base), with
+// the container's own port and workspace, and loopback URLs pointed at
+// the host.
+func (r *Runtime) env(spec runtime.Spec) []string {
+	rewrite := map[string]bool{}
+	for _, k := range r.Rewrite {
+		rewrite[k] = true
+	}
+	own := map[string]string{
+		"PORT":                strconv.Itoa(r.Port),
+		"HOST":                "0.0.0.0",
+		"AGENT_WORKSPACE_DIR": WorkspaceDir,
+		runtime.MarkerEnv:     spec.Marker,
+	}
+	out := make([]string, 0, len(spec.Env)+len(own))
+	for _, kv := range spec.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		if _, mine := own[k]; mine {
+			continue
+		}
+		if rewrite[k] {
+			v = RewriteLoopback(v)
+		}
+		out = append(out, k+"="+v)
+	}
+	for k, v := range own {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// RewriteLoopback points a URL at the host's loopback (localhost,
+// 127.0.0.1, [::1]) to host.docker.internal instead, keeping the rest.
+func RewriteLoopback(v string) string {
+	for _, lo := range []string{"localhost", "127.0.0.1", "[::1]"} {
+		for _, sep := range []string{":", "/", ""} {
+			old := "://" + lo + sep
+			if sep == "" {
+				if !strings.HasSuffix(v, old) {
+					continue
+				}
+				return strings.TrimSuffix(v, old) + "://host.docker.internal"
+			}
+			v = strings.ReplaceAll(v, old, "://host.docker.internal"+sep)
+		}
+	}
+	return v
+}
+
+// Adopt re-attaches to a container of an earlier daemon. One that has
+// exited comes back done, with its exit code, so Delete removes it.
+func (r *Runtime) Adopt(ctx context.Context, st runtime.State) (runtime.Handle, error) {
+	r.startWatch()
+	s, err := decode(st)
+	if err != nil {
+		return nil, err
+	}
+	info, err := r.Client.ContainerInspect(ctx, s.ID)
+	switch {
+	case client.IsErrNotFound(err):
+		return nil, fmt.Errorf("%w: container %.12s", runtime.ErrGone, s.ID)
+	case err != nil:
+		return nil, r.engineErr("inspect container", err)
+	}
+	if info.Config == nil || info.Config.Labels[LabelOwner] != r.Owner || info.Config.Labels[LabelMarker] != s.Marker {
+		return nil, fmt.Errorf("%w: container %.12s does not carry this sandbox's labels", runtime.ErrNotOurs, s.ID)
+	}
+	stdout, stderr := logPaths(info)
+	h := r.track(s.ID, s.Marker, stdout, stderr)
+	if info.State == nil || !info.State.Running {
+		h.finish(exitOf(info))
+		return h, nil
+	}
+	h.follow(lastWrite(stdout, stderr))
+	// The container may have died between the inspect and the watch.
+	r.reconcile(ctx)
+	return h, nil
+}
+
+// logPaths are where Start copied the container's output: the labels do
+// not say, so they come from the bind mount (the workspace sits in the
+// sandbox directory beside its logs).
+func logPaths(info container.InspectResponse) (stdout, stderr string) {
+	for _, m := range info.Mounts {
+		if m.Destination == WorkspaceDir {
+			dir := strings.TrimSuffix(m.Source, "/workspace")
+			return dir + "/stdout.log", dir + "/stderr.log"
+		}
+	}
+	return "", ""
+}
+
+// lastWrite is the newest modification time of the log files: following
+// resumes from there after a restart.
+func lastWrite(paths ...string) time.Time {
+	var t time.Time
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil && fi.ModTime().After(t) {
+			t = fi.ModTime()
+		}
+	}
+	return t
+}
+
+func decode(st runtime.State) (state, error) {
+	var s state
+	if st.Version != stateVersion {
+		return s, fmt.Errorf("%w: docker handle version %d, want %d", runtime.ErrState, st.Version, stateVersion)
+	}
+	if err := json.Unmarshal(st.Data, &s); err != nil || s.ID == "" {
+		return s, fmt.Errorf("%w: docker handle: %v", runtime.ErrState, err)
+	}
+	return s, nil
+}
+
+// ContainerID returns the container a docker handle's state names, for
+// tools that read records.
+func ContainerID(st runtime.State) (string, error) {
+	s, err := decode(st)
+	return s.ID, err
+}
+
+// Sweep removes this daemon's containers that carry one of markers.
+func (r *Runtime) Sweep(ctx context.Context, markers []string) {
+	want := map[string]bool{}
+	for _, m := range markers {
+		want[m] = true
+	}
+	list, err := r.Client.ContainerList(ctx, container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("label", LabelOwner+"="+r.Owner))})
+	if err != nil {
+		r.Log.Warn("list containers to sweep", "err", err)
+		return
+	}
+	for _, c := range list {
+		if want[c.Labels[LabelMarker]] {
+			if err := r.Client.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !client.IsErrNotFound(err) {
+				r.Log.Warn("remove swept container", "container", c.ID[:12], "err", err)
+			}
+		}
+	}
+}
+
+// Close ends the event subscription and the log followers.
+func (r *Runtime) Close() {
+	r.mu.Lock()
+	cancel := r.cancel
+	r.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	r.watched.Wait()
+}
+
+// exitOf reads how a container ended. The engine reports a process killed
+// by signal N as exit code 128+N.
+func exitOf(info container.InspectResponse) runtime.Exit {
+	if info.State == nil {
+		return runtime.Exit{Unknown: true}
+	}
+	e := runtime.Exit{Code: info.State.ExitCode, OOMKilled: info.State.OOMKilled}
+	if c := info.State.ExitCode; c > 128 && c < 128+65 {
+		e.Signal = syscall.Signal(c - 128)
+	}
+	return e
+}
+
+// track registers a container whose end the event stream reports.
+func (r *Runtime) track(id, marker, stdout, stderr string) *handle {
+	h := &handle{r: r, id: id, marker: marker, stdout: stdout, stderr: stderr, done: make(chan struct{})}
+	r.mu.Lock()
+	if r.handles == nil {
+		r.handles = map[string]*handle{}
+	}
+	r.handles[id] = h
+	r.mu.Unlock()
+	return h
+}
+
+func (r *Runtime) untrack(id string) {
+	r.mu.Lock()
+	delete(r.handles, id)
+	r.mu.Unlock()
+}
+
+// startWatch subscribes to the engine's container events once.
+func (r *Runtime) startWatch() {
+	r.once.Do(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		r.mu.Lock()
+		r.cancel = cancel
+		r.mu.Unlock()
+		r.watched.Go(func() { r.watch(ctx) })
+	})
+}
+
+// watch follows the engine's die events for this daemon's containers. A
+// stream that drops is subscribed again from the time of the last event
+// seen, so nothing is lost; each (re)subscription also inspects every
+// tracked container, for what happened while there was none.
+func (r *Runtime) watch(ctx context.Context) {
+	since := time.Now()
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		sub, cancel := context.WithCancel(ctx)
+		msgs, errs := r.Client.Events(sub, events.ListOptions{
+			Since: strconv.FormatFloat(float64(since.UnixNano())/1e9, 'f', 9, 64),
+			Filters: filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)),
+				filters.Arg("label", LabelOwner+"="+r.Owner),
+				filters.Arg("event", string(events.ActionDie)), filters.Arg("event", string(events.ActionDestroy))),
+		})
+		r.reconcile(ctx)
+	stream:
+		for {
+			select {
+			case m := <-msgs:
+				attempt = 0
+				if m.TimeNano > 0 {
+					since = time.Unix(0, m.TimeNano)
+				}
+				r.died(ctx, m.Actor.ID)
+			case err := <-errs:
+				if ctx.Err() == nil {
+					r.Log.Warn("docker event stream dropped; subscribing again", "err", err)
+				}
+				break stream
+			}
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+		case <-time.After(probe.Reconnect.Delay(attempt)):
+		}
+	}
+}
+
+// died finishes the handle of a container that has stopped running.
+func (r *Runtime) died(ctx context.Context, id string) {
+	r.mu.Lock()
+	h := r.handles[id]
+	r.mu.Unlock()
+	if h == nil {
+		return
+	}
+	info, err := r.Client.ContainerInspect(ctx, id)
+	switch {
+	case client.IsErrNotFound(err):
+		h.finish(runtime.Exit{Unknown: true})
+	case err != nil:
+		return // the next reconcile looks again
+	case info.State == nil || !info.State.Running:
+		h.finish(exitOf(info))
+	}
+}
+
+// reconcile inspects every tracked container.
+func (r *Runtime) reconcile(ctx context.Context) {
+	r.mu.Lock()
+	ids := make([]string, 0, len(r.handles))
+	for id := range r.handles {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	for _, id := range ids {
+		r.died(ctx, id)
+	}
+}
+
+// handle is one container.
+type handle struct {
+	r              *Runtime
+	id, marker     string
+	stdout, stderr string
+
+	once sync.Once
+	done chan struct{}
+	exit runtime.Exit
+
+	mu       sync.Mutex
+	unfollow context.CancelFunc
+	followed sync.WaitGroup
+}
+
+func (h *handle) finish(e runtime.Exit) {
+	h.once.Do(func() {
+		h.exit = e
+		close(h.done)
+		h.r.untrack(h.id)
+	})
+}
+
+func (h *handle) State() runtime.State {
+	b, _ := json.Marshal(state{ID: h.id, Marker: h.marker})
+	return runtime.State{Version: stateVersion, Data: b}
+}
+
+func (h *handle) Done() <-chan struct{} { return h.done }
+
+func (h *handle) Exit() runtime.Exit {
+	select {
+	case <-h.done:
+		return h.exit
+	default:
+		return runtime.Exit{Unknown: true}
+	}
+}
+
+// Stop asks the engine to stop the container: SIGTERM, grace, SIGKILL.
+func (h *handle) Stop(ctx context.Context, grace time.Duration) error {
+	secs := int(math.Ceil(grace.Seconds()))
+	err := h.r.Client.ContainerStop(ctx, h.id, container.StopOptions{Timeout: &secs})
+	if err != nil && !client.IsErrNotFound(err) {
+		return h.r.engineErr("stop container", err)
+	}
+	if client.IsErrNotFound(err) {
+		h.finish(runtime.Exit{Unknown: true})
+	}
+	h.r.died(ctx, h.id) // the die event may lag the answer
+	select {
+	case <-h.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Delete removes the container and stops copying its output.
+func (h *handle) Delete(ctx context.Context) error {
+	h.mu.Lock()
+	if h.unfollow != nil {
+		h.unfollow()
+	}
+	h.mu.Unlock()
+	h.followed.Wait()
+	h.r.untrack(h.id)
+	err := h.r.Client.ContainerRemove(ctx, h.id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !client.IsErrNotFound(err) {
+		return h.r.engineErr("remove container", err)
+	}
+	return nil
+}
+
+// Resize applies new limits to the running container.
+func (h *handle) Resize(ctx context.Context, res runtime.Resources) error {
+	_, err := h.r.Client.ContainerUpdate(ctx, h.id, container.UpdateConfig{Resources: resources(res)})
+	if err != nil {
+		return h.r.engineErr("update container", err)
+	}
+	return nil
+}
+
+// follow copies the container's output, demultiplexed, into the sandbox's
+// log files, from since (zero: from the start) until the container ends or
+// Delete. The supervisor caps, rotates and redacts those files as it does
+// a process's.
+func (h *handle) follow(since time.Time) {
+	if h.stdout == "" {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.mu.Lock()
+	h.unfollow = cancel
+	h.mu.Unlock()
+	h.followed.Go(func() {
+		defer cancel()
+		opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: true}
+		if !since.IsZero() {
+			opts.Since = strconv.FormatFloat(float64(since.UnixNano())/1e9, 'f', 9, 64)
+		}
+		rc, err := h.r.Client.ContainerLogs(ctx, h.id, opts)
+		if err != nil {
+			if ctx.Err() == nil {
+				h.r.Log.Warn("follow container output", "container", h.id[:12], "err", err)
+			}
+			return
+		}
+		defer rc.Close()
+		out, err1 := openLog(h.stdout)
+		errf, err2 := openLog(h.stderr)
+		if err := errors.Join(err1, err2); err != nil {
+			h.r.Log.Warn("open sandbox log", "err", err)
+			return
+		}
+		defer out.Close()
+		defer errf.Close()
+		_, _ = stdcopy.StdCopy(out, errf, rc)
+	})
+}
+
+// openLog opens a sandbox log for appending; a link in its place is
+// refused.
+func openLog(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+}

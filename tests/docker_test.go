@@ -1,0 +1,292 @@
+package tests
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+
+	"github.com/agent-control-plane/agent-control-plane/conf"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/docker"
+	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
+)
+
+// stubImage is the image the docker tests run: the project's own binary,
+// built static, FROM scratch (no registry is needed).
+const stubImage = "agent-control-plane-stub:test"
+
+var (
+	imageOnce sync.Once
+	imageErr  error
+)
+
+// engine returns a client of the local Docker engine with the stub image
+// built, or skips saying why there is none.
+func engine(t *testing.T) *client.Client {
+	t.Helper()
+	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Skipf("no docker client: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.Ping(ctx); err != nil {
+		t.Skipf("no docker engine reachable at %s: %v", c.DaemonHost(), err)
+	}
+	imageOnce.Do(func() { imageErr = buildStubImage(c) })
+	if imageErr != nil {
+		t.Fatalf("build the stub image: %v", imageErr)
+	}
+	return c
+}
+
+func buildStubImage(c *client.Client) error {
+	dir, err := os.MkdirTemp("", "acp-stub-image-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "agent-control-plane")
+	cmd := exec.Command("go", "build", "-o", bin, "../cmd/agent-control-plane")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	var ctxTar bytes.Buffer
+	tw := tar.NewWriter(&ctxTar)
+	add := func(name string, mode int64, body []byte) {
+		tw.WriteHeader(&tar.Header{Name: name, Mode: mode, Size: int64(len(body))})
+		tw.Write(body)
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		return err
+	}
+	add("Dockerfile", 0o644, []byte("FROM scratch\nCOPY agent-control-plane /agent-control-plane\nENTRYPOINT [\"/agent-control-plane\", \"stub-agent\"]\n"))
+	add("agent-control-plane", 0o755, b)
+	tw.Close()
+	res, err := c.ImageBuild(context.Background(), &ctxTar, build.ImageBuildOptions{Tags: []string{stubImage}, Remove: true, ForceRemove: true})
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	dec := json.NewDecoder(res.Body)
+	for {
+		var m struct {
+			Error string `json:"error"`
+		}
+		if err := dec.Decode(&m); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if m.Error != "" {
+			return fmt.Errorf("%s", m.Error)
+		}
+	}
+}
+
+// dockerDaemon starts a daemon whose docker runtime runs the stub image;
+// its containers are removed when the test ends.
+func dockerDaemon(t *testing.T, c *client.Client, env ...string) *testenv.Daemon {
+	t.Helper()
+	d := startDaemon(t, append([]string{"ACP_TEST_DAEMON_ONLY=must-not-leak"}, env...)...)
+	owner := conf.InstanceName(d.Root)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		list, _ := c.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", docker.LabelOwner+"="+owner))})
+		for _, ct := range list {
+			c.ContainerRemove(ctx, ct.ID, container.RemoveOptions{Force: true})
+		}
+	})
+	return d
+}
+
+func containerOf(t *testing.T, d *testenv.Daemon, id string) string {
+	t.Helper()
+	r := record(t, d, id)
+	if r.Handle == nil {
+		t.Fatalf("%s: no handle", id)
+	}
+	cid, err := docker.ContainerID(*r.Handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cid
+}
+
+func ourContainers(t *testing.T, c *client.Client, d *testenv.Daemon) int {
+	t.Helper()
+	list, err := c.ContainerList(context.Background(), container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("label", docker.LabelOwner+"="+conf.InstanceName(d.Root)))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(list)
+}
+
+// A docker sandbox behaves as a native one: started, answering on its
+// port (loopback only), limits and labels on the container, env rewritten
+// and nothing of the daemon's own, logs, resize, a restart, and a stop
+// that leaves no container.
+func TestDockerLifecycle(t *testing.T) {
+	c := engine(t)
+	d := dockerDaemon(t, c)
+	create(t, d, `{"name":"d1","runtime":"docker","snapshot":"`+stubImage+`","cpu":0.5,"memory":0.25,"pids":100,
+		"labels":{"origin":"test"},
+		"envVars":{"STUB_AGENT_SERVE_ENV":"1","STUB_AGENT_PRINT":"hello from the container","HOCUSPOCUS_URL":"ws://localhost:1234/doc","OTHER_URL":"http://localhost:9"}}`)
+	info := waitState(t, d, "d1", "started")
+	cid := containerOf(t, d, "d1")
+
+	// The preview answers through the published port.
+	res, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/env", info.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	json.NewDecoder(res.Body).Decode(&env)
+	res.Body.Close()
+	joined := strings.Join(env, "\n")
+	for _, want := range []string{"HOCUSPOCUS_URL=ws://host.docker.internal:1234/doc", "OTHER_URL=http://localhost:9", "PORT=4000", "AGENT_SANDBOX_ID=d1", "AGENT_WORKSPACE_DIR=/workspace"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("container env lacks %s:\n%s", want, joined)
+		}
+	}
+	for _, leak := range []string{"ACP_TEST_DAEMON_ONLY", "XDG_STATE_HOME", "AGENT_CONTROL_PLANE_TOKEN"} {
+		if strings.Contains(joined, leak) {
+			t.Errorf("the daemon's %s leaked into the container", leak)
+		}
+	}
+
+	ins, err := c.ContainerInspect(context.Background(), cid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := ins.HostConfig.Resources
+	if r.NanoCPUs != 5e8 || r.Memory != 256<<20 || r.PidsLimit == nil || *r.PidsLimit != 100 {
+		t.Errorf("limits on the container: cpu %d memory %d pids %v", r.NanoCPUs, r.Memory, r.PidsLimit)
+	}
+	for _, b := range ins.HostConfig.PortBindings {
+		for _, pb := range b {
+			if pb.HostIP != "127.0.0.1" {
+				t.Errorf("port bound to %q, want loopback only", pb.HostIP)
+			}
+		}
+	}
+	if ins.Config.Labels["origin"] != "test" || ins.Config.Labels[docker.LabelSandbox] != "d1" {
+		t.Errorf("labels %v", ins.Config.Labels)
+	}
+	if ins.HostConfig.RestartPolicy.Name != "no" {
+		t.Errorf("restart policy %q", ins.HostConfig.RestartPolicy.Name)
+	}
+
+	testenv.Eventually(t, "entrypoint logs", func() bool {
+		_, b := call(t, d, "GET", "/v1/sandboxes/d1/entrypoint-logs", "")
+		return strings.Contains(string(b), "hello from the container")
+	})
+
+	if code, b := call(t, d, "POST", "/v1/sandboxes/d1/resize", `{"cpu":1}`); code != 200 {
+		t.Fatalf("resize: %d %s", code, b)
+	}
+	if ins, _ := c.ContainerInspect(context.Background(), cid); ins.HostConfig.NanoCPUs != 1e9 {
+		t.Errorf("after resize the container has %d nano-CPUs", ins.HostConfig.NanoCPUs)
+	}
+
+	// Restart: the container is re-adopted.
+	d.Kill()
+	d.Start()
+	waitState(t, d, "d1", "started")
+	if got := containerOf(t, d, "d1"); got != cid {
+		t.Fatalf("after restart the record names %s, want %s", got, cid)
+	}
+
+	if code, b := call(t, d, "POST", "/v1/sandboxes/d1/stop", ""); code != 200 {
+		t.Fatalf("stop: %d %s", code, b)
+	}
+	testenv.Eventually(t, "container removed", func() bool {
+		_, err := c.ContainerInspect(context.Background(), cid)
+		return client.IsErrNotFound(err)
+	})
+}
+
+// A container that exits at start stops its sandbox with its exit code; one
+// killed from outside stops it with the reason.
+func TestDockerExits(t *testing.T) {
+	c := engine(t)
+	d := dockerDaemon(t, c)
+	create(t, d, `{"name":"early","runtime":"docker","snapshot":"`+stubImage+`","envVars":{"STUB_AGENT_EXIT_AFTER_MS":"1","STUB_AGENT_READY_DELAY_MS":"2000"}}`)
+	if info := waitState(t, d, "early", "stopped"); info.ErrorReason != "exited_during_startup: exit code 3" {
+		t.Errorf("errorReason %q", info.ErrorReason)
+	}
+
+	create(t, d, `{"name":"victim","runtime":"docker","snapshot":"`+stubImage+`"}`)
+	waitState(t, d, "victim", "started")
+	cid := containerOf(t, d, "victim")
+	t0 := time.Now()
+	if err := c.ContainerKill(context.Background(), cid, "SIGKILL"); err != nil {
+		t.Fatal(err)
+	}
+	info := waitState(t, d, "victim", "stopped")
+	t.Logf("killed from outside → stopped in %v", time.Since(t0))
+	if info.ErrorReason != "killed by signal SIGKILL" {
+		t.Errorf("errorReason %q", info.ErrorReason)
+	}
+	testenv.Eventually(t, "no container left", func() bool { return ourContainers(t, c, d) == 0 })
+}
+
+// A missing image is a 400 that names it, and nothing is left behind.
+func TestDockerMissingImage(t *testing.T) {
+	c := engine(t)
+	d := dockerDaemon(t, c)
+	code, b := call(t, d, "POST", "/v1/sandboxes", `{"name":"ghost","runtime":"docker","snapshot":"agent-control-plane-missing:nope"}`)
+	if code != 400 || !strings.Contains(string(b), "image_not_found") || !strings.Contains(string(b), "agent-control-plane-missing:nope") {
+		t.Fatalf("create with a missing image: %d %s", code, b)
+	}
+	if exists(filepath.Join(d.Root, "ghost")) {
+		t.Error("a refused create left its directory")
+	}
+	if n := ourContainers(t, c, d); n != 0 {
+		t.Errorf("%d containers left", n)
+	}
+	if code, _ := call(t, d, "GET", "/v1/sandboxes/ghost", ""); code != 404 {
+		t.Errorf("the refused sandbox exists: %d", code)
+	}
+}
+
+// With the engine out of reach, native sandboxes work and docker creates
+// say which socket was tried.
+func TestDockerEngineUnreachable(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "no-docker.sock")
+	d := startDaemon(t, "DOCKER_HOST=unix://"+sock)
+	code, b := call(t, d, "GET", "/v1/info", "")
+	var info struct {
+		Unavailable map[string]string `json:"unavailable"`
+	}
+	if code != 200 || json.Unmarshal(b, &info) != nil || !strings.Contains(info.Unavailable["docker"], sock) {
+		t.Fatalf("info: %d %s", code, b)
+	}
+	code, b = call(t, d, "POST", "/v1/sandboxes", `{"name":"boat","runtime":"docker","snapshot":"x:y"}`)
+	if code != 503 || !strings.Contains(string(b), "runtime_unavailable") || !strings.Contains(string(b), sock) {
+		t.Fatalf("docker create, engine down: %d %s", code, b)
+	}
+	if exists(filepath.Join(d.Root, "boat")) {
+		t.Error("a refused create left its directory")
+	}
+	create(t, d, `{"name":"native-still"}`)
+	waitState(t, d, "native-still", "started")
+}
