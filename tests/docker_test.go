@@ -249,6 +249,17 @@ func TestDockerExits(t *testing.T) {
 	testenv.Eventually(t, "no container left", func() bool { return ourContainers(t, c, d) == 0 })
 }
 
+// A container over its memory limit ends as an OOM kill, and says so.
+func TestDockerOOM(t *testing.T) {
+	c := engine(t)
+	d := dockerDaemon(t, c)
+	create(t, d, `{"name":"hog","runtime":"docker","snapshot":"`+stubImage+`","memory":0.0625,"envVars":{"STUB_AGENT_ALLOC_MB":"1024"}}`)
+	info := waitState(t, d, "hog", "stopped")
+	if !strings.Contains(info.ErrorReason, "out of memory") {
+		t.Fatalf("errorReason %q, want an OOM kill", info.ErrorReason)
+	}
+}
+
 // A missing image is a 400 that names it, and nothing is left behind.
 func TestDockerMissingImage(t *testing.T) {
 	c := engine(t)

@@ -27,6 +27,8 @@ import (
 //	STUB_AGENT_GRANDCHILD=1     start a grandchild that shares stdout/stderr
 //	STUB_AGENT_PRINT            a line printed to stdout at start
 //	STUB_AGENT_SERVE_ENV=1      answer GET /api/env with its environment
+//	STUB_AGENT_ALLOC_MB         once listening, allocate and touch this many
+//	                            MiB, a MiB every millisecond (a memory hog)
 //	STUB_AGENT_SPAM_BYTES       write this many bytes of numbered lines to
 //	                            stdout and stderr at start, then a line
 //	                            "stub-agent: last spam line" on each
@@ -106,6 +108,9 @@ func runStub(stdout, stderr io.Writer) int {
 			json.NewEncoder(w).Encode(os.Environ())
 		})
 	}
+	if mb, _ := strconv.Atoi(os.Getenv("STUB_AGENT_ALLOC_MB")); mb > 0 {
+		go hog(mb)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	fmt.Fprintf(stdout, "stub-agent: sandbox %s listening on http://%s\n", id, net.JoinHostPort(host, strconv.Itoa(port)))
 	go func() {
@@ -139,4 +144,19 @@ func spam(w io.Writer, n int64) {
 		n -= int64(len(buf))
 	}
 	fmt.Fprintln(w, "stub-agent: last spam line")
+}
+
+// hogged keeps the hog's memory reachable.
+var hogged [][]byte
+
+// hog allocates and touches mb MiB, a MiB a millisecond.
+func hog(mb int) {
+	for range mb {
+		b := make([]byte, 1<<20)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		hogged = append(hogged, b)
+		time.Sleep(time.Millisecond)
+	}
 }
