@@ -40,6 +40,7 @@ const (
 	ErrorErrorCodeDeleteFailed         ErrorErrorCode = "delete_failed"
 	ErrorErrorCodeForbiddenHost        ErrorErrorCode = "forbidden_host"
 	ErrorErrorCodeForbiddenOrigin      ErrorErrorCode = "forbidden_origin"
+	ErrorErrorCodeImageNotFound        ErrorErrorCode = "image_not_found"
 	ErrorErrorCodeInternal             ErrorErrorCode = "internal"
 	ErrorErrorCodeInvalidRequest       ErrorErrorCode = "invalid_request"
 	ErrorErrorCodeLimitsUnsupported    ErrorErrorCode = "limits_unsupported"
@@ -48,6 +49,7 @@ const (
 	ErrorErrorCodeNotFound             ErrorErrorCode = "not_found"
 	ErrorErrorCodePreflightFailed      ErrorErrorCode = "preflight_failed"
 	ErrorErrorCodeResizeFailed         ErrorErrorCode = "resize_failed"
+	ErrorErrorCodeRuntimeUnavailable   ErrorErrorCode = "runtime_unavailable"
 	ErrorErrorCodeSandboxNotRunning    ErrorErrorCode = "sandbox_not_running"
 	ErrorErrorCodeShuttingDown         ErrorErrorCode = "shutting_down"
 	ErrorErrorCodeStopFailed           ErrorErrorCode = "stop_failed"
@@ -68,6 +70,8 @@ func (e ErrorErrorCode) Valid() bool {
 		return true
 	case ErrorErrorCodeForbiddenOrigin:
 		return true
+	case ErrorErrorCodeImageNotFound:
+		return true
 	case ErrorErrorCodeInternal:
 		return true
 	case ErrorErrorCodeInvalidRequest:
@@ -83,6 +87,8 @@ func (e ErrorErrorCode) Valid() bool {
 	case ErrorErrorCodePreflightFailed:
 		return true
 	case ErrorErrorCodeResizeFailed:
+		return true
+	case ErrorErrorCodeRuntimeUnavailable:
 		return true
 	case ErrorErrorCodeSandboxNotRunning:
 		return true
@@ -396,7 +402,10 @@ type Info struct {
 
 	// StartedAt Examples: 2026-11-29T10:22:29.768Z
 	StartedAt Timestamp `json:"startedAt"`
-	Version   string    `json:"version"`
+
+	// Unavailable The runtimes that cannot start sandboxes now, each with why (a container engine that is down); absent when all can.
+	Unavailable *map[string]string `json:"unavailable,omitempty"`
+	Version     string             `json:"version"`
 }
 
 // InfoApiVersion defines model for Info.ApiVersion.
