@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
 	"github.com/agent-control-plane/agent-control-plane/conf"
@@ -80,6 +81,14 @@ func buildStubImage(c *client.Client) error {
 	add("Dockerfile", 0o644, []byte("FROM scratch\nCOPY agent-control-plane /agent-control-plane\nENTRYPOINT [\"/agent-control-plane\", \"stub-agent\"]\n"))
 	add("agent-control-plane", 0o755, b)
 	tw.Close()
+	// A rebuild under the same tag leaves the old image untagged: remove
+	// it afterwards, so that runs do not pile images up.
+	old, _ := c.ImageInspect(context.Background(), stubImage)
+	defer func() {
+		if now, err := c.ImageInspect(context.Background(), stubImage); err == nil && old.ID != "" && now.ID != old.ID {
+			c.ImageRemove(context.Background(), old.ID, image.RemoveOptions{})
+		}
+	}()
 	res, err := c.ImageBuild(context.Background(), &ctxTar, build.ImageBuildOptions{Tags: []string{stubImage}, Remove: true, ForceRemove: true})
 	if err != nil {
 		return err
