@@ -64,5 +64,6 @@ fuzz:
 # the micro-benchmarks.
 bench: build
 	$(GO) build -o bin/acp-bench ./cmd/acp-bench
+	CGO_ENABLED=0 $(GO) build -o bin/agent-control-plane-static ./cmd/agent-control-plane
 	bin/acp-bench --bin $(BIN) $(BENCHFLAGS)
 	$(GO) test -run '^$$' -bench . -benchtime 500ms ./supervisor/...

@@ -1,12 +1,9 @@
 package tests
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,10 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
 	"github.com/agent-control-plane/agent-control-plane/conf"
@@ -68,46 +63,11 @@ func buildStubImage(c *client.Client) error {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %v\n%s", err, out)
 	}
-	var ctxTar bytes.Buffer
-	tw := tar.NewWriter(&ctxTar)
-	add := func(name string, mode int64, body []byte) {
-		tw.WriteHeader(&tar.Header{Name: name, Mode: mode, Size: int64(len(body))})
-		tw.Write(body)
-	}
 	b, err := os.ReadFile(bin)
 	if err != nil {
 		return err
 	}
-	add("Dockerfile", 0o644, []byte("FROM scratch\nCOPY agent-control-plane /agent-control-plane\nENTRYPOINT [\"/agent-control-plane\", \"stub-agent\"]\n"))
-	add("agent-control-plane", 0o755, b)
-	tw.Close()
-	// A rebuild under the same tag leaves the old image untagged: remove
-	// it afterwards, so that runs do not pile images up.
-	old, _ := c.ImageInspect(context.Background(), stubImage)
-	defer func() {
-		if now, err := c.ImageInspect(context.Background(), stubImage); err == nil && old.ID != "" && now.ID != old.ID {
-			c.ImageRemove(context.Background(), old.ID, image.RemoveOptions{})
-		}
-	}()
-	res, err := c.ImageBuild(context.Background(), &ctxTar, build.ImageBuildOptions{Tags: []string{stubImage}, Remove: true, ForceRemove: true})
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	dec := json.NewDecoder(res.Body)
-	for {
-		var m struct {
-			Error string `json:"error"`
-		}
-		if err := dec.Decode(&m); err == io.EOF {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		if m.Error != "" {
-			return fmt.Errorf("%s", m.Error)
-		}
-	}
+	return docker.BuildImage(context.Background(), c, stubImage, docker.StubDockerfile, map[string][]byte{"agent-control-plane": b})
 }
 
 // dockerDaemon starts a daemon whose docker runtime runs the stub image;

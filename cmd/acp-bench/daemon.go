@@ -153,8 +153,14 @@ type sandbox struct {
 }
 
 func (d *daemon) create(id string, env map[string]string) (sandbox, error) {
-	body, _ := json.Marshal(map[string]any{"name": id, "envVars": env})
-	req, _ := http.NewRequest("POST", d.url("/v1/sandboxes"), strings.NewReader(string(body)))
+	return d.createWith(map[string]any{"name": id, "envVars": env})
+}
+
+// createWith creates a sandbox from a whole request body.
+func (d *daemon) createWith(body map[string]any) (sandbox, error) {
+	id := body["name"]
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest("POST", d.url("/v1/sandboxes"), strings.NewReader(string(b)))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := httpc.Do(req)
 	if err != nil {
@@ -162,7 +168,7 @@ func (d *daemon) create(id string, env map[string]string) (sandbox, error) {
 	}
 	defer resp.Body.Close()
 	var sb sandbox
-	b, _ := io.ReadAll(resp.Body)
+	b, _ = io.ReadAll(resp.Body)
 	if resp.StatusCode != 201 {
 		return sb, fmt.Errorf("create %s: %d %s", id, resp.StatusCode, b)
 	}

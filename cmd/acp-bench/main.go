@@ -29,6 +29,7 @@ type config struct {
 	portLo      int
 	json        bool
 	only        string
+	staticBin   string
 }
 
 func main() {
@@ -41,7 +42,8 @@ func main() {
 	flag.IntVar(&c.bulk, "bulk", 500, "stubs started at once in the bulk test (directly, then through creates)")
 	flag.IntVar(&c.portLo, "port-lo", 10100, "first sandbox port (the range is scale+100 ports, then bulk ports for the floor, kept below the ephemeral range)")
 	flag.BoolVar(&c.json, "json", false, "print JSON instead of Markdown")
-	flag.StringVar(&c.only, "only", "", "run only the steps whose names start with one of these, comma-separated (readiness, bulk, crash, scale, rehydration, events; rehydration needs scale)")
+	flag.StringVar(&c.staticBin, "static-bin", "bin/agent-control-plane-static", "a static build of agent-control-plane, run as the stub in the docker step's image")
+	flag.StringVar(&c.only, "only", "", "run only the steps whose names start with one of these, comma-separated (readiness, bulk, docker, crash, scale, rehydration, events; rehydration needs scale)")
 	flag.Parse()
 	if c.rehydrate > c.scale {
 		c.rehydrate = c.scale
@@ -137,6 +139,11 @@ type results struct {
 		Goroutines      int     `json:"goroutinesAtN"`
 		DaemonThreadsAt int     `json:"daemonThreadsAtN"`
 	} `json:"scale"`
+	Docker struct {
+		Skipped      string `json:"skipped,omitempty"`
+		Floor        stat   `json:"floorEngineDirect"`
+		ChildAnswers stat   `json:"createToContainerAnswers"`
+	} `json:"docker"`
 	Bulk struct {
 		N             int     `json:"n"`
 		FloorMs       float64 `json:"floorAllAnsweredMs"`
@@ -192,6 +199,7 @@ func run(c config) (*results, error) {
 		{fmt.Sprintf("readiness: %d runs", c.runs), benchReady},
 		{fmt.Sprintf("readiness with cgroups off: %d runs", c.runs), benchReadyWithoutCgroups},
 		{fmt.Sprintf("bulk: %d stubs at once, directly and through creates", c.bulk), benchBulk},
+		{fmt.Sprintf("docker: %d runs", c.runs), benchDocker},
 		{fmt.Sprintf("crash detection: 3 × %d runs", c.runs), benchCrash},
 		{fmt.Sprintf("scale: %d sandboxes", c.scale), benchScale},
 		{fmt.Sprintf("rehydration: %d live children", c.rehydrate), benchRehydrate},

@@ -48,6 +48,15 @@ func (r *results) markdown(w io.Writer) {
 		ready.Started.Median-ready.Floor.Median, ratio(ready.Started.Median, ready.Floor.Median))
 	p("Containment (cgroups %s) costs %+.2f ms per create → child answers (medians, against cgroups off).\n\n",
 		ready.Cgroups, ready.ChildAnswers.Median-ready.ChildAnswersNoCgroups.Median)
+	if r.Docker.Skipped != "" {
+		p("Docker: skipped (%s).\n\n", r.Docker.Skipped)
+	} else if r.Docker.Floor.N > 0 {
+		dockerOK := r.Docker.ChildAnswers.Median-r.Docker.Floor.Median <= 20
+		p("| docker | n | median | p99 | max | goal | |\n|---|---:|---:|---:|---:|---|---|\n")
+		row("floor: the image started through the engine API → answers", r.Docker.Floor, "", nil)
+		row("docker create → container answers", r.Docker.ChildAnswers, "≤ floor + 20 ms (median)", &dockerOK)
+		p("\n")
+	}
 	bulkOK := r.Bulk.AllAnsweredMs <= 1.2*r.Bulk.FloorMs
 	p("| bulk start | floor (spawned directly) | through creates | ratio | goal | |\n|---|---:|---:|---:|---|---|\n")
 	p("| %d stubs at once → every one answers | %.0f ms | %.0f ms | ×%.2f | ≤ ×1.2 | %s |\n\n",

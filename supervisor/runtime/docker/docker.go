@@ -14,6 +14,8 @@
 package docker
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,6 +30,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
@@ -135,12 +138,20 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 	if ref == "" {
 		return nil, fmt.Errorf("%w: the create names no image (snapshot) and the daemon has no default ([docker] image)", runtime.ErrImageNotFound)
 	}
-	if err := r.ensureImage(ctx, ref); err != nil {
-		return nil, err
-	}
 	cfg, host := r.config(ref, spec)
+	// The image is not inspected first: a create that finds none says so
+	// (not found: the image is all a create refers to), and one round
+	// trip is saved on every create.
 	created, err := r.Client.ContainerCreate(ctx, cfg, host, nil, nil, containerName(spec.Marker))
+	if client.IsErrNotFound(err) {
+		if err = r.missingImage(ctx, ref); err == nil {
+			created, err = r.Client.ContainerCreate(ctx, cfg, host, nil, nil, containerName(spec.Marker))
+		}
+	}
 	if err != nil {
+		if errors.Is(err, runtime.ErrImageNotFound) || errors.Is(err, runtime.ErrUnavailable) {
+			return nil, err
+		}
 		return nil, r.engineErr("create container", err)
 	}
 	h := r.track(created.ID, spec.Marker, spec.Stdout, spec.Stderr)
@@ -159,16 +170,9 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 // after the sandbox, unique across daemons and restarts.
 func containerName(marker string) string { return "acp-" + marker }
 
-// ensureImage makes sure ref exists locally, pulling it only when allowed.
-func (r *Runtime) ensureImage(ctx context.Context, ref string) error {
-	_, err := r.Client.ImageInspect(ctx, ref)
+// missingImage pulls ref, which a create did not find, when allowed.
+func (r *Runtime) missingImage(ctx context.Context, ref string) error {
 	switch {
-	case err == nil:
-		return nil
-	case client.IsErrConnectionFailed(err):
-		return r.unavailable(err)
-	case !client.IsErrNotFound(err):
-		return fmt.Errorf("inspect image %q: %w", ref, err)
 	case !r.Pull:
 		return fmt.Errorf("%w: %q is not on this machine and the daemon does not pull ([docker] pull = false); build or load it first", runtime.ErrImageNotFound, ref)
 	}
@@ -605,12 +609,28 @@ func (h *handle) follow(since time.Time) {
 	if h.stdout == "" {
 		return
 	}
+	// Opened (made) before the copy starts: the supervisor watches them
+	// from the create on.
+	out, err1 := openLog(h.stdout)
+	errf, err2 := openLog(h.stderr)
+	if err := errors.Join(err1, err2); err != nil {
+		h.r.Log.Warn("open sandbox log", "err", err)
+		if out != nil {
+			out.Close()
+		}
+		if errf != nil {
+			errf.Close()
+		}
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h.mu.Lock()
 	h.unfollow = cancel
 	h.mu.Unlock()
 	h.followed.Go(func() {
 		defer cancel()
+		defer out.Close()
+		defer errf.Close()
 		opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: true}
 		if !since.IsZero() {
 			opts.Since = strconv.FormatFloat(float64(since.UnixNano())/1e9, 'f', 9, 64)
@@ -623,14 +643,6 @@ func (h *handle) follow(since time.Time) {
 			return
 		}
 		defer rc.Close()
-		out, err1 := openLog(h.stdout)
-		errf, err2 := openLog(h.stderr)
-		if err := errors.Join(err1, err2); err != nil {
-			h.r.Log.Warn("open sandbox log", "err", err)
-			return
-		}
-		defer out.Close()
-		defer errf.Close()
 		_, _ = stdcopy.StdCopy(out, errf, rc)
 	})
 }
@@ -640,3 +652,52 @@ func (h *handle) follow(since time.Time) {
 func openLog(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 }
+
+// BuildImage builds the image tag from a Dockerfile and the files beside
+// it, through the engine (no registry: FROM scratch needs none). A rebuild
+// under the same tag removes the image it replaces. Tests and the bench
+// use it to make an image of the stub agent.
+func BuildImage(ctx context.Context, c *client.Client, tag, dockerfile string, files map[string][]byte) error {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	files["Dockerfile"] = []byte(dockerfile)
+	for name, body := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(body))}); err != nil {
+			return err
+		}
+		if _, err := tw.Write(body); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	old, _ := c.ImageInspect(ctx, tag)
+	res, err := c.ImageBuild(ctx, &buf, build.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true})
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	dec := json.NewDecoder(res.Body)
+	for {
+		var m struct {
+			Error string `json:"error"`
+		}
+		if err := dec.Decode(&m); err == io.EOF {
+			break
+		} else if err != nil {
+			return err
+		}
+		if m.Error != "" {
+			return errors.New(m.Error)
+		}
+	}
+	if now, err := c.ImageInspect(ctx, tag); err == nil && old.ID != "" && now.ID != old.ID {
+		_, _ = c.ImageRemove(ctx, old.ID, image.RemoveOptions{})
+	}
+	return nil
+}
+
+// StubDockerfile runs the project's binary, built static, as the stub
+// agent in an image FROM scratch.
+const StubDockerfile = "FROM scratch\nCOPY agent-control-plane /agent-control-plane\nENTRYPOINT [\"/agent-control-plane\", \"stub-agent\"]\n"
