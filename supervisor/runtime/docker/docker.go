@@ -325,8 +325,8 @@ func (r *Runtime) Adopt(ctx context.Context, st runtime.State) (runtime.Handle, 
 		return h, nil
 	}
 	h.follow(lastWrite(stdout, stderr))
-	// The container may have died between the inspect and the watch.
-	r.reconcile(ctx)
+	// It may have died between the inspect and the tracking.
+	r.died(ctx, s.ID)
 	return h, nil
 }
 
