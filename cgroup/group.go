@@ -192,6 +192,35 @@ func (m *Manager) Sweep(ctx context.Context, names []string) {
 	}
 }
 
+// RemoveEmpty removes the daemon's groups whose name is not in keep, where
+// they are empty (the kernel refuses the others, which are left alone),
+// then the subtree if that empties it. It must not run while a group may
+// be created (the daemon calls it at start).
+func (m *Manager) RemoveEmpty(keep []string) {
+	if m == nil {
+		return
+	}
+	want := map[string]bool{}
+	for _, k := range keep {
+		want[k] = true
+	}
+	dirs := []string{m.dir(m.base)}
+	for _, h := range m.v1 {
+		dirs = append(dirs, h.dir(h.base))
+	}
+	for _, base := range dirs {
+		ents, _ := os.ReadDir(base)
+		for _, e := range ents {
+			if e.IsDir() && validName(e.Name()) && !want[e.Name()] {
+				if err := unix.Rmdir(filepath.Join(base, e.Name())); err == nil {
+					m.log.Info("removed the empty cgroup of a sandbox no record names", "cgroup", filepath.Join(base, e.Name()))
+				}
+			}
+		}
+	}
+	m.Prune()
+}
+
 // ownedPath: p is clean, absolute, and ends in name.
 func ownedPath(p, name string) bool {
 	return strings.HasPrefix(p, "/") && path.Clean(p) == p && path.Base(p) == name

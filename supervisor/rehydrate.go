@@ -62,6 +62,7 @@ func (s *Supervisor) rehydrate(ctx context.Context) {
 		}
 	}
 	s.sweep(ctx, sweep)
+	s.prune(ctx)
 	if len(sweep) == 0 {
 		return
 	}
@@ -88,6 +89,26 @@ func (s *Supervisor) sweep(ctx context.Context, markers map[string][]string) {
 	for name, m := range markers {
 		if rt, ok := s.opts.Runtimes.Get(name); ok {
 			rt.Sweep(ctx, m)
+		}
+	}
+}
+
+// prune has each runtime release what it made for workloads no live
+// record names: the remains of sandboxes whose Delete never ran.
+func (s *Supervisor) prune(ctx context.Context) {
+	keep := map[string][]string{}
+	s.mu.Lock()
+	for _, e := range s.sandboxes {
+		if e.info.State.Live() && !e.abandoned {
+			keep[e.info.Runtime] = append(keep[e.info.Runtime], e.marker)
+		}
+	}
+	s.mu.Unlock()
+	for _, name := range s.opts.Runtimes.Names() {
+		if rt, _ := s.opts.Runtimes.Get(name); rt != nil {
+			if p, ok := rt.(runtime.Pruner); ok {
+				p.Prune(ctx, keep[name])
+			}
 		}
 	}
 }

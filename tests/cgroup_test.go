@@ -376,3 +376,25 @@ func metricValue(text, series string) (float64, bool) {
 	}
 	return 0, false
 }
+
+// An empty cgroup in the daemon's subtree that no record names is removed
+// at start; a live sandbox's is kept.
+func TestCgroupPrunesGroupsNoRecordNames(t *testing.T) {
+	d, cg := cgroupDaemon(t)
+	create(t, d, `{"name":"kept"}`)
+	waitState(t, d, "kept", "started")
+	_, keptDir := sandboxCgroup(t, d, "kept")
+	stray := filepath.Join(cgroup2Dir(t, cg.Path), "stray.0123456789abcdef01234567")
+	if err := os.Mkdir(stray, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d.Kill()
+	d.Start()
+	waitState(t, d, "kept", "started")
+	if exists(stray) {
+		t.Error("the stray cgroup is still there")
+	}
+	if !exists(keptDir) {
+		t.Error("the live sandbox's cgroup was removed")
+	}
+}

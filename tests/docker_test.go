@@ -344,3 +344,29 @@ func TestDockerEventStreamDrop(t *testing.T) {
 		t.Errorf("the stream never dropped, so this proved nothing:\n%s", d.Log())
 	}
 }
+
+// A container of this daemon that no record names (its daemon killed
+// before the record, or between the end and the delete) is removed at
+// start; live sandboxes' containers are kept.
+func TestDockerPrunesContainersNoRecordNames(t *testing.T) {
+	c := engine(t)
+	d := dockerDaemon(t, c)
+	create(t, d, `{"name":"kept","runtime":"docker","snapshot":"`+stubImage+`"}`)
+	waitState(t, d, "kept", "started")
+	stray, err := c.ContainerCreate(context.Background(), &container.Config{Image: stubImage,
+		Labels: map[string]string{docker.LabelOwner: conf.InstanceName(d.Root), docker.LabelMarker: "stray.0123456789abcdef01234567"}},
+		nil, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Kill()
+	d.Start()
+	waitState(t, d, "kept", "started")
+	testenv.Eventually(t, "the stray container removed", func() bool {
+		_, err := c.ContainerInspect(context.Background(), stray.ID)
+		return client.IsErrNotFound(err)
+	})
+	if _, err := c.ContainerInspect(context.Background(), containerOf(t, d, "kept")); err != nil {
+		t.Fatalf("the live sandbox's container: %v", err)
+	}
+}

@@ -143,6 +143,16 @@ type Limiter interface {
 	Enforceable(r Resources) (Resources, error)
 }
 
+// Pruner is a Runtime that can find what it made for workloads that no
+// record names any more (a daemon killed between a workload's end and its
+// Delete, or before its record was written) and release it.
+type Pruner interface {
+	// Prune releases whatever the runtime made for this daemon whose
+	// marker is not in keep. It is called once at start, before any
+	// create.
+	Prune(ctx context.Context, keep []string)
+}
+
 // Isolated is a Runtime whose workloads do not run on the host (a
 // container): they get no share of the host's base environment (PATH,
 // HOME, …), only the request's variables and those the daemon adds on

@@ -96,6 +96,7 @@ var (
 	_ runtime.Limiter  = (*Runtime)(nil)
 	_ runtime.Isolated = (*Runtime)(nil)
 	_ runtime.Checker  = (*Runtime)(nil)
+	_ runtime.Pruner   = (*Runtime)(nil)
 	_ runtime.Resizer  = (*handle)(nil)
 )
 
@@ -391,6 +392,32 @@ func (r *Runtime) Sweep(ctx context.Context, markers []string) {
 				r.Log.Warn("remove swept container", "container", c.ID[:12], "err", err)
 			}
 		}
+	}
+}
+
+// Prune removes this daemon's containers whose marker is not in keep.
+func (r *Runtime) Prune(ctx context.Context, keep []string) {
+	want := map[string]bool{}
+	for _, m := range keep {
+		want[m] = true
+	}
+	list, err := r.Client.ContainerList(ctx, container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("label", LabelOwner+"="+r.Owner))})
+	if err != nil {
+		if !client.IsErrConnectionFailed(err) {
+			r.Log.Warn("list containers to prune", "err", err)
+		}
+		return
+	}
+	var stale []string
+	for _, c := range list {
+		if !want[c.Labels[LabelMarker]] {
+			stale = append(stale, c.Labels[LabelMarker])
+		}
+	}
+	if len(stale) > 0 {
+		r.Log.Info("removing containers no record names", "count", len(stale))
+		r.Sweep(ctx, stale)
 	}
 }
 

@@ -45,6 +45,7 @@ type Runtime struct {
 var (
 	_ runtime.Runtime = (*Runtime)(nil)
 	_ runtime.Limiter = (*Runtime)(nil)
+	_ runtime.Pruner  = (*Runtime)(nil)
 )
 
 // handle is one sandbox: its leader process and, when contained, its
@@ -243,6 +244,11 @@ func decode(st runtime.State) (state, error) {
 func (n *Runtime) Sweep(ctx context.Context, markers []string) {
 	proc.KillMarked(markers...)
 	n.Cgroups.Sweep(ctx, markers)
+}
+
+// Prune removes the empty cgroups of sandboxes no live record names.
+func (n *Runtime) Prune(ctx context.Context, keep []string) {
+	n.Cgroups.RemoveEmpty(keep)
 }
 
 func (h *handle) State() runtime.State {
