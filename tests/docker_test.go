@@ -171,6 +171,10 @@ func TestDockerLifecycle(t *testing.T) {
 		return strings.Contains(string(b), "hello from the container")
 	})
 
+	if u := get(t, d, "d1").Usage; u == nil || u.Pids < 1 || u.MemoryBytes <= 0 {
+		t.Errorf("usage of a running container: %+v", u)
+	}
+
 	if code, b := call(t, d, "POST", "/v1/sandboxes/d1/resize", `{"cpu":1}`); code != 200 {
 		t.Fatalf("resize: %d %s", code, b)
 	}

@@ -67,7 +67,7 @@ type SandboxInfo struct {
 	Memory float64 `json:"memory,omitempty"` // GiB
 	Pids   int64   `json:"pids,omitempty"`
 	// Usage is what a live sandbox consumes now, where its runtime can
-	// say (a native sandbox in a cgroup).
+	// say (a native sandbox in a cgroup, a docker container).
 	Usage *Usage `json:"usage,omitempty"`
 }
 

@@ -507,7 +507,7 @@ type SandboxInfo struct {
 	// UpdatedAt Examples: 2026-11-29T10:22:29.768Z
 	UpdatedAt Timestamp `json:"updatedAt"`
 
-	// Usage What a live sandbox consumes now, where its runtime can say (a native sandbox in a cgroup).
+	// Usage What a live sandbox consumes now, where its runtime can say (a native sandbox in a cgroup, a docker container).
 	Usage *Usage `json:"usage,omitempty"`
 }
 

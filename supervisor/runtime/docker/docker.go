@@ -98,6 +98,7 @@ var (
 	_ runtime.Checker  = (*Runtime)(nil)
 	_ runtime.Pruner   = (*Runtime)(nil)
 	_ runtime.Resizer  = (*handle)(nil)
+	_ runtime.Meter    = (*handle)(nil)
 )
 
 // Isolated: a container gets none of the host's base environment.
@@ -626,6 +627,31 @@ func (h *handle) Resize(ctx context.Context, res runtime.Resources) error {
 		return h.r.engineErr("update container", err)
 	}
 	return nil
+}
+
+// usageTimeout bounds one stats call: a read of a sandbox must not wait on
+// a slow engine.
+const usageTimeout = 2 * time.Second
+
+// Usage asks the engine for the container's consumption (one-shot stats:
+// no second sample is awaited).
+func (h *handle) Usage() (runtime.Usage, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), usageTimeout)
+	defer cancel()
+	rd, err := h.r.Client.ContainerStatsOneShot(ctx, h.id)
+	if err != nil {
+		return runtime.Usage{}, h.r.engineErr("container stats", err)
+	}
+	defer rd.Body.Close()
+	var st container.StatsResponse
+	if err := json.NewDecoder(io.LimitReader(rd.Body, 1<<20)).Decode(&st); err != nil {
+		return runtime.Usage{}, fmt.Errorf("container stats: %w", err)
+	}
+	return runtime.Usage{
+		CPUSeconds:  float64(st.CPUStats.CPUUsage.TotalUsage) / 1e9,
+		MemoryBytes: int64(st.MemoryStats.Usage),
+		Pids:        int64(st.PidsStats.Current),
+	}, nil
 }
 
 // follow copies the container's output, demultiplexed, into the sandbox's
