@@ -116,19 +116,33 @@ func (s *Supervisor) Stats() Stats {
 		}
 	}
 	s.mu.Unlock()
-	// Read outside mu: usage comes from files.
+	// Read outside mu: usage comes from files or an engine, so a few
+	// readers at once (a scrape must not take one engine call per
+	// sandbox in a row).
 	out.Usage = map[string]runtime.Usage{}
+	var (
+		sumMu sync.Mutex
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, 8)
+	)
 	for _, m := range meters {
-		u, err := m.m.Usage()
-		if err != nil {
-			continue
-		}
-		sum := out.Usage[m.runtime]
-		sum.CPUSeconds += u.CPUSeconds
-		sum.MemoryBytes += u.MemoryBytes
-		sum.Pids += u.Pids
-		out.Usage[m.runtime] = sum
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			u, err := m.m.Usage()
+			if err != nil {
+				return
+			}
+			sumMu.Lock()
+			sum := out.Usage[m.runtime]
+			sum.CPUSeconds += u.CPUSeconds
+			sum.MemoryBytes += u.MemoryBytes
+			sum.Pids += u.Pids
+			out.Usage[m.runtime] = sum
+			sumMu.Unlock()
+		})
 	}
+	wg.Wait()
 	st := s.stats
 	st.mu.Lock()
 	out.Creates = maps.Clone(st.creates)
