@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -277,52 +275,6 @@ func TestDockerEngineUnreachable(t *testing.T) {
 	waitState(t, d, "native-still", "started")
 }
 
-// sockProxy forwards a unix socket to the engine's, and can cut every
-// connection through it.
-type sockProxy struct {
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func (p *sockProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-func startSockProxy(t *testing.T, target string) (string, *sockProxy) {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "docker.sock")
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	p := &sockProxy{}
-	go func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("unix", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, in, out)
-			p.mu.Unlock()
-			go func() { io.Copy(out, in); out.Close() }()
-			go func() { io.Copy(in, out); in.Close() }()
-		}
-	}()
-	return path, p
-}
-
 // The engine's event stream drops (every connection to the engine cut)
 // while a container dies: the daemon subscribes again from the last event
 // it saw, and the sandbox stops with its reason.
@@ -332,12 +284,13 @@ func TestDockerEventStreamDrop(t *testing.T) {
 	if !strings.HasPrefix(c.DaemonHost(), "unix://") {
 		t.Skipf("the engine is not on a unix socket (%s)", c.DaemonHost())
 	}
-	sock, proxy := startSockProxy(t, target)
+	proxy := testenv.NewProxy(t, "unix", target)
+	sock := proxy.Addr
 	d := dockerDaemon(t, c, "DOCKER_HOST=unix://"+sock)
 	create(t, d, `{"name":"drop","runtime":"docker","snapshot":"`+stubImage+`"}`)
 	waitState(t, d, "drop", "started")
 	cid := containerOf(t, d, "drop")
-	proxy.cut()
+	proxy.Cut()
 	if err := c.ContainerKill(context.Background(), cid, "SIGKILL"); err != nil {
 		t.Fatal(err)
 	}

@@ -163,53 +163,6 @@ func TestInfoChecksIdentity(t *testing.T) {
 	}
 }
 
-// cutProxy forwards TCP to target and can drop every open connection.
-type cutProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []net.Conn
-}
-
-func newCutProxy(t *testing.T, target string) *cutProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{ln: ln, target: target}
-	go p.serve()
-	t.Cleanup(func() { ln.Close(); p.cut() })
-	return p
-}
-
-func (p *cutProxy) serve() {
-	for {
-		in, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		out, err := net.Dial("tcp", p.target)
-		if err != nil {
-			in.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, in, out)
-		p.mu.Unlock()
-		go func() { io.Copy(out, in); out.Close() }()
-		go func() { io.Copy(in, out); in.Close() }()
-	}
-}
-
-func (p *cutProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
 type recorder struct {
 	mu   sync.Mutex
 	seqs []uint64
@@ -237,8 +190,8 @@ func TestWatchAcrossDisconnect(t *testing.T) {
 	d, c := daemon(t)
 	ctx, cancel := context.WithCancel(testenv.Context(t))
 	defer cancel()
-	proxy := newCutProxy(t, d.Addr)
-	viaProxy := New("http://"+proxy.ln.Addr().String(), WithToken(d.Token))
+	proxy := testenv.NewProxy(t, "tcp", d.Addr)
+	viaProxy := New("http://"+proxy.Addr, WithToken(d.Token))
 
 	var direct, proxied recorder
 	var wg sync.WaitGroup
@@ -256,7 +209,7 @@ func TestWatchAcrossDisconnect(t *testing.T) {
 	c.WaitForReady(ctx, "w1")
 	testenv.Eventually(t, "proxied saw w1 start", func() bool { return len(proxied.sandboxSeqs()) >= 2 })
 	for round := range 3 {
-		proxy.cut() // the stream drops; events happen while it is down
+		proxy.Cut() // the stream drops; events happen while it is down
 		name := fmt.Sprintf("w%d", round+2)
 		c.Create(ctx, wire.CreateSandboxRequest{Name: name})
 		c.WaitForReady(ctx, name)

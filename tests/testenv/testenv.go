@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -474,4 +475,60 @@ func ForeignProcess(t testing.TB) int {
 		syscall.Wait4(pid, &ws, 0, nil)
 	})
 	return pid
+}
+
+// Proxy forwards connections made to Addr to a target and can cut every
+// open one at once: a network that drops, for tests of reconnection.
+type Proxy struct {
+	// Addr is where to connect instead of the target (a host:port, or a
+	// socket path for "unix").
+	Addr string
+
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+// NewProxy listens on network ("tcp" on loopback, or "unix" in a temp
+// dir) and forwards to target; it stops with the test.
+func NewProxy(t testing.TB, network, target string) *Proxy {
+	t.Helper()
+	addr := "127.0.0.1:0"
+	if network == "unix" {
+		addr = filepath.Join(t.TempDir(), "proxy.sock")
+	}
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{Addr: ln.Addr().String()}
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial(network, target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, in, out)
+			p.mu.Unlock()
+			go func() { io.Copy(out, in); out.Close() }()
+			go func() { io.Copy(in, out); in.Close() }()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); p.Cut() })
+	return p
+}
+
+// Cut closes every connection open through the proxy.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
 }
