@@ -398,3 +398,31 @@ func TestCgroupPrunesGroupsNoRecordNames(t *testing.T) {
 		t.Error("the live sandbox's cgroup was removed")
 	}
 }
+
+// The CLI gives and changes limits, and shows them with the usage and the
+// machine's containment.
+func TestCgroupCLILimits(t *testing.T) {
+	d, cg := cgroupDaemon(t)
+	if len(cg.Limits) < 3 {
+		t.Skipf("needs cpu, memory and pids limits; this machine has %v", cg.Limits)
+	}
+	if code, out, errOut := cli(t, d, "create", "--cpu", "0.5", "--pids", "64", "--wait", "lim"); code != 0 {
+		t.Fatalf("create: %d %s %s", code, out, errOut)
+	}
+	_, out, _ := cli(t, d, "get", "lim")
+	if !strings.Contains(out, "0.5 CPU, 64 tasks") || !strings.Contains(out, "CPU seconds") {
+		t.Errorf("get shows no limits or usage:\n%s", out)
+	}
+	if code, out, errOut := cli(t, d, "resize", "--memory", "0.5", "lim"); code != 0 || !strings.Contains(out, "0.5 GiB memory") {
+		t.Errorf("resize: %d %s %s", code, out, errOut)
+	}
+	if code, _, errOut := cli(t, d, "resize", "lim"); code != 2 || !strings.Contains(errOut, "--cpu") {
+		t.Errorf("resize without a limit: %d %s", code, errOut)
+	}
+	if code, _, errOut := cli(t, d, "resize", "--cpu", "-1", "lim"); code != 2 {
+		t.Errorf("resize --cpu -1: %d %s", code, errOut)
+	}
+	if _, out, _ := cli(t, d, "info"); !strings.Contains(out, "Cgroups:") || !strings.Contains(out, cg.Mode) {
+		t.Errorf("info shows no cgroups:\n%s", out)
+	}
+}

@@ -237,6 +237,14 @@ func TestDockerOOM(t *testing.T) {
 func TestDockerMissingImage(t *testing.T) {
 	c := engine(t)
 	d := dockerDaemon(t, c)
+	// From the CLI too, and an image that exists works there.
+	if code, _, errOut := cli(t, d, "create", "--runtime", "docker", "--snapshot", "agent-control-plane-missing:cli", "cli-ghost"); code == 0 || !strings.Contains(errOut, "agent-control-plane-missing:cli") {
+		t.Errorf("CLI create with a missing image: %d %s", code, errOut)
+	}
+	if code, out, errOut := cli(t, d, "create", "--runtime", "docker", "--snapshot", stubImage, "--wait", "cli-boat"); code != 0 {
+		t.Errorf("CLI docker create: %d %s %s", code, out, errOut)
+	}
+	cli(t, d, "rm", "cli-boat")
 	code, b := call(t, d, "POST", "/v1/sandboxes", `{"name":"ghost","runtime":"docker","snapshot":"agent-control-plane-missing:nope"}`)
 	if code != 400 || !strings.Contains(string(b), "image_not_found") || !strings.Contains(string(b), "agent-control-plane-missing:nope") {
 		t.Fatalf("create with a missing image: %d %s", code, b)

@@ -356,6 +356,14 @@ func (c *Client) RefreshActivity(ctx context.Context, id string) error {
 	return c.do(ctx, c.timeout, "POST", "/v1/sandboxes/"+esc(id)+"/refresh-activity", nil, nil)
 }
 
+// Resize changes a running sandbox's limits; nil fields keep theirs, 0
+// lifts one.
+func (c *Client) Resize(ctx context.Context, id string, l wire.Limits) (wire.SandboxInfo, error) {
+	var out wire.SandboxInfo
+	err := c.do(ctx, c.timeout, "POST", "/v1/sandboxes/"+esc(id)+"/resize", l, &out)
+	return out, err
+}
+
 // SetAutostopInterval sets the idle interval in minutes; 0 disables.
 func (c *Client) SetAutostopInterval(ctx context.Context, id string, minutes int) (wire.SandboxInfo, error) {
 	var out wire.SandboxInfo

@@ -88,6 +88,53 @@ func (f kvFlag) Set(s string) error {
 	return nil
 }
 
+// limitFlags registers --cpu, --memory and --pids; a flag not given
+// leaves its field nil (the daemon's default, or the current limit).
+func limitFlags(fs *flag.FlagSet, l *wire.Limits) {
+	fs.Func("cpu", "CPU limit in `CPUs` (0.5 is half a CPU; 0 lifts it)", func(s string) error {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || v < 0 {
+			return fmt.Errorf("want a number of CPUs ≥ 0, got %q", s)
+		}
+		l.CPU = &v
+		return nil
+	})
+	fs.Func("memory", "memory limit in `GiB` (0.25 is 256 MiB; 0 lifts it)", func(s string) error {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || v < 0 {
+			return fmt.Errorf("want a number of GiB ≥ 0, got %q", s)
+		}
+		l.Memory = &v
+		return nil
+	})
+	fs.Func("pids", "limit on `tasks` (processes and threads; 0 lifts it)", func(s string) error {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || v < 0 {
+			return fmt.Errorf("want a whole number ≥ 0, got %q", s)
+		}
+		l.Pids = &v
+		return nil
+	})
+}
+
+// limitsString shows the limits in force, or "none".
+func limitsString(sb wire.SandboxInfo) string {
+	var parts []string
+	if sb.CPU > 0 {
+		parts = append(parts, strconv.FormatFloat(sb.CPU, 'f', -1, 64)+" CPU")
+	}
+	if sb.Memory > 0 {
+		parts = append(parts, strconv.FormatFloat(sb.Memory, 'f', -1, 64)+" GiB memory")
+	}
+	if sb.Pids > 0 {
+		parts = append(parts, strconv.FormatInt(sb.Pids, 10)+" tasks")
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
 // inert makes text safe to print to a terminal: every C0 and C1 control
 // character, ESC and DEL among them, is shown as an escape (\e, \n, \x07,
 // \u009b), so that a label, name, error or reason cannot move the cursor,
@@ -260,6 +307,13 @@ func (c *cli) describe(sb wire.SandboxInfo) {
 		row("Reason", r)
 	}
 	row("Runtime", inert(sb.Runtime))
+	if sb.Snapshot != "" {
+		row("Snapshot", inert(sb.Snapshot))
+	}
+	row("Limits", limitsString(sb))
+	if u := sb.Usage; u != nil {
+		row("Usage", fmt.Sprintf("%.2f CPU seconds, %.1f MiB memory, %d tasks", u.CPUSeconds, float64(u.MemoryBytes)/(1<<20), u.Pids))
+	}
 	row("Port", strconv.Itoa(sb.Port))
 	row("Preview", inert(sb.PreviewURL))
 	row("Labels", labelString(sb.Labels))

@@ -46,6 +46,8 @@ func createCommand() command {
 	labels, env := kvFlag{}, kvFlag{}
 	var autostop float64
 	var wait bool
+	var runtime, snapshot string
+	var limits wire.Limits
 	return command{
 		name: "create", args: "NAME", summary: "create a sandbox", minArgs: 1, maxArgs: 1, client: true,
 		flags: func(fs *flag.FlagSet) {
@@ -53,9 +55,12 @@ func createCommand() command {
 			fs.Var(env, "env", "environment variable `K=V` for the agent-server (repeatable)")
 			fs.Float64Var(&autostop, "autostop", -1, "idle `minutes` before auto-stop; 0 disables (default: the daemon's)")
 			fs.BoolVar(&wait, "wait", false, "wait until the agent-server answers")
+			fs.StringVar(&runtime, "runtime", "", "the `runtime` to run it (agent-control-plane info lists them; default: the daemon's first)")
+			fs.StringVar(&snapshot, "snapshot", "", "what to run; for docker, the `image`")
+			limitFlags(fs, &limits)
 		},
 		exec: func(ctx context.Context, c *cli, args []string) error {
-			req := wire.CreateSandboxRequest{Name: args[0], Labels: labels, EnvVars: env}
+			req := wire.CreateSandboxRequest{Name: args[0], Labels: labels, EnvVars: env, Runtime: runtime, Snapshot: snapshot, Limits: limits}
 			if autostop >= 0 {
 				req.AutoStopInterval = &autostop
 			}
@@ -213,6 +218,29 @@ func autostopCommand() command {
 	}
 }
 
+func resizeCommand() command {
+	var limits wire.Limits
+	return command{
+		name: "resize", args: "NAME", summary: "change a running sandbox's cpu, memory or pids limit", minArgs: 1, maxArgs: 1, client: true,
+		flags: func(fs *flag.FlagSet) { limitFlags(fs, &limits) },
+		exec: func(ctx context.Context, c *cli, args []string) error {
+			if limits == (wire.Limits{}) {
+				return usagef("resize", "give at least one of --cpu, --memory, --pids")
+			}
+			sb, err := c.client().Resize(ctx, args[0], limits)
+			if err != nil {
+				return err
+			}
+			if c.json {
+				c.printJSON(sb)
+				return nil
+			}
+			fmt.Fprintf(c.stdout, "Sandbox %s limits: %s\n", inert(sb.ID), limitsString(sb))
+			return nil
+		},
+	}
+}
+
 func infoCommand() command {
 	return command{
 		name: "info", summary: "show the daemon's identity", client: true,
@@ -230,6 +258,21 @@ func infoCommand() command {
 			fmt.Fprintf(tw, "URL:\t%s\nVersion:\t%s (API %s)\nPID:\t%d\nUp:\t%s\nRoot:\t%s\nPorts:\t%s\nRuntimes:\t%s\n",
 				cl.URL(), inert(info.Version), inert(info.APIVersion), info.PID, ago(time.Since(info.StartedAt.Time)),
 				inert(info.Root), inert(info.PortRange), inert(strings.Join(info.Runtimes, ", ")))
+			for _, name := range info.Runtimes {
+				if why, down := info.Unavailable[name]; down {
+					fmt.Fprintf(tw, "  %s:\tunavailable: %s\n", inert(name), inert(why))
+				}
+			}
+			if cg := info.Cgroups; cg != nil {
+				line := cg.Mode
+				if len(cg.Limits) > 0 {
+					line += ", limits " + strings.Join(cg.Limits, ", ")
+				}
+				if cg.Note != "" {
+					line += " (" + cg.Note + ")"
+				}
+				fmt.Fprintf(tw, "Cgroups:\t%s\n", inert(line))
+			}
 			tw.Flush()
 			return nil
 		},

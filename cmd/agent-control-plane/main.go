@@ -63,6 +63,7 @@ func commands() []command {
 		watchCommand(),
 		keepaliveCommand(),
 		autostopCommand(),
+		resizeCommand(),
 		infoCommand(),
 		dashboardCommand(),
 		installCommand(),
