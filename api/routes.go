@@ -62,6 +62,7 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 		Name: wire.Name, Version: s.opts.Version, APIVersion: wire.APIVersion, PID: pid,
 		StartedAt: wire.Time{Time: s.startedAt}, Root: s.sup.Root(), PortRange: fmt.Sprintf("%d-%d", lo, hi),
 		Runtimes: s.sup.Runtimes(), Unavailable: down, Cgroups: s.opts.Cgroups,
+		ReadyPath: s.opts.ReadyPath, StartupTimeoutMs: s.opts.StartupTimeout.Milliseconds(),
 	})
 }
 

@@ -76,6 +76,10 @@ type Options struct {
 	// Cgroups is what /v1/info says of native sandboxes' containment;
 	// nil says nothing.
 	Cgroups *wire.Cgroups
+	// ReadyPath and StartupTimeout are shown in /v1/info, so clients can
+	// say what they wait for, and for how long.
+	ReadyPath      string
+	StartupTimeout time.Duration
 }
 
 // MaxBodyBytes bounds every request body.

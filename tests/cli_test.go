@@ -378,3 +378,52 @@ func TestEnsure(t *testing.T) {
 		t.Fatalf("silent listener: %d %q", code, errs)
 	}
 }
+
+// configDaemon starts a daemon with a config file.
+func configDaemon(t *testing.T, toml string) *testenv.Daemon {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(path, []byte(toml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := portBlock.Next()
+	return testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi, Args: []string{"--config", path}})
+}
+
+// create --wait waits for the daemon's word, whatever its ready path: a
+// real program that answers "/" and not /api/info is ready as soon as the
+// daemon says so.
+func TestCreateWaitUsesTheDaemonsReadyPath(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 is not installed: the test runs a real HTTP server with it")
+	}
+	d := configDaemon(t, fmt.Sprintf(`
+[native]
+command = ["sh", "-c", "exec %s -m http.server \"$PORT\" --bind 127.0.0.1"]
+ready_path = "/"
+`, py))
+	code, out, errOut := cli(t, d, "create", "--wait", "--timeout", "60s", "py")
+	if code != 0 {
+		t.Fatalf("create --wait: %d %s %s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "probes / on port") {
+		t.Errorf("create --wait does not say what it waits for: %q", errOut)
+	}
+	if info := get(t, d, "py"); info.State != "started" {
+		t.Errorf("after create --wait the sandbox is %s", info.State)
+	}
+}
+
+// A program that never answers the ready path: create --wait gives up at
+// its timeout and says why.
+func TestCreateWaitTimesOut(t *testing.T) {
+	d := configDaemon(t, `
+[native]
+ready_path = "/never-answers"
+`)
+	code, _, errOut := cli(t, d, "create", "--wait", "--timeout", "2s", "slow")
+	if code == 0 || !strings.Contains(errOut, "did not start within 2s") || !strings.Contains(errOut, "/never-answers") {
+		t.Fatalf("create --wait on a sandbox that never gets ready: %d %s", code, errOut)
+	}
+}

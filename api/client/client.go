@@ -22,7 +22,6 @@ import (
 
 	"github.com/agent-control-plane/agent-control-plane/api/auth"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
-	"github.com/agent-control-plane/agent-control-plane/supervisor/probe"
 )
 
 // DefaultURL is where the daemon listens unless told otherwise.
@@ -401,29 +400,55 @@ func (e *NotReadyError) Error() string {
 	return fmt.Sprintf("sandbox %s is %s", e.ID, e.State)
 }
 
-// WaitForReady polls the sandbox until it is started and its agent-server
-// answers GET <preview>/api/info, or until ctx ends. A sandbox that stops
-// first yields a *NotReadyError with its errorReason.
+// WaitForReady waits, through the event stream, for the daemon's word
+// that the sandbox is started (its own readiness probe, on its ready path,
+// has passed), or until ctx ends (then ctx's error). A sandbox that stops
+// or is deleted first yields a *NotReadyError with its errorReason; one
+// that does not exist, a *NotReadyError with state "destroyed".
 func (c *Client) WaitForReady(ctx context.Context, id string) (wire.SandboxInfo, error) {
-	agent := probe.NewHTTP(c.timeout)
 	var sb wire.SandboxInfo
-	err := probe.Poll.Until(ctx, func(ctx context.Context) (bool, error) {
-		got, err := c.Get(ctx, id)
-		if err != nil {
-			return false, err
+	errStarted := errors.New("started")
+	notReady := func(s wire.SandboxInfo) error {
+		reason := ""
+		if s.ErrorReason != nil {
+			reason = *s.ErrorReason
 		}
-		sb = got
-		switch sb.State {
+		return &NotReadyError{ID: id, State: s.State, ErrorReason: reason}
+	}
+	check := func(s wire.SandboxInfo) error {
+		sb = s
+		switch s.State {
 		case wire.StateStarted:
-			return agent.Ready(ctx, sb.PreviewURL+"/api/info"), nil
+			return errStarted
 		case wire.StateStopped, wire.StateDestroyed:
-			reason := ""
-			if sb.ErrorReason != nil {
-				reason = *sb.ErrorReason
-			}
-			return false, &NotReadyError{ID: id, State: sb.State, ErrorReason: reason}
+			return notReady(s)
 		}
-		return false, nil
+		return nil
+	}
+	err := c.Watch(ctx, nil, func(ev wire.StreamEvent) error {
+		if ev.Type == wire.EventSnapshot {
+			for _, s := range ev.Sandboxes {
+				if s.ID == id {
+					return check(s)
+				}
+			}
+			return notReady(wire.SandboxInfo{ID: id, State: wire.StateDestroyed})
+		}
+		if ev.Sandbox == nil || ev.Sandbox.ID != id {
+			return nil
+		}
+		if ev.Type == wire.EventDeleted {
+			s := *ev.Sandbox
+			s.State = wire.StateDestroyed
+			return check(s)
+		}
+		return check(*ev.Sandbox)
 	})
+	switch {
+	case errors.Is(err, errStarted):
+		return sb, nil
+	case err == nil: // ctx ended
+		return sb, ctx.Err()
+	}
 	return sb, err
 }

@@ -141,6 +141,10 @@ type Info struct {
 	Unavailable map[string]string `json:"unavailable,omitempty"`
 	// Cgroups says how native sandboxes are contained on this machine.
 	Cgroups *Cgroups `json:"cgroups,omitempty"`
+	// ReadyPath is what the daemon probes on a starting sandbox, and
+	// StartupTimeoutMs how long it waits for it to answer.
+	ReadyPath        string `json:"readyPath,omitempty"`
+	StartupTimeoutMs int64  `json:"startupTimeoutMs,omitempty"`
 }
 
 // Cgroups describes the containment native sandboxes get.

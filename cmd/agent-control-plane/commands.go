@@ -48,13 +48,15 @@ func createCommand() command {
 	var wait bool
 	var runtime, snapshot string
 	var limits wire.Limits
+	var timeout time.Duration
 	return command{
 		name: "create", args: "NAME", summary: "create a sandbox", minArgs: 1, maxArgs: 1, client: true,
 		flags: func(fs *flag.FlagSet) {
 			fs.Var(labels, "label", "label `k=v` (repeatable)")
 			fs.Var(env, "env", "environment variable `K=V` for the agent-server (repeatable)")
 			fs.Float64Var(&autostop, "autostop", -1, "idle `minutes` before auto-stop; 0 disables (default: the daemon's)")
-			fs.BoolVar(&wait, "wait", false, "wait until the agent-server answers")
+			fs.BoolVar(&wait, "wait", false, "wait until the daemon says it started (its ready path answered) or stopped")
+			fs.DurationVar(&timeout, "timeout", 0, "with --wait, how long (default: the daemon's startup timeout + 15s)")
 			fs.StringVar(&runtime, "runtime", "", "the `runtime` to run it (agent-control-plane info lists them; default: the daemon's first)")
 			fs.StringVar(&snapshot, "snapshot", "", "what to run; for docker, the `image`")
 			limitFlags(fs, &limits)
@@ -70,7 +72,7 @@ func createCommand() command {
 				return err
 			}
 			if wait {
-				if sb, err = cl.WaitForReady(ctx, sb.ID); err != nil {
+				if sb, err = c.waitStarted(ctx, cl, sb, timeout); err != nil {
 					return err
 				}
 			}

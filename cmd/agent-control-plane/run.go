@@ -25,6 +25,7 @@ func runCommand() command {
 	var name string
 	var autostop float64
 	var rm bool
+	var timeout time.Duration
 	labels, env := kvFlag{}, kvFlag{}
 	return command{
 		name: "run", summary: "create a sandbox, keep it alive while attached", client: true,
@@ -34,15 +35,16 @@ func runCommand() command {
 			fs.Var(env, "env", "environment variable `K=V` for the agent-server (repeatable)")
 			fs.Float64Var(&autostop, "autostop", -1, "idle `minutes` before auto-stop; 0 disables (default: the daemon's)")
 			fs.BoolVar(&rm, "rm", false, "delete the sandbox when this command ends")
+			fs.DurationVar(&timeout, "timeout", 0, "how long to wait for it to start (default: the daemon's startup timeout + 15s)")
 		},
 		exec: func(ctx context.Context, c *cli, _ []string) error {
-			return c.run(ctx, name, labels, env, autostop, rm)
+			return c.run(ctx, name, labels, env, autostop, rm, timeout)
 		},
 	}
 }
 
 // run is the run command: create, wait, attach, clean up.
-func (c *cli) run(ctx context.Context, name string, labels, env kvFlag, autostop float64, rm bool) error {
+func (c *cli) run(ctx context.Context, name string, labels, env kvFlag, autostop float64, rm bool, timeout time.Duration) error {
 	if name == "" {
 		b := make([]byte, 3)
 		rand.Read(b)
@@ -76,9 +78,7 @@ func (c *cli) run(ctx context.Context, name string, labels, env kvFlag, autostop
 		fmt.Fprintf(c.stderr, "Deleted sandbox %s\n", inert(sb.ID))
 	}
 
-	stopSpinner := c.progress(fmt.Sprintf("Starting sandbox %s on port %d", inert(sb.ID), sb.Port))
-	ready, err := cl.WaitForReady(ctx, sb.ID)
-	stopSpinner()
+	ready, err := c.waitStarted(ctx, cl, sb, timeout)
 	if err != nil {
 		cleanup()
 		if ctx.Err() != nil {
@@ -159,6 +159,33 @@ func keepAliveEvery(minutes float64) time.Duration {
 
 // progress shows what is happening until the returned func is called: a
 // spinner on a terminal, one plain line otherwise.
+// waitStarted waits for the daemon's word that sb is started (its probe of
+// the ready path passed) or stopped, saying what it waits for, up to
+// timeout (0: the daemon's startup timeout plus a margin).
+func (c *cli) waitStarted(ctx context.Context, cl *client.Client, sb wire.SandboxInfo, timeout time.Duration) (wire.SandboxInfo, error) {
+	readyPath, startup := "its ready path", time.Minute
+	if info, err := cl.Info(ctx); err == nil {
+		if info.ReadyPath != "" {
+			readyPath = info.ReadyPath
+		}
+		if info.StartupTimeoutMs > 0 {
+			startup = time.Duration(info.StartupTimeoutMs) * time.Millisecond
+		}
+	}
+	if timeout <= 0 {
+		timeout = startup + 15*time.Second
+	}
+	stop := c.progress(fmt.Sprintf("Waiting for sandbox %s to start: the daemon probes %s on port %d (up to %s)", inert(sb.ID), inert(readyPath), sb.Port, timeout))
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	got, err := cl.WaitForReady(wctx, sb.ID)
+	stop()
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return got, fmt.Errorf("sandbox %s did not start within %s: the daemon is still probing %s on port %d (agent-control-plane logs %s shows what it printed)", inert(sb.ID), timeout, inert(readyPath), sb.Port, inert(sb.ID))
+	}
+	return got, err
+}
+
 func (c *cli) progress(msg string) func() {
 	if !isTerminal(c.stderr) {
 		fmt.Fprintln(c.stderr, msg+"…")

@@ -395,13 +395,19 @@ type Info struct {
 	Name      InfoName `json:"name"`
 	Pid       int      `json:"pid"`
 	PortRange string   `json:"portRange"`
-	Root      string   `json:"root"`
+
+	// ReadyPath What the daemon probes on a starting native sandbox.
+	ReadyPath *string `json:"readyPath,omitempty"`
+	Root      string  `json:"root"`
 
 	// Runtimes The runtimes creates may name, the default first.
 	Runtimes []RuntimeName `json:"runtimes"`
 
 	// StartedAt Examples: 2026-11-29T10:22:29.768Z
 	StartedAt Timestamp `json:"startedAt"`
+
+	// StartupTimeoutMs How long a sandbox may take to answer its ready path.
+	StartupTimeoutMs *int `json:"startupTimeoutMs,omitempty"`
 
 	// Unavailable The runtimes that cannot start sandboxes now, each with why (a container engine that is down); absent when all can.
 	Unavailable *map[string]string `json:"unavailable,omitempty"`
