@@ -427,3 +427,41 @@ ready_path = "/never-answers"
 		t.Fatalf("create --wait on a sandbox that never gets ready: %d %s", code, errOut)
 	}
 }
+
+// Small things a person at the terminal meets (issue 14's list): each one
+// answered plainly.
+func TestCLIPlainAnswers(t *testing.T) {
+	d := startDaemon(t)
+	if code, out, errOut := cli(t, d, "create", "--wait", "one"); code != 0 {
+		t.Fatalf("create: %d %s %s", code, out, errOut)
+	}
+	// A filter that matches nothing is not an empty daemon.
+	if _, out, _ := cli(t, d, "ls", "--label", "team=nobody"); !strings.Contains(out, "No sandboxes match") {
+		t.Errorf("ls with a filter that matches nothing: %q", out)
+	}
+	// rm of names that do not exist says so and fails; it deletes the
+	// ones that do.
+	code, out, errOut := cli(t, d, "rm", "nope1", "one", "nope2")
+	if code == 0 || strings.Contains(out, "Deleted nope") || !strings.Contains(errOut, "nope1") || !strings.Contains(errOut, "nope2") || !strings.Contains(out, "Deleted one") {
+		t.Errorf("rm nope1 one nope2: %d %q %q", code, out, errOut)
+	}
+	cli(t, d, "create", "--wait", "two")
+	// --json answers JSON for keepalive and rm.
+	var ka map[string]any
+	if _, out, _ := cli(t, d, "--json", "keepalive", "two"); json.Unmarshal([]byte(out), &ka) != nil || ka["id"] != "two" {
+		t.Errorf("keepalive --json: %q", out)
+	}
+	// A stopped sandbox has no preview to show.
+	cli(t, d, "stop", "two")
+	if _, out, _ := cli(t, d, "get", "two"); strings.Contains(out, "Preview") {
+		t.Errorf("get of a stopped sandbox shows a preview:\n%s", out)
+	}
+	var rm map[string][]string
+	if _, out, _ := cli(t, d, "--json", "rm", "two"); json.Unmarshal([]byte(out), &rm) != nil || len(rm["deleted"]) != 1 {
+		t.Errorf("rm --json: %q", out)
+	}
+	// --url takes host:port as people type it.
+	if code, out, errOut := cliAt(t, d.Addr, "--token", d.Token, "info"); code != 0 || !strings.Contains(out, "Version") {
+		t.Errorf("--url host:port: %d %q %q", code, out, errOut)
+	}
+}

@@ -101,13 +101,17 @@ func (c *Client) unauthorized(e *Error) error {
 }
 
 // New returns a client for baseURL; an empty baseURL means
-// $AGENT_CONTROL_PLANE_URL, or DefaultURL.
+// $AGENT_CONTROL_PLANE_URL, or DefaultURL. A bare host:port (as people
+// type it: localhost:4025) means http://host:port.
 func New(baseURL string, opts ...Option) *Client {
 	if baseURL == "" {
 		baseURL = os.Getenv(URLEnv)
 	}
 	if baseURL == "" {
 		baseURL = DefaultURL
+	}
+	if !strings.Contains(baseURL, "://") {
+		baseURL = "http://" + baseURL
 	}
 	c := &Client{
 		base:    strings.TrimRight(baseURL, "/"),

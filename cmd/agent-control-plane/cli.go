@@ -315,7 +315,9 @@ func (c *cli) describe(sb wire.SandboxInfo) {
 		row("Usage", fmt.Sprintf("%.2f CPU seconds, %.1f MiB memory, %d tasks", u.CPUSeconds, float64(u.MemoryBytes)/(1<<20), u.Pids))
 	}
 	row("Port", strconv.Itoa(sb.Port))
-	row("Preview", inert(sb.PreviewURL))
+	if sb.State == wire.StateStarting || sb.State == wire.StateStarted {
+		row("Preview", inert(sb.PreviewURL))
+	}
 	row("Labels", labelString(sb.Labels))
 	row("Created", sb.CreatedAt.Local().Format(time.DateTime))
 	row("Last activity", sb.LastActivityAt.Local().Format(time.DateTime))

@@ -32,6 +32,8 @@ func lsCommand() command {
 			switch {
 			case c.json:
 				c.printJSON(list)
+			case len(list) == 0 && len(labels) > 0:
+				fmt.Fprintln(c.stdout, "No sandboxes match.")
 			case len(list) == 0:
 				fmt.Fprintln(c.stdout, "No sandboxes. Create one with: agent-control-plane create NAME")
 			default:
@@ -132,14 +134,25 @@ func rmCommand() command {
 		exec: func(ctx context.Context, c *cli, args []string) error {
 			cl := c.client()
 			var failed error
+			var deleted []string
 			for _, id := range args {
+				// DELETE succeeds for a name that does not exist (it is
+				// idempotent); a person typing a name wants to know.
+				if _, err := cl.Get(ctx, id); err != nil {
+					failed = exitError(c.fail(err))
+					continue
+				}
 				if err := cl.Delete(ctx, id); err != nil {
 					failed = exitError(c.fail(err))
 					continue
 				}
+				deleted = append(deleted, id)
 				if !c.json {
 					fmt.Fprintf(c.stdout, "Deleted %s\n", inert(id))
 				}
+			}
+			if c.json {
+				c.printJSON(map[string][]string{"deleted": append([]string{}, deleted...)})
 			}
 			return failed
 		},
@@ -180,6 +193,9 @@ func keepaliveCommand() command {
 						return nil
 					}
 					return err
+				}
+				if c.json {
+					c.printJSON(map[string]any{"id": args[0], "refreshedAt": time.Now().UTC().Format(wire.TimeFormat)})
 				}
 				if every <= 0 {
 					return nil
