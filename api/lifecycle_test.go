@@ -42,7 +42,10 @@ func TestCompatibilityRoutes(t *testing.T) {
 	if r.code != 200 || got.AutoStopInterval != 0 || got.AutoStopAt != nil {
 		t.Fatalf("autostop path form: %d %s", r.code, r.body)
 	}
-	for _, bad := range []string{`{"interval":-1}`, `{"interval":1.5}`, `{}`, `{"interval":"5"}`} {
+	if r := e.do("POST", "/v1/sandboxes/c1/autostop", `{"interval":1.5}`); r.code != 200 || !strings.Contains(string(r.body), `"autoStopInterval":1.5`) {
+		t.Fatalf("autostop 1.5 minutes: %d %s", r.code, r.body)
+	}
+	for _, bad := range []string{`{"interval":-1}`, `{"interval":1e9}`, `{}`, `{"interval":"5"}`} {
 		if r := e.do("POST", "/v1/sandboxes/c1/autostop", bad); r.code != 400 {
 			t.Fatalf("autostop %s: %d", bad, r.code)
 		}

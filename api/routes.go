@@ -403,10 +403,8 @@ func (s *Server) autostop(w http.ResponseWriter, r *http.Request) {
 		}
 		minutes = *body.Interval
 	}
-	if minutes != math.Trunc(minutes) {
-		writeError(w, http.StatusBadRequest, "invalid_request", "interval must be a whole number of minutes ≥ 0")
-		return
-	}
+	// One rule for minutes everywhere (create, config, this): a number
+	// ≥ 0, fractions allowed.
 	d, err := minutesToDuration("interval", minutes)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())

@@ -460,6 +460,19 @@ func TestCLIPlainAnswers(t *testing.T) {
 	if _, out, _ := cli(t, d, "--json", "rm", "two"); json.Unmarshal([]byte(out), &rm) != nil || len(rm["deleted"]) != 1 {
 		t.Errorf("rm --json: %q", out)
 	}
+	// One rule for minutes: ≥ 0, fractions allowed, on create and autostop.
+	if code, _, errOut := cli(t, d, "create", "--autostop", "-5", "neg"); code != 2 || !strings.Contains(errOut, "minutes") {
+		t.Errorf("create --autostop -5: %d %q", code, errOut)
+	}
+	if code, _, _ := cli(t, d, "get", "neg"); code == 0 {
+		t.Error("a refused create made a sandbox")
+	}
+	if code, out, errOut := cli(t, d, "create", "--autostop", "0.5", "half"); code != 0 {
+		t.Errorf("create --autostop 0.5: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut := cli(t, d, "autostop", "half", "1.5"); code != 0 || !strings.Contains(out, "1.5 idle minutes") {
+		t.Errorf("autostop half 1.5: %d %q %q", code, out, errOut)
+	}
 	// --url takes host:port as people type it.
 	if code, out, errOut := cliAt(t, d.Addr, "--token", d.Token, "info"); code != 0 || !strings.Contains(out, "Version") {
 		t.Errorf("--url host:port: %d %q %q", code, out, errOut)

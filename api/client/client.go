@@ -368,7 +368,7 @@ func (c *Client) Resize(ctx context.Context, id string, l wire.Limits) (wire.San
 }
 
 // SetAutostopInterval sets the idle interval in minutes; 0 disables.
-func (c *Client) SetAutostopInterval(ctx context.Context, id string, minutes int) (wire.SandboxInfo, error) {
+func (c *Client) SetAutostopInterval(ctx context.Context, id string, minutes float64) (wire.SandboxInfo, error) {
 	var out wire.SandboxInfo
 	err := c.do(ctx, c.timeout, "POST", "/v1/sandboxes/"+esc(id)+"/autostop", wire.AutostopRequest{Interval: ptr(float64(minutes))}, &out)
 	return out, err

@@ -21,6 +21,7 @@ import (
 
 	"github.com/agent-control-plane/agent-control-plane/api/client"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
+	"github.com/agent-control-plane/agent-control-plane/conf"
 )
 
 // cli is what every client command shares: where the daemon is, whether
@@ -86,6 +87,28 @@ func (f kvFlag) Set(s string) error {
 	}
 	f[k] = v
 	return nil
+}
+
+// parseMinutes reads a number of minutes by the one rule used everywhere
+// (create, autostop, the config): ≥ 0, fractions allowed.
+func parseMinutes(s string) (float64, error) {
+	if _, err := conf.ParseMinutes(s); err != nil {
+		return 0, err
+	}
+	return strconv.ParseFloat(s, 64)
+}
+
+// minutesFlag registers --autostop; not given leaves *m nil (the daemon's
+// default).
+func minutesFlag(fs *flag.FlagSet, m **float64) {
+	fs.Func("autostop", "idle `minutes` before auto-stop, fractions allowed; 0 disables (default: the daemon's)", func(s string) error {
+		v, err := parseMinutes(s)
+		if err != nil {
+			return err
+		}
+		*m = &v
+		return nil
+	})
 }
 
 // limitFlags registers --cpu, --memory and --pids; a flag not given

@@ -65,9 +65,12 @@ func TestArgumentCounts(t *testing.T) {
 			t.Errorf("%q: exit %d, stderr %q", args, code, errOut)
 		}
 	}
-	code, _, errOut := runCLI("autostop", "a", "1.5")
-	if code != exitUsage || !strings.Contains(errOut, "MINUTES") {
-		t.Errorf("autostop a 1.5: exit %d, stderr %q", code, errOut)
+	// Minutes follow one rule everywhere: ≥ 0, fractions allowed.
+	for _, bad := range []string{"x", "NaN", "1e10"} {
+		code, _, errOut := runCLI("autostop", "a", bad)
+		if code != exitUsage || !strings.Contains(errOut, "MINUTES") {
+			t.Errorf("autostop a %s: exit %d, stderr %q", bad, code, errOut)
+		}
 	}
 }
 

@@ -46,7 +46,7 @@ func lsCommand() command {
 
 func createCommand() command {
 	labels, env := kvFlag{}, kvFlag{}
-	var autostop float64
+	var autostop *float64
 	var wait bool
 	var runtime, snapshot string
 	var limits wire.Limits
@@ -56,7 +56,7 @@ func createCommand() command {
 		flags: func(fs *flag.FlagSet) {
 			fs.Var(labels, "label", "label `k=v` (repeatable)")
 			fs.Var(env, "env", "environment variable `K=V` for the agent-server (repeatable)")
-			fs.Float64Var(&autostop, "autostop", -1, "idle `minutes` before auto-stop; 0 disables (default: the daemon's)")
+			minutesFlag(fs, &autostop)
 			fs.BoolVar(&wait, "wait", false, "wait until the daemon says it started (its ready path answered) or stopped")
 			fs.DurationVar(&timeout, "timeout", 0, "with --wait, how long (default: the daemon's startup timeout + 15s)")
 			fs.StringVar(&runtime, "runtime", "", "the `runtime` to run it (agent-control-plane info lists them; default: the daemon's first)")
@@ -64,10 +64,7 @@ func createCommand() command {
 			limitFlags(fs, &limits)
 		},
 		exec: func(ctx context.Context, c *cli, args []string) error {
-			req := wire.CreateSandboxRequest{Name: args[0], Labels: labels, EnvVars: env, Runtime: runtime, Snapshot: snapshot, Limits: limits}
-			if autostop >= 0 {
-				req.AutoStopInterval = &autostop
-			}
+			req := wire.CreateSandboxRequest{Name: args[0], Labels: labels, EnvVars: env, Runtime: runtime, Snapshot: snapshot, Limits: limits, AutoStopInterval: autostop}
 			cl := c.client()
 			sb, err := cl.Create(ctx, req)
 			if err != nil {
@@ -215,9 +212,9 @@ func autostopCommand() command {
 		name: "autostop", args: "NAME MINUTES", summary: "set a sandbox's idle auto-stop interval (0 disables)",
 		minArgs: 2, maxArgs: 2, client: true,
 		exec: func(ctx context.Context, c *cli, args []string) error {
-			min, err := strconv.Atoi(args[1])
-			if err != nil || min < 0 {
-				return usagef("autostop", "MINUTES must be a whole number ≥ 0, got %q", args[1])
+			min, err := parseMinutes(args[1])
+			if err != nil {
+				return usagef("autostop", "MINUTES: %v", err)
 			}
 			sb, err := c.client().SetAutostopInterval(ctx, args[0], min)
 			if err != nil {
@@ -229,7 +226,7 @@ func autostopCommand() command {
 			case min == 0:
 				fmt.Fprintf(c.stdout, "Auto-stop off for %s\n", inert(sb.ID))
 			default:
-				fmt.Fprintf(c.stdout, "%s stops after %d idle minutes (%s)\n", inert(sb.ID), min, autoStopIn(sb, time.Now()))
+				fmt.Fprintf(c.stdout, "%s stops after %s idle minutes (%s)\n", inert(sb.ID), strconv.FormatFloat(min, 'f', -1, 64), autoStopIn(sb, time.Now()))
 			}
 			return nil
 		},

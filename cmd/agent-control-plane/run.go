@@ -23,7 +23,7 @@ const exitInterrupted = 130
 // --rm, delete it.
 func runCommand() command {
 	var name string
-	var autostop float64
+	var autostop *float64
 	var rm bool
 	var timeout time.Duration
 	labels, env := kvFlag{}, kvFlag{}
@@ -33,7 +33,7 @@ func runCommand() command {
 			fs.StringVar(&name, "name", "", "sandbox `name` (default cli-<random>)")
 			fs.Var(labels, "label", "label `k=v` (repeatable); origin=cli is always set")
 			fs.Var(env, "env", "environment variable `K=V` for the agent-server (repeatable)")
-			fs.Float64Var(&autostop, "autostop", -1, "idle `minutes` before auto-stop; 0 disables (default: the daemon's)")
+			minutesFlag(fs, &autostop)
 			fs.BoolVar(&rm, "rm", false, "delete the sandbox when this command ends")
 			fs.DurationVar(&timeout, "timeout", 0, "how long to wait for it to start (default: the daemon's startup timeout + 15s)")
 		},
@@ -44,7 +44,7 @@ func runCommand() command {
 }
 
 // run is the run command: create, wait, attach, clean up.
-func (c *cli) run(ctx context.Context, name string, labels, env kvFlag, autostop float64, rm bool, timeout time.Duration) error {
+func (c *cli) run(ctx context.Context, name string, labels, env kvFlag, autostop *float64, rm bool, timeout time.Duration) error {
 	if name == "" {
 		b := make([]byte, 3)
 		rand.Read(b)
@@ -55,10 +55,7 @@ func (c *cli) run(ctx context.Context, name string, labels, env kvFlag, autostop
 	if _, err := cl.Info(ctx); err != nil {
 		return err
 	}
-	req := wire.CreateSandboxRequest{Name: name, Labels: labels, EnvVars: env}
-	if autostop >= 0 {
-		req.AutoStopInterval = &autostop
-	}
+	req := wire.CreateSandboxRequest{Name: name, Labels: labels, EnvVars: env, AutoStopInterval: autostop}
 	sb, err := cl.Create(ctx, req)
 	if err != nil {
 		return err

@@ -273,7 +273,8 @@ func (e GetPreviewUrlParamsPort) Valid() bool {
 
 // AutostopRequest defines model for AutostopRequest.
 type AutostopRequest struct {
-	Interval int `json:"interval"`
+	// Interval Minutes, fractions allowed (0.5 is 30 s), as everywhere else.
+	Interval float32 `json:"interval"`
 }
 
 // CpuLimit CPUs (0.5 is half a CPU); 0 no limit.
@@ -1030,7 +1031,7 @@ type ClientInterface interface {
 	// SetAutostopIntervalPath Daytona's path form of setAutostopInterval.
 	//
 	// Corresponds with POST /v1/sandboxes/{id}/autostop/{interval} (the `SetAutostopIntervalPath` operationId).
-	SetAutostopIntervalPath(ctx context.Context, id Id, interval int, reqEditors ...RequestEditorFn) (*http.Response, error)
+	SetAutostopIntervalPath(ctx context.Context, id Id, interval float32, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetEntrypointLogs The tail of the child's stdout and stderr, redacted by the daemon.
 	//
@@ -1269,7 +1270,7 @@ func (c *Client) SetAutostopInterval(ctx context.Context, id Id, body SetAutosto
 // SetAutostopIntervalPath Daytona's path form of setAutostopInterval.
 //
 // Corresponds with POST /v1/sandboxes/{id}/autostop/{interval} (the `SetAutostopIntervalPath` operationId).
-func (c *Client) SetAutostopIntervalPath(ctx context.Context, id Id, interval int, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) SetAutostopIntervalPath(ctx context.Context, id Id, interval float32, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSetAutostopIntervalPathRequest(c.Server, id, interval)
 	if err != nil {
 		return nil, err
@@ -1813,7 +1814,7 @@ func NewSetAutostopIntervalRequestWithBody(server string, id Id, contentType str
 }
 
 // NewSetAutostopIntervalPathRequest constructs an http.Request for the SetAutostopIntervalPath method
-func NewSetAutostopIntervalPathRequest(server string, id Id, interval int) (*http.Request, error) {
+func NewSetAutostopIntervalPathRequest(server string, id Id, interval float32) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -1825,7 +1826,7 @@ func NewSetAutostopIntervalPathRequest(server string, id Id, interval int) (*htt
 
 	var pathParam1 string
 
-	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "interval", interval, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "interval", interval, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "number", Format: ""})
 	if err != nil {
 		return nil, err
 	}
@@ -2308,7 +2309,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/sandboxes/{id}/autostop/{interval} (the `SetAutostopIntervalPath` operationId).
-	SetAutostopIntervalPathWithResponse(ctx context.Context, id Id, interval int, reqEditors ...RequestEditorFn) (*SetAutostopIntervalPathResponse, error)
+	SetAutostopIntervalPathWithResponse(ctx context.Context, id Id, interval float32, reqEditors ...RequestEditorFn) (*SetAutostopIntervalPathResponse, error)
 
 	// GetEntrypointLogsWithResponse The tail of the child's stdout and stderr, redacted by the daemon.
 	//
@@ -3629,7 +3630,7 @@ func (c *ClientWithResponses) SetAutostopIntervalWithResponse(ctx context.Contex
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/sandboxes/{id}/autostop/{interval} (the `SetAutostopIntervalPath` operationId).
-func (c *ClientWithResponses) SetAutostopIntervalPathWithResponse(ctx context.Context, id Id, interval int, reqEditors ...RequestEditorFn) (*SetAutostopIntervalPathResponse, error) {
+func (c *ClientWithResponses) SetAutostopIntervalPathWithResponse(ctx context.Context, id Id, interval float32, reqEditors ...RequestEditorFn) (*SetAutostopIntervalPathResponse, error) {
 	rsp, err := c.SetAutostopIntervalPath(ctx, id, interval, reqEditors...)
 	if err != nil {
 		return nil, err
