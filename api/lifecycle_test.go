@@ -227,3 +227,22 @@ func TestMetricsAfterScenario(t *testing.T) {
 		t.Error("a sandbox id reached a metric label")
 	}
 }
+
+// Bad bodies are answered in the API's terms: the field and the JSON type
+// it wants, never a Go type.
+func TestBodyErrorsNameFieldsNotGoTypes(t *testing.T) {
+	e := newEnv(t, nil)
+	for body, want := range map[string]string{
+		`[1,2]`:                         "the body must be a JSON object, not array",
+		`{"name":"x","labels":{"a":1}}`: "labels must be a string, not number",
+		`{"name":"x","cpu":"2"}`:        "cpu must be a number, not string",
+		`{"name":"x","pids":1.5}`:       "pids must be a whole number",
+		`{"name":"x","colour":"blue"}`:  `unknown field \"colour\"`,
+		`{"name":`:                      "malformed JSON body",
+	} {
+		r := e.do("POST", "/v1/sandboxes", body)
+		if r.code != 400 || !strings.Contains(string(r.body), want) || strings.Contains(string(r.body), "Go ") || strings.Contains(string(r.body), "struct") {
+			t.Errorf("%s: %d %s, want %q", body, r.code, r.body, want)
+		}
+	}
+}
