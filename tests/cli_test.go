@@ -478,3 +478,66 @@ func TestCLIPlainAnswers(t *testing.T) {
 		t.Errorf("--url host:port: %d %q %q", code, out, errOut)
 	}
 }
+
+// The generated completion scripts load, and bash completes commands,
+// flags and the daemon's sandbox names.
+func TestCompletion(t *testing.T) {
+	d := startDaemon(t)
+	cli(t, d, "create", "--wait", "alpha")
+	for _, sh := range []string{"bash", "zsh", "fish"} {
+		code, out, errOut := cli(t, d, "completion", sh)
+		if code != 0 || !strings.Contains(out, "create") {
+			t.Fatalf("completion %s: %d %s", sh, code, errOut)
+		}
+		if sh == "bash" {
+			check := exec.Command("bash", "-n")
+			check.Stdin = strings.NewReader(out)
+			if b, err := check.CombinedOutput(); err != nil {
+				t.Fatalf("bash -n: %v %s", err, b)
+			}
+		}
+	}
+	complete := func(words ...string) string {
+		script := fmt.Sprintf(`source <(agent-control-plane completion bash); COMP_WORDS=(%s); COMP_CWORD=%d; _agent_control_plane; echo "${COMPREPLY[*]}"`,
+			strings.Join(quoteAll(words), " "), len(words)-1)
+		cmd := exec.Command("bash", "-c", script)
+		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(testenv.Binary(t))+":"+os.Getenv("PATH"))
+		cmd.Env = append(cmd.Env, "AGENT_CONTROL_PLANE_URL="+d.URL)
+		cmd.Env = append(cmd.Env, d.ClientEnv()...)
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("bash: %v %s", err, b)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	if got := complete("agent-control-plane", "cre"); got != "create" {
+		t.Errorf("complete cre: %q", got)
+	}
+	if got := complete("agent-control-plane", "ls", "--sta"); got != "--state" {
+		t.Errorf("complete ls --sta: %q", got)
+	}
+	if got := complete("agent-control-plane", "rm", "al"); got != "alpha" {
+		t.Errorf("complete rm al: %q", got)
+	}
+	// ls -q and --state, which completion and scripts lean on.
+	if _, out, _ := cli(t, d, "ls", "-q"); out != "alpha\n" {
+		t.Errorf("ls -q: %q", out)
+	}
+	if _, out, _ := cli(t, d, "ls", "--state", "stopped"); !strings.Contains(out, "No sandboxes match") {
+		t.Errorf("ls --state stopped: %q", out)
+	}
+	if _, out, _ := cli(t, d, "ls", "-q", "--state", "started"); out != "alpha\n" {
+		t.Errorf("ls -q --state started: %q", out)
+	}
+	if code, _, errOut := cli(t, d, "ls", "--state", "sleeping"); code != 2 {
+		t.Errorf("ls --state sleeping: %d %q", code, errOut)
+	}
+}
+
+func quoteAll(words []string) []string {
+	out := make([]string, len(words))
+	for i, w := range words {
+		out[i] = "'" + w + "'"
+	}
+	return out
+}

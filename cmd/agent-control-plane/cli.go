@@ -280,6 +280,10 @@ func autoStopIn(sb wire.SandboxInfo, now time.Time) string {
 	switch {
 	case sb.AutoStopAt != nil:
 		d := sb.AutoStopAt.Sub(now)
+		if d <= 0 {
+			// Past due: the daemon stops it at its next check.
+			return "at the next check"
+		}
 		if d > time.Minute {
 			d = d.Round(time.Minute) // 14m59s reads as 15m
 		}

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/agent-control-plane/agent-control-plane/api/client"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 )
 
@@ -19,20 +20,42 @@ import (
 
 func lsCommand() command {
 	labels := kvFlag{}
+	var quiet bool
+	var states []string
 	return command{
 		name: "ls", summary: "list sandboxes", maxArgs: 0, client: true,
 		flags: func(fs *flag.FlagSet) {
 			fs.Var(labels, "label", "only sandboxes with this label `k=v` (repeatable; all must match)")
+			fs.BoolVar(&quiet, "q", false, "print names only, one per line (for scripts: xargs agent-control-plane rm)")
+			fs.Func("state", "only sandboxes in this `state`: starting, started or stopped (repeatable)", func(s string) error {
+				switch s {
+				case wire.StateStarting, wire.StateStarted, wire.StateStopped:
+					states = append(states, s)
+					return nil
+				}
+				return fmt.Errorf("want starting, started or stopped, got %q", s)
+			})
 		},
 		exec: func(ctx context.Context, c *cli, _ []string) error {
-			list, err := c.client().List(ctx, labels)
-			if err != nil {
-				return err
+			var list []wire.SandboxInfo
+			for cursor := ""; ; {
+				page, next, err := c.client().ListPage(ctx, client.ListOptions{Labels: labels, States: states, Limit: 1000, Cursor: cursor})
+				if err != nil {
+					return err
+				}
+				list = append(list, page...)
+				if cursor = next; cursor == "" {
+					break
+				}
 			}
 			switch {
 			case c.json:
 				c.printJSON(list)
-			case len(list) == 0 && len(labels) > 0:
+			case quiet:
+				for _, sb := range list {
+					fmt.Fprintln(c.stdout, inert(sb.ID))
+				}
+			case len(list) == 0 && (len(labels) > 0 || len(states) > 0):
 				fmt.Fprintln(c.stdout, "No sandboxes match.")
 			case len(list) == 0:
 				fmt.Fprintln(c.stdout, "No sandboxes. Create one with: agent-control-plane create NAME")

@@ -70,6 +70,7 @@ func commands() []command {
 		uninstallCommand(),
 		statusCommand(),
 		stubCommand(),
+		completionCommand(),
 		{name: "version", summary: "print the version", exec: func(_ context.Context, c *cli, _ []string) error {
 			fmt.Fprintln(c.stdout, version)
 			return nil
