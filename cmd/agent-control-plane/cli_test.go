@@ -213,3 +213,17 @@ func TestTableAlignsWithColour(t *testing.T) {
 		}
 	}
 }
+
+func TestAutoStopInPastDue(t *testing.T) {
+	now := time.Now()
+	due := wire.Time{Time: now.Add(-2 * time.Second)}
+	sb := wire.SandboxInfo{State: wire.StateStarted, AutoStopInterval: 0.05, AutoStopAt: &due}
+	if got := autoStopIn(sb, now); got != "at the next check" {
+		t.Errorf("past due: %q", got)
+	}
+	soon := wire.Time{Time: now.Add(90 * time.Second)}
+	sb.AutoStopAt = &soon
+	if got := autoStopIn(sb, now); got == "at the next check" || !strings.HasPrefix(got, "in ") {
+		t.Errorf("in 90 s: %q", got)
+	}
+}
