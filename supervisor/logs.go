@@ -126,12 +126,19 @@ func (s *Supervisor) readEnd(rel string, n int64) ([]byte, int64, error) {
 	return b[:k], off - ds, nil
 }
 
-// clipStart keeps the last n bytes of s, starting at a character boundary.
+// clipStart keeps at most the last n bytes of s, starting at a line: the
+// partial first line of the window is dropped (unless the window holds no
+// line break at all, then at a character boundary).
 func clipStart(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
 	i := len(s) - n
+	if s[i-1] != '\n' {
+		if j := strings.IndexByte(s[i:], '\n'); j >= 0 && i+j+1 < len(s) {
+			return s[i+j+1:]
+		}
+	}
 	for i < len(s) && !utf8.RuneStart(s[i]) {
 		i++
 	}

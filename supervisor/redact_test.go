@@ -15,3 +15,21 @@ func TestClipStartKeepsCharacters(t *testing.T) {
 		}
 	}
 }
+
+func TestClipStartBeginsAtALine(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"one\ntwo\nthree\n", 100, "one\ntwo\nthree\n"},
+		{"one\ntwo\nthree\n", 9, "three\n"},       // "o\nthree\n" would start mid-line
+		{"one\ntwo\nthree\n", 10, "two\nthree\n"}, // starts at a line already
+		{"abcdefgh", 3, "fgh"},                    // no line break: a character boundary
+		{"é€x", 3, "x"},
+	} {
+		if got := clipStart(c.s, c.n); got != c.want {
+			t.Errorf("clipStart(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
+		}
+	}
+}
