@@ -63,6 +63,7 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 		StartedAt: wire.Time{Time: s.startedAt}, Root: s.sup.Root(), PortRange: fmt.Sprintf("%d-%d", lo, hi),
 		Runtimes: s.sup.Runtimes(), Unavailable: down, Cgroups: s.opts.Cgroups,
 		ReadyPath: s.opts.ReadyPath, StartupTimeoutMs: s.opts.StartupTimeout.Milliseconds(),
+		StopGraceMs: s.opts.StopGrace.Milliseconds(),
 	})
 }
 

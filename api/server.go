@@ -81,6 +81,7 @@ type Options struct {
 	// say what they wait for, and for how long.
 	ReadyPath      string
 	StartupTimeout time.Duration
+	StopGrace      time.Duration // shown in /v1/info
 }
 
 // MaxBodyBytes bounds every request body.

@@ -451,8 +451,10 @@ func TestCLIPlainAnswers(t *testing.T) {
 	if _, out, _ := cli(t, d, "--json", "keepalive", "two"); json.Unmarshal([]byte(out), &ka) != nil || ka["id"] != "two" {
 		t.Errorf("keepalive --json: %q", out)
 	}
-	// A stopped sandbox has no preview to show.
-	cli(t, d, "stop", "two")
+	// A stop says what it waits for; a stopped sandbox has no preview.
+	if code, _, errOut := cli(t, d, "stop", "two"); code != 0 || !strings.Contains(errOut, "SIGTERM, then SIGKILL after") {
+		t.Errorf("stop: %d %q", code, errOut)
+	}
 	if _, out, _ := cli(t, d, "get", "two"); strings.Contains(out, "Preview") {
 		t.Errorf("get of a stopped sandbox shows a preview:\n%s", out)
 	}

@@ -145,6 +145,8 @@ type Info struct {
 	// StartupTimeoutMs how long it waits for it to answer.
 	ReadyPath        string `json:"readyPath,omitempty"`
 	StartupTimeoutMs int64  `json:"startupTimeoutMs,omitempty"`
+	// StopGraceMs is how long a stop waits after SIGTERM before SIGKILL.
+	StopGraceMs int64 `json:"stopGraceMs,omitempty"`
 }
 
 // Cgroups describes the containment native sandboxes get.

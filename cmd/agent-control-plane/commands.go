@@ -134,7 +134,19 @@ func stopCommand() command {
 			fs.BoolVar(&force, "force", false, "kill at once, skipping the grace period")
 		},
 		exec: func(ctx context.Context, c *cli, args []string) error {
-			sb, err := c.client().Stop(ctx, args[0], force)
+			cl := c.client()
+			done := func() {}
+			if !force && !c.json {
+				// A stop may wait the whole grace for a child that ignores
+				// SIGTERM: say so rather than sit silent.
+				grace := "the daemon's grace period"
+				if info, err := cl.Info(ctx); err == nil && info.StopGraceMs > 0 {
+					grace = (time.Duration(info.StopGraceMs) * time.Millisecond).String()
+				}
+				done = c.progress(fmt.Sprintf("Stopping sandbox %s: SIGTERM, then SIGKILL after %s if it has not exited", inert(args[0]), grace))
+			}
+			sb, err := cl.Stop(ctx, args[0], force)
+			done()
 			if err != nil {
 				return err
 			}

@@ -410,6 +410,9 @@ type Info struct {
 	// StartupTimeoutMs How long a sandbox may take to answer its ready path.
 	StartupTimeoutMs *int `json:"startupTimeoutMs,omitempty"`
 
+	// StopGraceMs How long a stop waits after SIGTERM before SIGKILL.
+	StopGraceMs *int `json:"stopGraceMs,omitempty"`
+
 	// Unavailable The runtimes that cannot start sandboxes now, each with why (a container engine that is down); absent when all can.
 	Unavailable *map[string]string `json:"unavailable,omitempty"`
 	Version     string             `json:"version"`
