@@ -475,6 +475,16 @@ func TestCLIPlainAnswers(t *testing.T) {
 	if code, out, errOut := cli(t, d, "autostop", "half", "1.5"); code != 0 || !strings.Contains(out, "1.5 idle minutes") {
 		t.Errorf("autostop half 1.5: %d %q %q", code, out, errOut)
 	}
+	// --json errors are the API's error shape, on stderr.
+	for _, args := range [][]string{{"--json", "get", "nope"}, {"--json", "resize", "x"}} {
+		var body struct {
+			Error struct{ Code, Message string }
+		}
+		code, out, errOut := cli(t, d, args...)
+		if code == 0 || out != "" || json.Unmarshal([]byte(errOut), &body) != nil || body.Error.Code == "" || body.Error.Message == "" {
+			t.Errorf("%q: %d stdout %q stderr %q", args, code, out, errOut)
+		}
+	}
 	// --url takes host:port as people type it.
 	if code, out, errOut := cliAt(t, d.Addr, "--token", d.Token, "info"); code != 0 || !strings.Contains(out, "Version") {
 		t.Errorf("--url host:port: %d %q %q", code, out, errOut)

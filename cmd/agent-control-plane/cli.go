@@ -55,18 +55,31 @@ func (c *cli) client() *client.Client {
 }
 
 // fail prints err as one line and returns the exit code for it.
+// With --json it prints the API's error shape, {"error":{"code",
+// "message"}}, to stderr instead.
 func (c *cli) fail(err error) int {
 	var ae *client.Error
+	code, msg, exit := "failed", err.Error(), exitFailure
 	switch {
 	case errors.Is(err, client.ErrUnavailable):
-		fmt.Fprintln(c.stderr, "agent-control-plane:", inert(err.Error()))
-		return exitNoDaemon
+		code, exit = "no_daemon", exitNoDaemon
 	case errors.As(err, &ae):
+		code, msg = ae.Code, ae.Message
+	}
+	switch {
+	case c.json:
+		c.printError(code, msg)
+	case ae != nil:
 		fmt.Fprintf(c.stderr, "agent-control-plane: %s: %s\n", inert(ae.Code), inert(ae.Message))
 	default:
-		fmt.Fprintln(c.stderr, "agent-control-plane:", inert(err.Error()))
+		fmt.Fprintln(c.stderr, "agent-control-plane:", inert(msg))
 	}
-	return exitFailure
+	return exit
+}
+
+// printError writes an error as the API does, on stderr.
+func (c *cli) printError(code, msg string) {
+	json.NewEncoder(c.stderr).Encode(wire.ErrorBody{Error: wire.ErrorDetail{Code: code, Message: msg}})
 }
 
 func (c *cli) printJSON(v any) {

@@ -262,6 +262,9 @@ func (c *cli) report(err error) int {
 		return exitOK
 	case errors.As(err, &ee):
 		return int(ee)
+	case errors.As(err, &ue) && c.json:
+		c.printError("usage", ue.msg)
+		return exitUsage
 	case errors.As(err, &ue):
 		prefix := "agent-control-plane"
 		hint := "Run 'agent-control-plane help' for the commands."
