@@ -553,3 +553,20 @@ func quoteAll(words []string) []string {
 	}
 	return out
 }
+
+// Another HTTP server at --url is named as such, in one line, without its
+// page.
+func TestCLIAgainstANonDaemon(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, "<html><body>"+strings.Repeat("<p>not here</p>\n", 50)+"</body></html>")
+	}))
+	defer srv.Close()
+	for _, args := range [][]string{{"ls"}, {"get", "x"}} {
+		code, _, errOut := cliAt(t, srv.URL, args...)
+		if code == 0 || !strings.Contains(errOut, "is not an agent-control-plane daemon") || strings.Contains(errOut, "<html") || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("%q at a web server: %d %q", args, code, errOut)
+		}
+	}
+}

@@ -221,14 +221,31 @@ func (c *Client) do(ctx context.Context, timeout time.Duration, method, path str
 			}
 			return e
 		}
-		return &Error{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: strings.TrimSpace(string(b))}
+		// No error of ours: whatever answers is not the daemon (a page of
+		// HTML from another server, say). One line, never its body.
+		return c.notDaemon(resp)
 	}
 	if out != nil && len(b) > 0 {
 		if err := json.Unmarshal(b, out); err != nil {
+			if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+				return c.notDaemon(resp)
+			}
 			return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
 		}
 	}
 	return nil
+}
+
+// ErrNotDaemon is wrapped when what answers at the URL is not an
+// agent-control-plane daemon.
+var ErrNotDaemon = errors.New("not an agent-control-plane daemon")
+
+func (c *Client) notDaemon(resp *http.Response) error {
+	what := resp.Status
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		what += ", " + ct
+	}
+	return fmt.Errorf("%s is %w (it answered %s)", c.base, ErrNotDaemon, what)
 }
 
 func (c *Client) transportError(err error) error {
@@ -258,12 +275,12 @@ func (c *Client) Info(ctx context.Context) (wire.Info, error) {
 	if err := c.do(ctx, c.timeout, "GET", "/v1/info", nil, &info); err != nil {
 		var ae *Error
 		if errors.As(err, &ae) || strings.Contains(err.Error(), "decode answer") {
-			return info, fmt.Errorf("%s is not agent-control-plane: %w", c.base, err)
+			return info, fmt.Errorf("%s is %w: %v", c.base, ErrNotDaemon, err)
 		}
 		return info, err
 	}
 	if info.Name != wire.Name {
-		return info, fmt.Errorf("%s is not agent-control-plane (it says it is %q)", c.base, info.Name)
+		return info, fmt.Errorf("%s is %w (it says it is %q)", c.base, ErrNotDaemon, info.Name)
 	}
 	if info.APIVersion != wire.APIVersion {
 		c.Warn(fmt.Sprintf("daemon at %s speaks API version %s; this client speaks %s", c.base, info.APIVersion, wire.APIVersion))

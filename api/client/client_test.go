@@ -143,12 +143,12 @@ func TestInfoChecksIdentity(t *testing.T) {
 		io.WriteString(w, `{"name":"something-else"}`)
 	}))
 	defer other.Close()
-	if _, err := New(other.URL).Info(context.Background()); err == nil || !strings.Contains(err.Error(), "not agent-control-plane") {
+	if _, err := New(other.URL).Info(context.Background()); err == nil || !errors.Is(err, ErrNotDaemon) {
 		t.Fatalf("foreign server: %v", err)
 	}
 	nothtml := httptest.NewServer(http.NotFoundHandler())
 	defer nothtml.Close()
-	if _, err := New(nothtml.URL).Info(context.Background()); err == nil || !strings.Contains(err.Error(), "not agent-control-plane") {
+	if _, err := New(nothtml.URL).Info(context.Background()); err == nil || !errors.Is(err, ErrNotDaemon) {
 		t.Fatalf("404 server: %v", err)
 	}
 	future := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
