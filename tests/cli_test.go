@@ -570,3 +570,27 @@ func TestCLIAgainstANonDaemon(t *testing.T) {
 		}
 	}
 }
+
+// prune deletes stopped sandboxes, only those stopped long enough ago,
+// never a running one, and does not act without --yes when it cannot ask.
+func TestPrune(t *testing.T) {
+	d := startDaemon(t)
+	for _, n := range []string{"run1", "old1", "old2"} {
+		cli(t, d, "create", "--wait", n)
+	}
+	cli(t, d, "stop", "--force", "old1")
+	cli(t, d, "stop", "--force", "old2")
+	if code, _, errOut := cli(t, d, "prune"); code != 2 || !strings.Contains(errOut, "--yes") {
+		t.Errorf("prune without a terminal or --yes: %d %q", code, errOut)
+	}
+	if _, out, _ := cli(t, d, "prune", "--yes", "--older-than", "1h"); !strings.Contains(out, "Nothing to prune") {
+		t.Errorf("prune --older-than 1h: %q", out)
+	}
+	var res map[string][]string
+	if code, out, errOut := cli(t, d, "--json", "prune", "--yes"); code != 0 || json.Unmarshal([]byte(out), &res) != nil || len(res["deleted"]) != 2 {
+		t.Fatalf("prune --yes: %d %q %q", code, out, errOut)
+	}
+	if _, out, _ := cli(t, d, "ls", "-q"); out != "run1\n" {
+		t.Errorf("after prune: %q", out)
+	}
+}

@@ -30,6 +30,7 @@ type cli struct {
 	url    string
 	token  string
 	json   bool
+	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
 	color  bool
@@ -233,7 +234,7 @@ func isTerminal(w io.Writer) bool {
 
 func newCLI(stdout, stderr io.Writer) *cli {
 	_, noColor := os.LookupEnv("NO_COLOR")
-	return &cli{stdout: stdout, stderr: stderr, color: isTerminal(stdout) && !noColor && os.Getenv("TERM") != "dumb"}
+	return &cli{stdin: os.Stdin, stdout: stdout, stderr: stderr, color: isTerminal(stdout) && !noColor && os.Getenv("TERM") != "dumb"}
 }
 
 // paintPad paints state and pads it to width columns: the colour codes

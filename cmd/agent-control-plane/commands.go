@@ -191,6 +191,73 @@ func rmCommand() command {
 	}
 }
 
+func pruneCommand() command {
+	var olderThan time.Duration
+	var yes bool
+	return command{
+		name: "prune", summary: "delete stopped sandboxes (asks first unless --yes)", client: true,
+		flags: func(fs *flag.FlagSet) {
+			fs.DurationVar(&olderThan, "older-than", 0, "only those stopped at least this `duration` ago (e.g. 24h)")
+			fs.BoolVar(&yes, "yes", false, "do not ask")
+		},
+		exec: func(ctx context.Context, c *cli, _ []string) error {
+			cl := c.client()
+			var stale []string
+			now := time.Now()
+			for cursor := ""; ; {
+				page, next, err := cl.ListPage(ctx, client.ListOptions{States: []string{wire.StateStopped}, Limit: 1000, Cursor: cursor})
+				if err != nil {
+					return err
+				}
+				for _, sb := range page {
+					if sb.StoppedAt == nil || now.Sub(sb.StoppedAt.Time) >= olderThan {
+						stale = append(stale, sb.ID)
+					}
+				}
+				if cursor = next; cursor == "" {
+					break
+				}
+			}
+			if len(stale) == 0 {
+				if c.json {
+					c.printJSON(map[string][]string{"deleted": {}})
+				} else {
+					fmt.Fprintln(c.stdout, "Nothing to prune.")
+				}
+				return nil
+			}
+			if !yes {
+				if !isTerminal(c.stdout) || c.json {
+					return usagef("prune", "%d stopped sandboxes would be deleted; add --yes to do it without a terminal to ask at", len(stale))
+				}
+				fmt.Fprintf(c.stdout, "Delete %d stopped sandboxes (%s)? [y/N] ", len(stale), inert(strings.Join(stale, ", ")))
+				var answer string
+				fmt.Fscanln(c.stdin, &answer)
+				if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+					fmt.Fprintln(c.stdout, "Nothing deleted.")
+					return nil
+				}
+			}
+			var deleted []string
+			var failed error
+			for _, id := range stale {
+				if err := cl.Delete(ctx, id); err != nil {
+					failed = exitError(c.fail(err))
+					continue
+				}
+				deleted = append(deleted, id)
+				if !c.json {
+					fmt.Fprintf(c.stdout, "Deleted %s\n", inert(id))
+				}
+			}
+			if c.json {
+				c.printJSON(map[string][]string{"deleted": append([]string{}, deleted...)})
+			}
+			return failed
+		},
+	}
+}
+
 func logsCommand() command {
 	return command{
 		name: "logs", args: "NAME", summary: "print a sandbox's entrypoint logs (redacted)", minArgs: 1, maxArgs: 1, client: true,

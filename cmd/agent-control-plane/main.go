@@ -59,6 +59,7 @@ func commands() []command {
 		getCommand(),
 		stopCommand(),
 		rmCommand(),
+		pruneCommand(),
 		logsCommand(),
 		watchCommand(),
 		keepaliveCommand(),
