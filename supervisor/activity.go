@@ -13,7 +13,7 @@ import (
 // changes nothing else. Only live sandboxes can be kept alive: a failed
 // keep-alive must not hide that a sandbox was stopped.
 func (s *Supervisor) RefreshActivity(id string) error {
-	_, err := s.mutate(id, true, func(*Sandbox) {})
+	_, err := s.mutate(id, func(*Sandbox, runtime.Handle) error { return nil })
 	return err
 }
 
@@ -22,9 +22,10 @@ func (s *Supervisor) SetAutoStop(id string, interval time.Duration) (Sandbox, er
 	if interval < 0 {
 		return Sandbox{}, invalid("interval must be ≥ 0 minutes")
 	}
-	return s.mutate(id, true, func(sb *Sandbox) {
+	return s.mutate(id, func(sb *Sandbox, _ runtime.Handle) error {
 		sb.AutoStopInterval = interval
 		sb.UpdatedAt = s.clock()
+		return nil
 	})
 }
 
@@ -33,6 +34,39 @@ func (s *Supervisor) SetAutoStop(id string, interval time.Duration) (Sandbox, er
 // runtime cannot enforce is ErrLimitsUnsupported (or dropped, when the
 // daemon ignores such limits); nothing changes on error.
 func (s *Supervisor) Resize(ctx context.Context, id string, l Limits) (Sandbox, error) {
+	var h runtime.Handle
+	sb, err := s.mutate(id, func(sb *Sandbox, handle runtime.Handle) error {
+		h = handle
+		res, err := l.over(sb.Resources)
+		if err != nil {
+			return err
+		}
+		rt, _ := s.opts.Runtimes.Get(sb.Runtime)
+		if res, err = s.enforceable(rt, sb.Runtime, res); err != nil {
+			return err
+		}
+		if res != sb.Resources {
+			r, ok := handle.(runtime.Resizer)
+			if !ok {
+				return fmt.Errorf("%w: the %s runtime cannot change limits", ErrLimitsUnsupported, sb.Runtime)
+			}
+			if err := r.Resize(ctx, res); err != nil {
+				return err
+			}
+		}
+		sb.Resources, sb.UpdatedAt = res, s.clock()
+		return nil
+	})
+	if err == nil {
+		withUsage(&sb, h)
+	}
+	return sb, err
+}
+
+// mutate applies change to a live sandbox under its op lock and bumps its
+// activity, persisting the result. A sandbox that is not running is
+// refused with ErrNotRunning; an error from change leaves it as it was.
+func (s *Supervisor) mutate(id string, change func(*Sandbox, runtime.Handle) error) (Sandbox, error) {
 	e, err := s.lookup(id)
 	if err != nil {
 		return Sandbox{}, err
@@ -43,52 +77,11 @@ func (s *Supervisor) Resize(ctx context.Context, id string, l Limits) (Sandbox, 
 	next, h := e.info, e.handle
 	s.mu.Unlock()
 	if !next.State.Live() || h == nil {
-		return next, fmt.Errorf("%w: %s is %s", ErrNotRunning, id, next.State)
+		return next, fmt.Errorf("%w: %s is %s", ErrNotRunning, Clip(id, MaxQuoted), next.State)
 	}
-	res, err := l.over(next.Resources)
-	if err != nil {
+	if err := change(&next, h); err != nil {
 		return next, err
 	}
-	rt, _ := s.opts.Runtimes.Get(next.Runtime)
-	if res, err = s.enforceable(rt, next.Runtime, res); err != nil {
-		return next, err
-	}
-	if res != next.Resources {
-		r, ok := h.(runtime.Resizer)
-		if !ok {
-			return next, fmt.Errorf("%w: the %s runtime cannot change limits", ErrLimitsUnsupported, next.Runtime)
-		}
-		if err := r.Resize(ctx, res); err != nil {
-			return next, err
-		}
-	}
-	now := s.clock()
-	next.Resources, next.UpdatedAt, next.LastActivityAt = res, now, now
-	s.commit(e, next, "")
-	withUsage(&next, h)
-	return next, nil
-}
-
-// mutate applies change to a sandbox and bumps its activity, persisting the
-// result. With mustLive, a sandbox that is not running is refused with
-// ErrNotRunning.
-func (s *Supervisor) mutate(id string, mustLive bool, change func(*Sandbox)) (Sandbox, error) {
-	e, err := s.lookup(id)
-	if err != nil {
-		return Sandbox{}, err
-	}
-	e.op.Lock()
-	defer e.op.Unlock()
-	s.mu.Lock()
-	next := e.info
-	s.mu.Unlock()
-	if !next.State.Live() {
-		if mustLive {
-			return next, ErrNotRunning
-		}
-		return next, nil
-	}
-	change(&next)
 	next.LastActivityAt = s.clock()
 	s.commit(e, next, "")
 	return next, nil
