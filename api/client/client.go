@@ -314,6 +314,24 @@ type ListOptions struct {
 	Cursor string            // NextCursor of the page before; empty: from the start
 }
 
+// ListAll returns every sandbox that matches o (its Limit and Cursor are
+// ignored), walking the pages so that no answer holds more than a page.
+func (c *Client) ListAll(ctx context.Context, o ListOptions) ([]wire.SandboxInfo, error) {
+	var all []wire.SandboxInfo
+	o.Limit, o.Cursor = 1000, ""
+	for {
+		page, next, err := c.ListPage(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+		if next == "" {
+			return all, nil
+		}
+		o.Cursor = next
+	}
+}
+
 // ListPage returns one page of sandboxes, oldest first, and the cursor of
 // the next page ("" after the last). Walking the pages sees every sandbox
 // that exists throughout the walk exactly once.

@@ -37,16 +37,9 @@ func lsCommand() command {
 			})
 		},
 		exec: func(ctx context.Context, c *cli, _ []string) error {
-			var list []wire.SandboxInfo
-			for cursor := ""; ; {
-				page, next, err := c.client().ListPage(ctx, client.ListOptions{Labels: labels, States: states, Limit: 1000, Cursor: cursor})
-				if err != nil {
-					return err
-				}
-				list = append(list, page...)
-				if cursor = next; cursor == "" {
-					break
-				}
+			list, err := c.client().ListAll(ctx, client.ListOptions{Labels: labels, States: states})
+			if err != nil {
+				return err
 			}
 			switch {
 			case c.json:
@@ -164,29 +157,9 @@ func rmCommand() command {
 	return command{
 		name: "rm", args: "NAME...", summary: "delete sandboxes", minArgs: 1, maxArgs: -1, client: true,
 		exec: func(ctx context.Context, c *cli, args []string) error {
-			cl := c.client()
-			var failed error
-			var deleted []string
-			for _, id := range args {
-				// DELETE succeeds for a name that does not exist (it is
-				// idempotent); a person typing a name wants to know.
-				if _, err := cl.Get(ctx, id); err != nil {
-					failed = exitError(c.fail(err))
-					continue
-				}
-				if err := cl.Delete(ctx, id); err != nil {
-					failed = exitError(c.fail(err))
-					continue
-				}
-				deleted = append(deleted, id)
-				if !c.json {
-					fmt.Fprintf(c.stdout, "Deleted %s\n", inert(id))
-				}
-			}
-			if c.json {
-				c.printJSON(map[string][]string{"deleted": append([]string{}, deleted...)})
-			}
-			return failed
+			// DELETE succeeds for a name that does not exist (it is
+			// idempotent); a person typing a name wants to know.
+			return c.deleteAll(ctx, args, true)
 		},
 	}
 }
@@ -201,21 +174,15 @@ func pruneCommand() command {
 			fs.BoolVar(&yes, "yes", false, "do not ask")
 		},
 		exec: func(ctx context.Context, c *cli, _ []string) error {
-			cl := c.client()
+			stopped, err := c.client().ListAll(ctx, client.ListOptions{States: []string{wire.StateStopped}})
+			if err != nil {
+				return err
+			}
 			var stale []string
 			now := time.Now()
-			for cursor := ""; ; {
-				page, next, err := cl.ListPage(ctx, client.ListOptions{States: []string{wire.StateStopped}, Limit: 1000, Cursor: cursor})
-				if err != nil {
-					return err
-				}
-				for _, sb := range page {
-					if sb.StoppedAt == nil || now.Sub(sb.StoppedAt.Time) >= olderThan {
-						stale = append(stale, sb.ID)
-					}
-				}
-				if cursor = next; cursor == "" {
-					break
+			for _, sb := range stopped {
+				if sb.StoppedAt == nil || now.Sub(sb.StoppedAt.Time) >= olderThan {
+					stale = append(stale, sb.ID)
 				}
 			}
 			if len(stale) == 0 {
@@ -238,24 +205,38 @@ func pruneCommand() command {
 					return nil
 				}
 			}
-			var deleted []string
-			var failed error
-			for _, id := range stale {
-				if err := cl.Delete(ctx, id); err != nil {
-					failed = exitError(c.fail(err))
-					continue
-				}
-				deleted = append(deleted, id)
-				if !c.json {
-					fmt.Fprintf(c.stdout, "Deleted %s\n", inert(id))
-				}
-			}
-			if c.json {
-				c.printJSON(map[string][]string{"deleted": append([]string{}, deleted...)})
-			}
-			return failed
+			return c.deleteAll(ctx, stale, false)
 		},
 	}
+}
+
+// deleteAll deletes ids, saying so for each (with --json, one
+// {"deleted":[…]} at the end), and fails if any failed. With mustExist a
+// name that does not exist is an error, not a silent success.
+func (c *cli) deleteAll(ctx context.Context, ids []string, mustExist bool) error {
+	cl := c.client()
+	var failed error
+	deleted := []string{}
+	for _, id := range ids {
+		if mustExist {
+			if _, err := cl.Get(ctx, id); err != nil {
+				failed = exitError(c.fail(err))
+				continue
+			}
+		}
+		if err := cl.Delete(ctx, id); err != nil {
+			failed = exitError(c.fail(err))
+			continue
+		}
+		deleted = append(deleted, id)
+		if !c.json {
+			fmt.Fprintf(c.stdout, "Deleted %s\n", inert(id))
+		}
+	}
+	if c.json {
+		c.printJSON(map[string][]string{"deleted": deleted})
+	}
+	return failed
 }
 
 func logsCommand() command {
