@@ -48,30 +48,39 @@ type Group struct {
 
 var _ proc.Placement = (*Group)(nil)
 
-// Supports returns an error wrapping ErrUnsupported that names every
-// limit in r the machine cannot enforce, or nil.
-func (m *Manager) Supports(r runtime.Resources) error {
-	var missing []string
+// Enforceable returns the part of r this machine's cgroups can enforce
+// and, when that is not all of r, an error wrapping ErrUnsupported that
+// names the rest and says why. A nil Manager enforces nothing.
+func (m *Manager) Enforceable(r runtime.Resources) (runtime.Resources, error) {
 	info := Info{Mode: ModeOff}
 	if m != nil {
 		info = m.info
 	}
-	for _, l := range []struct {
-		name string
-		set  bool
-	}{{LimitCPU, r.CPU > 0}, {LimitMemory, r.MemoryBytes > 0}, {LimitPids, r.Pids > 0}} {
-		if l.set && !info.Supports(l.name) {
-			missing = append(missing, l.name)
+	var missing []string
+	drop := func(limit string, set bool, clear func()) {
+		if set && !info.Supports(limit) {
+			missing = append(missing, limit)
+			clear()
 		}
 	}
+	drop(LimitCPU, r.CPU > 0, func() { r.CPU = 0 })
+	drop(LimitMemory, r.MemoryBytes > 0, func() { r.MemoryBytes = 0 })
+	drop(LimitPids, r.Pids > 0, func() { r.Pids = 0 })
 	if len(missing) == 0 {
-		return nil
+		return r, nil
 	}
 	why := "cgroups are " + string(info.Mode)
 	if info.Note != "" {
 		why += " (" + info.Note + ")"
 	}
-	return fmt.Errorf("%w %s limits: %s", ErrUnsupported, strings.Join(missing, ", "), why)
+	return r, fmt.Errorf("%w %s limits: %s", ErrUnsupported, strings.Join(missing, ", "), why)
+}
+
+// Supports is nil when the machine can enforce every limit in r, else
+// Enforceable's error.
+func (m *Manager) Supports(r runtime.Resources) error {
+	_, err := m.Enforceable(r)
+	return err
 }
 
 // validName refuses names that would leave the subtree.

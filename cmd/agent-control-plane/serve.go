@@ -175,7 +175,7 @@ func serve(cfg conf.Config, src conf.Sources, logw io.Writer) error {
 	}
 	// The root is this daemon's (the supervisor holds its lock): its
 	// cgroup subtree is too.
-	logCgroups(log, cgInfo, cfg.Limits)
+	logCgroups(log, cgroups, cgInfo, cfg.Limits)
 	defer cgroups.Prune()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -329,7 +329,7 @@ func forwardEnv(cfg conf.Config) (map[string]string, error) {
 
 // logCgroups says once what containment native sandboxes get, and which
 // default limits they cannot.
-func logCgroups(log *slog.Logger, info cgroup.Info, defaults runtime.Resources) {
+func logCgroups(log *slog.Logger, cgroups *cgroup.Manager, info cgroup.Info, defaults runtime.Resources) {
 	if info.Contained() {
 		attrs := []any{"cgroups", string(info.Mode), "path", info.Path, "limits", strings.Join(info.Limits, ","), "kill", info.Kill}
 		if info.Note != "" {
@@ -339,17 +339,8 @@ func logCgroups(log *slog.Logger, info cgroup.Info, defaults runtime.Resources) 
 	} else {
 		log.Warn("sandboxes are contained by their process group only: a process that leaves it outlives its sandbox, and no limit can be enforced", "cgroups", string(info.Mode), "why", info.Note)
 	}
-	var missing []string
-	for _, l := range []struct {
-		name string
-		set  bool
-	}{{cgroup.LimitCPU, defaults.CPU > 0}, {cgroup.LimitMemory, defaults.MemoryBytes > 0}, {cgroup.LimitPids, defaults.Pids > 0}} {
-		if l.set && !info.Supports(l.name) {
-			missing = append(missing, l.name)
-		}
-	}
-	if len(missing) > 0 {
-		log.Warn(`default limits this machine cannot enforce: native creates that take them are refused unless limits.unsupported = "ignore"`, "limits", strings.Join(missing, ","))
+	if err := cgroups.Supports(defaults); err != nil {
+		log.Warn(`default limits this machine cannot enforce: native creates that take them are refused unless limits.unsupported = "ignore"`, "why", err.Error())
 	}
 }
 

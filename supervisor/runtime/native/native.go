@@ -105,24 +105,11 @@ func (n *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 // Enforceable is r without the limits the machine's cgroups cannot
 // enforce.
 func (n *Runtime) Enforceable(r runtime.Resources) (runtime.Resources, error) {
-	err := n.Cgroups.Supports(r)
-	if err == nil {
-		return r, nil
+	got, err := n.Cgroups.Enforceable(r)
+	if err != nil {
+		return got, fmt.Errorf("%w: %v", runtime.ErrLimitsUnsupported, err)
 	}
-	info := cgroup.Info{}
-	if n.Cgroups != nil {
-		info = n.Cgroups.Info()
-	}
-	if !info.Supports(cgroup.LimitCPU) {
-		r.CPU = 0
-	}
-	if !info.Supports(cgroup.LimitMemory) {
-		r.MemoryBytes = 0
-	}
-	if !info.Supports(cgroup.LimitPids) {
-		r.Pids = 0
-	}
-	return r, fmt.Errorf("%w: %v", runtime.ErrLimitsUnsupported, err)
+	return got, nil
 }
 
 func (n *Runtime) newHandle(p *proc.Process, id proc.Identity, g *cgroup.Group) *handle {
