@@ -23,6 +23,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -60,6 +61,10 @@ const stateVersion = 1
 type state struct {
 	ID     string `json:"id"`
 	Marker string `json:"marker"`
+	// The sandbox's log files, which the container's output is copied
+	// to; a restarted daemon resumes the copy there.
+	Stdout string `json:"stdout"`
+	Stderr string `json:"stderr"`
 }
 
 // Runtime starts one container per sandbox. Set the fields, then use it;
@@ -285,19 +290,21 @@ func (r *Runtime) env(spec runtime.Spec) []string {
 }
 
 // RewriteLoopback points a URL at the host's loopback (localhost,
-// 127.0.0.1, [::1]) to host.docker.internal instead, keeping the rest.
+// 127.0.0.1, [::1]) to host.docker.internal instead, keeping the rest; any
+// other value is returned as it is.
 func RewriteLoopback(v string) string {
-	for _, lo := range []string{"localhost", "127.0.0.1", "[::1]"} {
-		for _, sep := range []string{":", "/", ""} {
-			old := "://" + lo + sep
-			if sep == "" {
-				if !strings.HasSuffix(v, old) {
-					continue
-				}
-				return strings.TrimSuffix(v, old) + "://host.docker.internal"
-			}
-			v = strings.ReplaceAll(v, old, "://host.docker.internal"+sep)
+	u, err := url.Parse(v)
+	if err != nil || u.Host == "" {
+		return v
+	}
+	switch u.Hostname() {
+	case "localhost", "127.0.0.1", "::1":
+		host := "host.docker.internal"
+		if p := u.Port(); p != "" {
+			host += ":" + p
 		}
+		u.Host = host
+		return u.String()
 	}
 	return v
 }
@@ -320,29 +327,15 @@ func (r *Runtime) Adopt(ctx context.Context, st runtime.State) (runtime.Handle, 
 	if info.Config == nil || info.Config.Labels[LabelOwner] != r.Owner || info.Config.Labels[LabelMarker] != s.Marker {
 		return nil, fmt.Errorf("%w: container %.12s does not carry this sandbox's labels", runtime.ErrNotOurs, s.ID)
 	}
-	stdout, stderr := logPaths(info)
-	h := r.track(s.ID, s.Marker, stdout, stderr)
+	h := r.track(s.ID, s.Marker, s.Stdout, s.Stderr)
 	if info.State == nil || !info.State.Running {
 		h.finish(exitOf(info))
 		return h, nil
 	}
-	h.follow(lastWrite(stdout, stderr))
+	h.follow(lastWrite(s.Stdout, s.Stderr))
 	// It may have died between the inspect and the tracking.
 	r.died(ctx, s.ID)
 	return h, nil
-}
-
-// logPaths are where Start copied the container's output: the labels do
-// not say, so they come from the bind mount (the workspace sits in the
-// sandbox directory beside its logs).
-func logPaths(info container.InspectResponse) (stdout, stderr string) {
-	for _, m := range info.Mounts {
-		if m.Destination == WorkspaceDir {
-			dir := strings.TrimSuffix(m.Source, "/workspace")
-			return dir + "/stdout.log", dir + "/stderr.log"
-		}
-	}
-	return "", ""
 }
 
 // lastWrite is the newest modification time of the log files: following
@@ -570,7 +563,7 @@ func (h *handle) finish(e runtime.Exit) {
 }
 
 func (h *handle) State() runtime.State {
-	b, _ := json.Marshal(state{ID: h.id, Marker: h.marker})
+	b, _ := json.Marshal(state{ID: h.id, Marker: h.marker, Stdout: h.stdout, Stderr: h.stderr})
 	return runtime.State{Version: stateVersion, Data: b}
 }
 
