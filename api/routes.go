@@ -36,6 +36,7 @@ var routes = []route{
 	{"POST", "/v1/sandboxes/{id}/resize", (*Server).resize, true},
 	{"POST", "/v1/sandboxes/{id}/start", (*Server).start, false},
 	{"POST", "/v1/sandboxes/{id}/stop", (*Server).stop, true},
+	{"GET", "/v1/snapshots", (*Server).snapshots, false},
 }
 
 // OpenAPI is the /v1 contract, api/openapi.yaml, served at
@@ -65,6 +66,25 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 		ReadyPath: s.opts.ReadyPath, StartupTimeoutMs: s.opts.StartupTimeout.Milliseconds(),
 		StopGraceMs: s.opts.StopGrace.Milliseconds(),
 	})
+}
+
+// snapshots lists what creates may run. A snapshot's command and env
+// values are not shown: they may carry secrets.
+func (s *Server) snapshots(w http.ResponseWriter, r *http.Request) {
+	list := wire.SnapshotList{Items: []wire.Snapshot{}}
+	for _, p := range s.sup.Snapshots() {
+		ws := wire.Snapshot{
+			Name: p.Name, Runtime: p.Runtime, Image: p.Image, ReadyPath: p.ReadyPath,
+			StartupTimeoutMs: p.StartupTimeout.Milliseconds(), StopGraceMs: p.StopGrace.Milliseconds(),
+			Default: p.Name == supervisor.DefaultSnapshot,
+		}
+		for k := range p.Env {
+			ws.EnvKeys = append(ws.EnvKeys, k)
+		}
+		slices.Sort(ws.EnvKeys)
+		list.Items = append(list.Items, ws)
+	}
+	writeJSON(w, http.StatusOK, list)
 }
 
 // labelFilter reads label filters into a filter: label=k=v (repeatable;

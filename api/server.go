@@ -51,6 +51,7 @@ type Supervisor interface {
 	PortRange() (lo, hi int)
 	Runtimes() []string
 	Unavailable(ctx context.Context) map[string]string
+	Snapshots() []supervisor.Snapshot
 }
 
 // Options configure a Server.
@@ -404,6 +405,8 @@ func (s *Server) writeSupervisorError(w http.ResponseWriter, err error, failCode
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, supervisor.ErrConflict):
 		writeError(w, http.StatusConflict, "name_conflict", err.Error())
+	case errors.Is(err, supervisor.ErrUnknownSnapshot):
+		writeError(w, http.StatusBadRequest, "unknown_snapshot", err.Error())
 	case errors.Is(err, supervisor.ErrImageNotFound):
 		writeError(w, http.StatusBadRequest, "image_not_found", err.Error())
 	case errors.Is(err, supervisor.ErrRuntimeUnavailable):

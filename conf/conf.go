@@ -14,8 +14,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -89,6 +87,16 @@ type Config struct {
 	LimitsUnsupported string
 
 	Docker Docker
+
+	// Snapshots are the [snapshots.NAME] tables, by name; the one named
+	// default comes from [native] when the file defines none.
+	Snapshots map[string]Snapshot
+
+	// File is the config file read, or "" when none was.
+	File string
+	// Origins says where each setting not left at its default came from,
+	// by key (see Setting.Origin).
+	Origins map[string]string
 }
 
 // Docker configures the docker runtime.
@@ -175,6 +183,21 @@ func Default(getenv func(string) string) Config {
 	}
 }
 
+// DefaultFile is where the config file is looked for when none is named:
+// $XDG_CONFIG_HOME/agent-control-plane/config.toml, else under
+// $HOME/.config; "" when neither variable is set.
+func DefaultFile(getenv func(string) string) string {
+	dir := getenv("XDG_CONFIG_HOME")
+	if !filepath.IsAbs(dir) { // the spec: a relative value is ignored
+		home := getenv("HOME")
+		if home == "" {
+			return ""
+		}
+		dir = filepath.Join(home, ".config")
+	}
+	return filepath.Join(dir, "agent-control-plane", "config.toml")
+}
+
 func defaultRoot(getenv func(string) string) string {
 	return filepath.Join(auth.StateDir(getenv), "sandboxes")
 }
@@ -199,14 +222,24 @@ func Load(src Sources) (Config, error) {
 		getenv = os.Getenv
 	}
 	c := Default(getenv)
+	c.Origins = map[string]string{}
 	path := src.File
 	if path == "" {
 		path = getenv(EnvPrefix + "CONFIG")
+	}
+	if path == "" {
+		// The default location is read when it exists.
+		if def := DefaultFile(getenv); def != "" {
+			if _, err := os.Stat(def); err == nil {
+				path = def
+			}
+		}
 	}
 	if path != "" {
 		if err := c.applyFile(path); err != nil {
 			return Config{}, err
 		}
+		c.File = path
 	}
 	for _, s := range envSetters {
 		name := EnvPrefix + s.name
@@ -214,6 +247,7 @@ func Load(src Sources) (Config, error) {
 			if err := s.set(&c, v); err != nil {
 				return Config{}, fmt.Errorf("environment %s: %w", name, err)
 			}
+			c.Origins[s.key] = "env " + name
 		}
 	}
 	for _, s := range flagSetters {
@@ -221,8 +255,13 @@ func Load(src Sources) (Config, error) {
 			if err := s.set(&c, v); err != nil {
 				return Config{}, fmt.Errorf("flag --%s: %w", s.name, err)
 			}
+			c.Origins[s.key] = "flag --" + s.name
 		}
 	}
+	if _, ok := c.Snapshots[DefaultSnapshot]; ok && len(c.NativeCommand) > 0 {
+		return Config{}, fmt.Errorf("[snapshots.%s] and native.command both say what runs by default; keep one", DefaultSnapshot)
+	}
+	c.withDefaultSnapshot()
 	if err := c.Validate(); err != nil {
 		return Config{}, err
 	}
@@ -230,15 +269,16 @@ func Load(src Sources) (Config, error) {
 }
 
 type setter struct {
-	name string
+	name string // the flag's or variable's (after EnvPrefix)
+	key  string // the setting it sets
 	set  func(*Config, string) error
 }
 
 var flagSetters = []setter{
-	{"listen", func(c *Config, v string) error { c.Listen = v; return nil }},
-	{"root", func(c *Config, v string) error { c.Root = v; return nil }},
-	{"port-range", func(c *Config, v string) (err error) { c.Ports, err = ParsePortRange(v); return }},
-	{"log-format", func(c *Config, v string) error { c.LogFormat = v; return nil }},
+	{"listen", "listen", func(c *Config, v string) error { c.Listen = v; return nil }},
+	{"root", "root", func(c *Config, v string) error { c.Root = v; return nil }},
+	{"port-range", "port_range", func(c *Config, v string) (err error) { c.Ports, err = ParsePortRange(v); return }},
+	{"log-format", "log_format", func(c *Config, v string) error { c.LogFormat = v; return nil }},
 }
 
 // EnvVars lists every environment variable Load reads, for documentation and
@@ -252,10 +292,10 @@ func EnvVars() []string {
 }
 
 var envSetters = []setter{
-	{"LISTEN", func(c *Config, v string) error { c.Listen = v; return nil }},
-	{"ROOT", func(c *Config, v string) error { c.Root = v; return nil }},
-	{"PORT_RANGE", func(c *Config, v string) (err error) { c.Ports, err = ParsePortRange(v); return }},
-	{"NATIVE_COMMAND", func(c *Config, v string) error {
+	{"LISTEN", "listen", func(c *Config, v string) error { c.Listen = v; return nil }},
+	{"ROOT", "root", func(c *Config, v string) error { c.Root = v; return nil }},
+	{"PORT_RANGE", "port_range", func(c *Config, v string) (err error) { c.Ports, err = ParsePortRange(v); return }},
+	{"NATIVE_COMMAND", "native.command", func(c *Config, v string) error {
 		var argv []string
 		if err := json.Unmarshal([]byte(v), &argv); err != nil {
 			return errors.New(`want a JSON array of strings, e.g. ["my-agent","--flag"]`)
@@ -263,23 +303,23 @@ var envSetters = []setter{
 		c.NativeCommand = argv
 		return nil
 	}},
-	{"REAP_INTERVAL_MS", msSetter(func(c *Config) *time.Duration { return &c.ReapInterval })},
-	{"STOP_GRACE_MS", msSetter(func(c *Config) *time.Duration { return &c.StopGrace })},
-	{"STARTUP_TIMEOUT_MS", msSetter(func(c *Config) *time.Duration { return &c.StartupTimeout })},
-	{"REAP_ON_EXIT", func(c *Config, v string) (err error) { c.ReapOnExit, err = parseBool(v); return }},
-	{"AUTOSTOP_MINUTES", minutesSetter(func(c *Config) *time.Duration { return &c.AutoStop })},
-	{"MAX_LIFETIME_MINUTES", minutesSetter(func(c *Config) *time.Duration { return &c.MaxLifetime })},
-	{"LOG_FORMAT", func(c *Config, v string) error { c.LogFormat = v; return nil }},
-	{"LOG_LEVEL", func(c *Config, v string) error { c.LogLevel = v; return nil }},
-	{"TOKEN", func(c *Config, v string) error { c.Token = strings.TrimSpace(v); return auth.Validate(c.Token) }},
-	{"TOKEN_FILE", func(c *Config, v string) error { c.TokenFile = v; return nil }},
-	{"BODY_TIMEOUT_MS", msSetter(func(c *Config) *time.Duration { return &c.BodyTimeout })},
-	{"MAX_CONNECTIONS", func(c *Config, v string) (err error) {
+	{"REAP_INTERVAL_MS", "reap_interval", msSetter(func(c *Config) *time.Duration { return &c.ReapInterval })},
+	{"STOP_GRACE_MS", "stop_grace", msSetter(func(c *Config) *time.Duration { return &c.StopGrace })},
+	{"STARTUP_TIMEOUT_MS", "startup_timeout", msSetter(func(c *Config) *time.Duration { return &c.StartupTimeout })},
+	{"REAP_ON_EXIT", "reap_on_exit", func(c *Config, v string) (err error) { c.ReapOnExit, err = parseBool(v); return }},
+	{"AUTOSTOP_MINUTES", "autostop_minutes", minutesSetter(func(c *Config) *time.Duration { return &c.AutoStop })},
+	{"MAX_LIFETIME_MINUTES", "max_lifetime", minutesSetter(func(c *Config) *time.Duration { return &c.MaxLifetime })},
+	{"LOG_FORMAT", "log_format", func(c *Config, v string) error { c.LogFormat = v; return nil }},
+	{"LOG_LEVEL", "log_level", func(c *Config, v string) error { c.LogLevel = v; return nil }},
+	{"TOKEN", "token", func(c *Config, v string) error { c.Token = strings.TrimSpace(v); return auth.Validate(c.Token) }},
+	{"TOKEN_FILE", "token_file", func(c *Config, v string) error { c.TokenFile = v; return nil }},
+	{"BODY_TIMEOUT_MS", "body_timeout", msSetter(func(c *Config) *time.Duration { return &c.BodyTimeout })},
+	{"MAX_CONNECTIONS", "max_connections", func(c *Config, v string) (err error) {
 		c.MaxConnections, err = strconv.Atoi(v)
 		return err
 	}},
-	{"CGROUPS", func(c *Config, v string) error { c.Cgroups = v; return nil }},
-	{"LOG_MAX_BYTES", func(c *Config, v string) (err error) {
+	{"CGROUPS", "cgroups", func(c *Config, v string) error { c.Cgroups = v; return nil }},
+	{"LOG_MAX_BYTES", "log_max_bytes", func(c *Config, v string) (err error) {
 		c.LogMaxBytes, err = strconv.ParseInt(v, 10, 64)
 		return err
 	}},
@@ -386,7 +426,7 @@ func (c *Config) Validate() error {
 	}
 	for key, names := range map[string][]string{"env.forward": c.EnvForward, "env.forward_unless": c.EnvForwardUnless} {
 		for _, k := range names {
-			if !ValidEnvName(k) {
+			if !runtime.ValidEnvName(k) {
 				return fmt.Errorf("%s: %q is not a valid variable name", key, k)
 			}
 		}
@@ -395,7 +435,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("docker.port %d: want 1 to 65535", c.Docker.Port)
 	}
 	for _, k := range c.Docker.Rewrite {
-		if !ValidEnvName(k) {
+		if !runtime.ValidEnvName(k) {
 			return fmt.Errorf("docker.rewrite_loopback: %q is not a valid variable name", k)
 		}
 	}
@@ -422,47 +462,6 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// Diff names the settings that differ between a and b, by their config
-// key, never with their values (the token is a secret).
-func Diff(a, b Config) []string {
-	var out []string
-	add := func(key string, differ bool) {
-		if differ {
-			out = append(out, key)
-		}
-	}
-	add("listen", a.Listen != b.Listen)
-	add("allow_non_loopback", a.AllowNonLoopback != b.AllowNonLoopback)
-	add("root", a.Root != b.Root)
-	add("port_range", a.Ports != b.Ports)
-	add("native.command", !slices.Equal(a.NativeCommand, b.NativeCommand))
-	add("native.ready_path", a.ReadyPath != b.ReadyPath)
-	add("startup_timeout", a.StartupTimeout != b.StartupTimeout)
-	add("stop_grace", a.StopGrace != b.StopGrace)
-	add("reap_interval", a.ReapInterval != b.ReapInterval)
-	add("reap_on_exit", a.ReapOnExit != b.ReapOnExit)
-	add("autostop_minutes", a.AutoStop != b.AutoStop)
-	add("max_lifetime", a.MaxLifetime != b.MaxLifetime)
-	add("events.buffer", a.EventBuffer != b.EventBuffer)
-	add("events.heartbeat", a.EventHeartbeat != b.EventHeartbeat)
-	add("env.forward", !slices.Equal(a.EnvForward, b.EnvForward))
-	add("env.forward_unless", !slices.Equal(a.EnvForwardUnless, b.EnvForwardUnless))
-	add("env.file", a.EnvFile != b.EnvFile)
-	add("log_format", a.LogFormat != b.LogFormat)
-	add("log_level", a.LogLevel != b.LogLevel)
-	add("token", a.Token != b.Token)
-	add("token_file", a.TokenFile != b.TokenFile)
-	add("metrics_auth", a.MetricsAuth != b.MetricsAuth)
-	add("log_max_bytes", a.LogMaxBytes != b.LogMaxBytes)
-	add("body_timeout", a.BodyTimeout != b.BodyTimeout)
-	add("max_connections", a.MaxConnections != b.MaxConnections)
-	add("cgroups", a.Cgroups != b.Cgroups)
-	add("limits", a.Limits != b.Limits)
-	add("limits.unsupported", a.LimitsUnsupported != b.LimitsUnsupported)
-	add("docker", !reflect.DeepEqual(a.Docker, b.Docker))
-	return out
-}
-
 // InstanceName names the daemon that owns root among others on the
 // machine: its cgroup subtree and the label on its containers. Two daemons
 // with different roots never share one.
@@ -478,22 +477,6 @@ func IsLoopbackHost(host string) bool {
 	}
 	a, err := netip.ParseAddr(strings.Trim(host, "[]"))
 	return err == nil && a.IsLoopback()
-}
-
-// ValidEnvName reports whether k is a portable environment variable name.
-func ValidEnvName(k string) bool {
-	if k == "" || len(k) > 256 {
-		return false
-	}
-	for i, r := range k {
-		switch {
-		case r == '_', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z':
-		case r >= '0' && r <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // ReadEnvFile reads KEY=VALUE lines (blank lines and # comments skipped,
@@ -512,7 +495,7 @@ func ReadEnvFile(path string) (map[string]string, error) {
 		line = strings.TrimPrefix(line, "export ")
 		k, v, ok := strings.Cut(line, "=")
 		k = strings.TrimSpace(k)
-		if !ok || !ValidEnvName(k) {
+		if !ok || !runtime.ValidEnvName(k) {
 			return nil, fmt.Errorf("%s:%d: want KEY=VALUE", path, i+1)
 		}
 		v = strings.TrimSpace(v)

@@ -177,6 +177,22 @@ func TestDiffNamesEveryField(t *testing.T) {
 	for i := range v.NumField() {
 		changed := base
 		f := reflect.ValueOf(&changed).Elem().Field(i)
+		switch v.Type().Field(i).Name {
+		case "File", "Origins":
+			continue // where settings came from, not settings
+		case "Snapshots":
+			changed.Snapshots = map[string]Snapshot{"web": {Command: []string{"x"}}}
+			if keys := Diff(base, changed); !slices.Equal(keys, []string{"snapshots.web"}) {
+				t.Errorf("a snapshot added: Diff named %v", keys)
+			}
+			changed.Snapshots = map[string]Snapshot{"web": {Command: []string{"x"}, Env: map[string]string{"A": "1"}}}
+			base2 := base
+			base2.Snapshots = map[string]Snapshot{"web": {Command: []string{"x"}, Env: map[string]string{"A": "2"}}}
+			if keys := Diff(base2, changed); !slices.Equal(keys, []string{"snapshots.web"}) {
+				t.Errorf("a snapshot's env value changed: Diff named %v", keys)
+			}
+			continue
+		}
 		switch f.Kind() {
 		case reflect.String:
 			f.SetString(f.String() + "x")
@@ -201,5 +217,118 @@ func TestDiffNamesEveryField(t *testing.T) {
 		if keys := Diff(base, changed); len(keys) != 1 {
 			t.Errorf("field %s: Diff named %v, want one key", v.Type().Field(i).Name, keys)
 		}
+	}
+}
+
+func TestSnapshots(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "c.toml")
+	os.WriteFile(file, []byte(`
+[native]
+ready_path = "/health"
+[snapshots.py]
+command = ["python3", "-m", "http.server", "${PORT}"]
+ready_path = "/"
+env = { PYTHONUNBUFFERED = "1", SECRET = "s3cret" }
+startup_timeout = "20s"
+stop_grace = "0s"
+[snapshots.img]
+runtime = "docker"
+image = "my/agent:1"
+`), 0o644)
+	c, err := Load(Sources{File: file, Getenv: env(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	py := c.Snapshots["py"]
+	if !slices.Equal(py.Command, []string{"python3", "-m", "http.server", "${PORT}"}) || py.ReadyPath != "/" ||
+		py.Env["SECRET"] != "s3cret" || py.StartupTimeout != 20*time.Second || py.StopGrace == nil || *py.StopGrace != 0 {
+		t.Errorf("snapshots.py = %+v", py)
+	}
+	if img := c.Snapshots["img"]; img.Runtime != "docker" || img.Image != "my/agent:1" || img.StopGrace != nil {
+		t.Errorf("snapshots.img = %+v", img)
+	}
+	// [native] is the snapshot named default.
+	if d := c.Snapshots["default"]; d.Runtime != "native" || d.ReadyPath != "/health" || len(d.Command) != 0 {
+		t.Errorf("snapshots.default = %+v", d)
+	}
+	var text strings.Builder
+	for _, s := range c.Settings() {
+		text.WriteString(s.Key + "=" + s.Value + " " + s.Origin + "\n")
+	}
+	for _, want := range []string{"snapshots.py.command=", "snapshots.default.ready_path=\"/health\" file", "snapshots.py.env={ PYTHONUNBUFFERED = \"(hidden)\", SECRET = \"(hidden)\" } file"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("settings lack %q:\n%s", want, text.String())
+		}
+	}
+	if strings.Contains(text.String(), "s3cret") {
+		t.Error("settings show a snapshot's env value")
+	}
+
+	// A default snapshot given twice is refused.
+	os.WriteFile(file, []byte("[native]\ncommand = [\"a\"]\n[snapshots.default]\ncommand = [\"b\"]\n"), 0o644)
+	if _, err := Load(Sources{File: file, Getenv: env(nil)}); err == nil || !strings.Contains(err.Error(), "keep one") {
+		t.Errorf("[native] command and [snapshots.default]: %v", err)
+	}
+	os.WriteFile(file, []byte("[snapshots.x]\ncomand = [\"a\"]\n"), 0o644)
+	if _, err := Load(Sources{File: file, Getenv: env(nil)}); err == nil || !strings.Contains(err.Error(), "snapshots.x.comand") {
+		t.Errorf("a misspelt snapshot key: %v", err)
+	}
+}
+
+// The config file is looked for where people look: $XDG_CONFIG_HOME,
+// else ~/.config; a named one wins; a missing default is no error.
+func TestDefaultConfigFile(t *testing.T) {
+	home, xdg := t.TempDir(), t.TempDir()
+	write := func(dir, listen string) string {
+		p := filepath.Join(dir, "agent-control-plane", "config.toml")
+		os.MkdirAll(filepath.Dir(p), 0o700)
+		os.WriteFile(p, []byte("listen = \""+listen+"\"\n"), 0o600)
+		return p
+	}
+	c, err := Load(Sources{Getenv: env(map[string]string{"HOME": home})})
+	if err != nil || c.File != "" || c.Listen != DefaultListen {
+		t.Fatalf("no file anywhere: %v, file %q, listen %s", err, c.File, c.Listen)
+	}
+	homeFile := write(filepath.Join(home, ".config"), "127.0.0.1:5001")
+	xdgFile := write(xdg, "127.0.0.1:5002")
+	for _, tc := range []struct {
+		env        map[string]string
+		file       string
+		wantFile   string
+		wantListen string
+	}{
+		{map[string]string{"HOME": home}, "", homeFile, "127.0.0.1:5001"},
+		{map[string]string{"HOME": home, "XDG_CONFIG_HOME": xdg}, "", xdgFile, "127.0.0.1:5002"},
+		{map[string]string{"HOME": home, "XDG_CONFIG_HOME": "relative"}, "", homeFile, "127.0.0.1:5001"},
+		{map[string]string{"HOME": home, "XDG_CONFIG_HOME": xdg, "AGENT_CONTROL_PLANE_CONFIG": homeFile}, "", homeFile, "127.0.0.1:5001"},
+		{map[string]string{"HOME": home, "XDG_CONFIG_HOME": xdg}, homeFile, homeFile, "127.0.0.1:5001"},
+	} {
+		c, err := Load(Sources{File: tc.file, Getenv: env(tc.env)})
+		if err != nil || c.File != tc.wantFile || c.Listen != tc.wantListen || c.Origins["listen"] != "file" {
+			t.Errorf("%v --config %q: %v, file %q, listen %s (%s)", tc.env, tc.file, err, c.File, c.Listen, c.Origins["listen"])
+		}
+	}
+}
+
+func TestOrigins(t *testing.T) {
+	c, err := Load(Sources{
+		Getenv: env(map[string]string{"AGENT_CONTROL_PLANE_ROOT": "/env/root", "AGENT_CONTROL_PLANE_TOKEN": "0123456789abcdef0123456789abcdef"}),
+		Flags:  map[string]string{"listen": "127.0.0.1:5003"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Setting{}
+	for _, s := range c.Settings() {
+		got[s.Key] = s
+	}
+	for key, want := range map[string]string{"root": "env AGENT_CONTROL_PLANE_ROOT", "listen": "flag --listen", "log_level": "default", "token": "env AGENT_CONTROL_PLANE_TOKEN"} {
+		if got[key].Origin != want {
+			t.Errorf("%s: origin %q, want %q", key, got[key].Origin, want)
+		}
+	}
+	if tok := got["token"]; tok.Value != `"(hidden)"` || !tok.EnvOnly {
+		t.Errorf("token shown as %s (env only %v)", tok.Value, tok.EnvOnly)
 	}
 }

@@ -42,7 +42,8 @@ type fileConfig struct {
 		Pull    *bool    `toml:"pull"`
 		Rewrite []string `toml:"rewrite_loopback"`
 	} `toml:"docker"`
-	Native struct {
+	Snapshots map[string]snapshotFile `toml:"snapshots"`
+	Native    struct {
 		Command   []string `toml:"command"`
 		ReadyPath *string  `toml:"ready_path"`
 	} `toml:"native"`
@@ -84,6 +85,9 @@ func (c *Config) applyFile(path string) error {
 			keys[i] = k.String()
 		}
 		return fmt.Errorf("config %s: unknown key %s", path, strings.Join(keys, ", "))
+	}
+	for _, k := range md.Keys() {
+		c.Origins[k.String()] = "file"
 	}
 	set(&c.Listen, f.Listen)
 	set(&c.AllowNonLoopback, f.AllowNonLoopback)
@@ -133,6 +137,12 @@ func (c *Config) applyFile(path string) error {
 	set(&c.Docker.Pull, f.Docker.Pull)
 	if f.Docker.Rewrite != nil {
 		c.Docker.Rewrite = f.Docker.Rewrite
+	}
+	for name, p := range f.Snapshots {
+		if c.Snapshots == nil {
+			c.Snapshots = map[string]Snapshot{}
+		}
+		c.Snapshots[name] = p.snapshot()
 	}
 	set(&c.LimitsUnsupported, f.Limits.Unsupported)
 	cpu, mem, pids := c.Limits.CPU, c.Limits.MemoryGiB(), c.Limits.Pids

@@ -11,7 +11,6 @@ import (
 	"maps"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
@@ -30,16 +29,15 @@ func newMarker(id string) string {
 // process, no port lease, no directory.
 func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox, err error) {
 	defer func() { s.stats.created(err) }()
-	if req.Runtime == "" {
-		req.Runtime = s.opts.Runtimes.Default()
-	}
 	if err := req.Validate(); err != nil {
 		return Sandbox{}, err
 	}
-	rt, ok := s.opts.Runtimes.Get(req.Runtime)
-	if !ok {
-		return Sandbox{}, fmt.Errorf("%w: %q: this daemon runs %s", ErrUnsupportedRuntime, Clip(req.Runtime, MaxQuoted), strings.Join(s.opts.Runtimes.Names(), ", "))
+	snap, err := s.resolve(req)
+	if err != nil {
+		return Sandbox{}, err
 	}
+	req.Runtime = snap.Runtime
+	rt, _ := s.opts.Runtimes.Get(req.Runtime)
 	res, err := req.Limits.over(s.opts.Limits)
 	if err != nil {
 		return Sandbox{}, err
@@ -58,14 +56,16 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 		autoDelete = &d
 	}
 	e := &sandbox{
-		pending: true,
-		id:      req.Name,
-		dir:     filepath.Join(s.opts.Root, req.Name),
-		marker:  newMarker(req.Name),
-		grace:   s.opts.StopGrace,
+		pending:   true,
+		id:        req.Name,
+		dir:       filepath.Join(s.opts.Root, req.Name),
+		marker:    newMarker(req.Name),
+		grace:     *snap.StopGrace,
+		readyPath: snap.ReadyPath,
+		startup:   snap.StartupTimeout,
 		info: Sandbox{
 			ID: req.Name, Runtime: req.Runtime, State: Starting, Labels: cloneMap(req.Labels),
-			Snapshot: req.Snapshot, Public: req.Public, CreatedAt: now, UpdatedAt: now,
+			Snapshot: snap.Name, Public: req.Public, CreatedAt: now, UpdatedAt: now,
 			LastActivityAt: now, AutoStopInterval: autoStop, AutoDeleteInterval: autoDelete,
 			Resources: res,
 		},
@@ -126,7 +126,12 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	if iso, ok := rt.(runtime.Isolated); ok && iso.Isolated() {
 		policy.Base = nil // the host's PATH, HOME, … mean nothing there
 	}
-	env := policy.Build(req.Env, map[string]string{
+	reqEnv := req.Env
+	if len(snap.Env) > 0 {
+		reqEnv = maps.Clone(snap.Env)
+		maps.Copy(reqEnv, req.Env)
+	}
+	env := policy.Build(reqEnv, map[string]string{
 		"PORT":                strconv.Itoa(port),
 		"AGENT_SANDBOX_ID":    req.Name,
 		"AGENT_WORKSPACE_DIR": workspace,
@@ -143,7 +148,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	if err := s.fs.createFile(made+"/"+EnvFile, envJSON); err != nil {
 		return Sandbox{}, fmt.Errorf("write %s: %w", EnvFile, err)
 	}
-	intent, err := json.MarshalIndent(s.toRecord(e.info, e.marker, e.grace, runtime.State{}), "", "  ")
+	intent, err := json.MarshalIndent(s.toRecord(e, e.info, runtime.State{}), "", "  ")
 	if err != nil {
 		return Sandbox{}, err
 	}
@@ -160,8 +165,8 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	h, err := rt.Start(context.WithoutCancel(ctx), runtime.Spec{
 		ID: req.Name, Env: childenv.List(env), Dir: e.dir, Workspace: workspace,
 		Stdout: filepath.Join(e.dir, StdoutFile), Stderr: filepath.Join(e.dir, StderrFile),
-		Port: port, Marker: e.marker, Snapshot: req.Snapshot, Labels: cloneMap(req.Labels),
-		Resources: res, ReadyURL: s.readyURL(port),
+		Port: port, Marker: e.marker, Command: snap.Command, Image: snap.Image, Labels: cloneMap(req.Labels),
+		Resources: res, ReadyURL: readyURL(port, e.readyPath),
 	})
 	if err != nil {
 		return Sandbox{}, fmt.Errorf("start workload: %w", err)
@@ -176,7 +181,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 			s.log.Error("runtime delete after a failed create", "sandbox", req.Name, "err", err)
 		}
 	})
-	if err := s.writeRecord(e.id, s.toRecord(e.info, e.marker, e.grace, h.State()), true); err != nil {
+	if err := s.writeRecord(e.id, s.toRecord(e, e.info, h.State()), true); err != nil {
 		return Sandbox{}, fmt.Errorf("write %s: %w", RecordFile, err)
 	}
 
@@ -188,7 +193,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	s.mu.Unlock()
 	s.log.Info("sandbox created", "sandbox", req.Name, "runtime", req.Runtime, "port", port, "labels", req.Labels)
 	s.logs.watch(e.id)
-	s.watch(e, h, s.opts.StartupTimeout)
+	s.watch(e, h, e.startup)
 	return info, nil
 }
 

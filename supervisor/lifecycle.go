@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -33,7 +34,7 @@ func (s *Supervisor) watch(e *sandbox, h runtime.Handle, timeout time.Duration) 
 // exits, the deadline passes or the supervisor closes.
 func (s *Supervisor) awaitReady(e *sandbox, h runtime.Handle, timeout time.Duration) {
 	s.mu.Lock()
-	state, url := e.info.State, s.readyURL(e.info.Port)
+	state, url := e.info.State, readyURL(e.info.Port, e.readyPath)
 	s.mu.Unlock()
 	if state != Starting {
 		return
@@ -60,9 +61,24 @@ func (s *Supervisor) awaitReady(e *sandbox, h runtime.Handle, timeout time.Durat
 		})
 	case s.lifetime.Err() != nil, isDone(h.Done()):
 	default:
-		s.log.Warn("sandbox not ready before the startup deadline", "sandbox", e.id, "url", url)
-		s.stop(e, StopStartupFailed, ReasonStartupTimeout, 0)
+		// Say what the probe got: the first thing a user needs to fix a
+		// snapshot (a wrong ready path answers 404, a wrong port refuses).
+		reason := ReasonStartupTimeout
+		var nr *probe.NotReadyError
+		if errors.As(err, &nr) {
+			reason += ": GET " + pathOf(url) + " " + nr.Got()
+		}
+		s.log.Warn("sandbox not ready before the startup deadline", "sandbox", e.id, "url", url, "reason", reason)
+		s.stop(e, StopStartupFailed, reason, 0)
 	}
+}
+
+// pathOf is a URL's path and query.
+func pathOf(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.RequestURI()
+	}
+	return raw
 }
 
 func isDone(c <-chan struct{}) bool {
@@ -99,7 +115,7 @@ func (s *Supervisor) transition(e *sandbox, h runtime.Handle, change func(*Sandb
 // (if not empty). Callers hold e.op. A record that cannot be written is
 // logged: the in-memory state still reflects the truth about the process.
 func (s *Supervisor) commit(e *sandbox, next Sandbox, ev string) {
-	if err := s.writeRecord(e.id, s.toRecord(next, e.marker, e.grace, s.handleState(e)), true); err != nil {
+	if err := s.writeRecord(e.id, s.toRecord(e, next, s.handleState(e)), true); err != nil {
 		s.log.Error("persist sandbox record", "sandbox", next.ID, "err", err)
 	}
 	s.mu.Lock()

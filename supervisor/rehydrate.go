@@ -156,7 +156,14 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name string) (rtName, mar
 	}
 	e := &sandbox{
 		id: r.ID, dir: dir, marker: r.Marker, grace: time.Duration(r.StopGraceMs) * time.Millisecond,
+		readyPath: r.ReadyPath, startup: time.Duration(r.StartupTimeoutMs) * time.Millisecond,
 		info: r.sandbox(),
+	}
+	if e.readyPath == "" { // written before snapshots: the daemon's then
+		e.readyPath = s.opts.ReadyPath
+	}
+	if e.startup <= 0 {
+		e.startup = s.opts.StartupTimeout
 	}
 	rt, haveRuntime := s.opts.Runtimes.Get(r.Runtime)
 	if r.State.Live() {
@@ -185,7 +192,7 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name string) (rtName, mar
 				log.Info("sandbox re-adopted", "port", e.info.Port, "state", e.info.State)
 				s.logs.watch(e.id)
 				s.stats.rehydrated(RehydrateAdopted)
-				s.watch(e, h, s.opts.StartupTimeout-s.clock().Sub(e.info.CreatedAt))
+				s.watch(e, h, e.startup-s.clock().Sub(e.info.CreatedAt))
 				return "", ""
 			}
 			// Two records claim one port: keep the first, stop this one.
@@ -211,7 +218,7 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name string) (rtName, mar
 		s.stats.stopped(e.info.StopReason)
 		// Not fsynced: if this write is lost, the next start finds the
 		// same dead workload and flips it again.
-		if err := s.writeRecord(name, s.toRecord(e.info, e.marker, e.grace, *r.Handle), false); err != nil {
+		if err := s.writeRecord(name, s.toRecord(e, e.info, *r.Handle), false); err != nil {
 			log.Error("persist sandbox record", "err", err)
 		}
 		log.Warn("sandbox found dead on restart", "errorReason", e.info.ErrorReason)

@@ -59,20 +59,27 @@ type Record struct {
 	ErrorReason    string            `json:"errorReason,omitempty"`
 	StopReason     StopReason        `json:"stopReason,omitempty"`
 	StopGraceMs    int64             `json:"stopGraceMs"` // teardown parameters travel with the record
-	Marker         string            `json:"marker"`
-	Handle         *runtime.State    `json:"handle,omitempty"`
+	// ReadyPath and StartupTimeoutMs are how the sandbox's readiness is
+	// probed, from its snapshot (added within version 3: absent means
+	// the daemon's defaults).
+	ReadyPath        string         `json:"readyPath,omitempty"`
+	StartupTimeoutMs int64          `json:"startupTimeoutMs,omitempty"`
+	Marker           string         `json:"marker"`
+	Handle           *runtime.State `json:"handle,omitempty"`
 	// Resources are the limits in force (added within version 3: absent
 	// means none).
 	Resources runtime.Resources `json:"resources,omitzero"`
 }
 
-func (s *Supervisor) toRecord(sb Sandbox, marker string, grace time.Duration, handle runtime.State) Record {
+// toRecord is e's record with sb as its state.
+func (s *Supervisor) toRecord(e *sandbox, sb Sandbox, handle runtime.State) Record {
 	r := Record{
 		Version: recordVersion, ID: sb.ID, RootID: s.fs.id, Runtime: sb.Runtime, State: sb.State,
 		Labels: sb.Labels, Snapshot: sb.Snapshot, Public: sb.Public, Port: sb.Port,
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, LastActivityAt: sb.LastActivityAt,
 		AutoStopMs: sb.AutoStopInterval.Milliseconds(), ErrorReason: sb.ErrorReason,
-		StopReason: sb.StopReason, StopGraceMs: grace.Milliseconds(), Marker: marker,
+		StopReason: sb.StopReason, StopGraceMs: e.grace.Milliseconds(), Marker: e.marker,
+		ReadyPath: e.readyPath, StartupTimeoutMs: e.startup.Milliseconds(),
 		Resources: sb.Resources,
 	}
 	if !handle.IsZero() {

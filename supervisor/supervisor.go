@@ -25,6 +25,10 @@ type Options struct {
 	// serves creates that name none.
 	Runtimes *runtime.Registry
 
+	// Snapshots are the named profiles creates may pick (see Snapshot);
+	// the one named "default" runs when a create names none.
+	Snapshots []Snapshot
+
 	ReadyPath      string        // default /api/info
 	StartupTimeout time.Duration // default 60s
 	StopGrace      time.Duration // SIGTERM → SIGKILL; 0 kills at once
@@ -72,6 +76,8 @@ type Supervisor struct {
 	stats  *stats
 	probe  *probe.HTTP
 
+	snapshots map[string]Snapshot // by name; fixed at New
+
 	// Naming: a function whose name ends in "Locked" is called with mu
 	// held; one that runs under a sandbox's op lock says so in its doc.
 	mu        sync.Mutex // guards sandboxes, each sandbox's info and handle, closed
@@ -111,6 +117,10 @@ type sandbox struct {
 	dir    string
 	marker string
 	grace  time.Duration
+	// readyPath and startup are how readiness is probed (from the
+	// snapshot the sandbox was created from).
+	readyPath string
+	startup   time.Duration
 }
 
 // New locks the root, rehydrates every sandbox recorded under it and
@@ -147,6 +157,10 @@ func New(ctx context.Context, opts Options) (*Supervisor, error) {
 	if opts.PortLo <= 0 || opts.PortHi < opts.PortLo || opts.PortHi > 65535 {
 		return nil, fmt.Errorf("bad port range %d-%d", opts.PortLo, opts.PortHi)
 	}
+	snapshots, err := checkSnapshots(&opts)
+	if err != nil {
+		return nil, err
+	}
 	root, err := filepath.Abs(opts.Root)
 	if err != nil {
 		return nil, err
@@ -182,6 +196,7 @@ func New(ctx context.Context, opts Options) (*Supervisor, error) {
 		lifetime:  lifetime,
 		cancel:    cancel,
 		probe:     probe.NewHTTP(time.Second), // per attempt
+		snapshots: snapshots,
 	}
 	s.SetDefaults(opts.AutoStop, opts.MaxLifetime)
 	s.events.onPub = s.stats.eventPublished
@@ -216,8 +231,8 @@ func (s *Supervisor) Unavailable(ctx context.Context) map[string]string {
 }
 
 // readyURL is the readiness URL of a workload serving on port.
-func (s *Supervisor) readyURL(port int) string {
-	return "http://127.0.0.1:" + strconv.Itoa(port) + s.opts.ReadyPath
+func readyURL(port int, path string) string {
+	return "http://127.0.0.1:" + strconv.Itoa(port) + path
 }
 
 func (s *Supervisor) clock() time.Time { return s.now().UTC().Truncate(time.Millisecond) }

@@ -151,21 +151,32 @@ func TestSIGTERMIgnoredThenKilled(t *testing.T) {
 
 func TestStartupFailures(t *testing.T) {
 	tests := []struct {
-		name    string
-		timeout time.Duration
-		env     map[string]string
-		want    string
+		name      string
+		timeout   time.Duration
+		readyPath string
+		command   []string // the default snapshot's; empty: the stub
+		env       map[string]string
+		want      string // the errorReason, or its start when it ends with " "
 	}{
-		{"never-ready", 500 * time.Millisecond, map[string]string{"STUB_AGENT_READY_DELAY_MS": "60000"}, ReasonStartupTimeout},
+		// The reason says what the probe got, so that a user can fix it.
+		{"never-ready", time.Second, "", nil, map[string]string{"STUB_AGENT_READY_DELAY_MS": "60000"}, "startup_timeout: GET /api/info "},
+		{"wrong-ready-path", time.Second, "/nope?x=1", nil, nil, "startup_timeout: GET /nope?x=1 answered 404 Not Found"},
+		{"nothing-listens", time.Second, "", []string{"sleep", "60"}, nil, "startup_timeout: GET /api/info got connection refused (nothing listens on the port)"},
 		// A generous deadline: on a loaded machine the exit must still win.
-		{"exits-early", time.Minute, map[string]string{"STUB_AGENT_READY_DELAY_MS": "60000", "STUB_AGENT_EXIT_AFTER_MS": "1"}, "exited_during_startup: exit code 3"},
+		{"exits-early", time.Minute, "", nil, map[string]string{"STUB_AGENT_READY_DELAY_MS": "60000", "STUB_AGENT_EXIT_AFTER_MS": "1"}, "exited_during_startup: exit code 3"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, func(o *Options) { o.StartupTimeout = tc.timeout })
+			h := newHarness(t, func(o *Options) {
+				o.StartupTimeout, o.ReadyPath = tc.timeout, tc.readyPath
+				if tc.command != nil {
+					o.Snapshots = []Snapshot{{Name: DefaultSnapshot, Command: tc.command}}
+				}
+			})
 			h.create(tc.name, tc.env, nil)
 			sb := h.waitState(tc.name, Stopped)
-			if sb.ErrorReason != tc.want || sb.StopReason != StopStartupFailed {
+			match := sb.ErrorReason == tc.want || strings.HasSuffix(tc.want, " ") && strings.HasPrefix(sb.ErrorReason, tc.want)
+			if !match || sb.StopReason != StopStartupFailed {
 				t.Fatalf("errorReason %q (%s), want %q", sb.ErrorReason, sb.StopReason, tc.want)
 			}
 			testenv.Eventually(t, "port released", func() bool { return h.sup.ports.inUse() == 0 })

@@ -46,7 +46,7 @@ var StopReasons = []StopReason{StopExplicit, StopAutoStopped, StopCrashed, StopS
 const (
 	ReasonAutoStopped    = "auto_stopped"
 	ReasonMaxLifetime    = "max_lifetime"
-	ReasonStartupTimeout = "startup_timeout"
+	ReasonStartupTimeout = "startup_timeout"       // followed by ": GET <path> <what the last probe got>"
 	ReasonExitedStartup  = "exited_during_startup" // followed by ": <how>"
 )
 

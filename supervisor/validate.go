@@ -5,7 +5,6 @@ import (
 	"regexp"
 	"unicode/utf8"
 
-	"github.com/agent-control-plane/agent-control-plane/conf"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
@@ -70,7 +69,7 @@ func (r *CreateRequest) Validate() error {
 	}
 	for k, v := range r.Env {
 		// Never echo a value: it may be a secret.
-		if !conf.ValidEnvName(k) {
+		if !runtime.ValidEnvName(k) {
 			return invalid("envVars key %q is not a valid variable name", Clip(k, MaxQuoted))
 		}
 		if k == runtime.MarkerEnv {

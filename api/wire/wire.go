@@ -149,6 +149,26 @@ type Info struct {
 	StopGraceMs int64 `json:"stopGraceMs,omitempty"`
 }
 
+// Snapshot is one profile a create may name as its snapshot: what runs,
+// on which runtime, probed how. Its command and env values are not shown.
+type Snapshot struct {
+	Name    string `json:"name"`
+	Runtime string `json:"runtime"`
+	// Image is what a docker snapshot runs; empty: the daemon's default.
+	Image            string   `json:"image,omitempty"`
+	ReadyPath        string   `json:"readyPath"`
+	StartupTimeoutMs int64    `json:"startupTimeoutMs"`
+	StopGraceMs      int64    `json:"stopGraceMs"`
+	EnvKeys          []string `json:"envKeys,omitempty"` // the variables it sets, not their values
+	// Default: the snapshot a create that names none runs.
+	Default bool `json:"default,omitempty"`
+}
+
+// SnapshotList is GET /v1/snapshots.
+type SnapshotList struct {
+	Items []Snapshot `json:"items"`
+}
+
 // Cgroups describes the containment native sandboxes get.
 type Cgroups struct {
 	// Mode: "v2" (cgroup v2 contains and limits), "hybrid" (cgroup2

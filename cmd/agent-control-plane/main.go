@@ -71,6 +71,7 @@ func commands() []command {
 		uninstallCommand(),
 		statusCommand(),
 		stubCommand(),
+		configCommand(),
 		completionCommand(),
 		{name: "version", summary: "print the version", exec: func(_ context.Context, c *cli, _ []string) error {
 			fmt.Fprintln(c.stdout, version)

@@ -44,30 +44,46 @@ var nonInteractive = map[string]string{
 	"DEBIAN_FRONTEND":     "noninteractive",
 }
 
-func serveCommand() command {
+// configFlags declares the flags that choose the daemon's configuration
+// (serve's and config's) on fs, and returns what reads them once parsed.
+func configFlags(fs *flag.FlagSet) func() conf.Sources {
+	// Only the flags set are passed on (conf applies the precedence);
+	// the defaults here are for the help text.
 	var configPath string
-	var given *flag.FlagSet // the parsed flags: only those set are passed on
+	def := conf.Default(os.Getenv)
+	fs.StringVar(&configPath, "config", "", "TOML config `file` (default: $AGENT_CONTROL_PLANE_CONFIG, else "+displayPath(conf.DefaultFile(os.Getenv))+" when it exists)")
+	fs.String("listen", def.Listen, "listen `address` (loopback only unless the config allows otherwise)")
+	fs.String("root", def.Root, "sandbox root `dir`")
+	fs.String("port-range", def.Ports.String(), "sandbox port `range` LO-HI")
+	fs.String("log-format", def.LogFormat, "log format: text or json")
+	return func() conf.Sources {
+		flags := map[string]string{}
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name != "config" {
+				flags[f.Name] = f.Value.String()
+			}
+		})
+		return conf.Sources{File: configPath, Flags: flags}
+	}
+}
+
+// displayPath writes a path under $HOME with "~".
+func displayPath(p string) string {
+	if home, err := os.UserHomeDir(); err == nil && home != "/" {
+		if rest, ok := strings.CutPrefix(p, home+"/"); ok {
+			return "~/" + rest
+		}
+	}
+	return p
+}
+
+func serveCommand() command {
+	var sources func() conf.Sources
 	return command{
 		name: "serve", summary: "run the daemon in the foreground (precedence: flag > environment > config file > default)",
-		flags: func(fs *flag.FlagSet) {
-			// Only the flags set are passed on (conf applies the
-			// precedence); the defaults here are for the help text.
-			given = fs
-			def := conf.Default(os.Getenv)
-			fs.StringVar(&configPath, "config", "", "TOML config `file` (default: $AGENT_CONTROL_PLANE_CONFIG)")
-			fs.String("listen", def.Listen, "listen `address` (loopback only unless the config allows otherwise)")
-			fs.String("root", def.Root, "sandbox root `dir`")
-			fs.String("port-range", def.Ports.String(), "sandbox port `range` LO-HI")
-			fs.String("log-format", def.LogFormat, "log format: text or json")
-		},
+		flags: func(fs *flag.FlagSet) { sources = configFlags(fs) },
 		exec: func(_ context.Context, c *cli, _ []string) error {
-			flags := map[string]string{}
-			given.Visit(func(f *flag.Flag) {
-				if f.Name != "config" {
-					flags[f.Name] = f.Value.String()
-				}
-			})
-			src := conf.Sources{File: configPath, Flags: flags}
+			src := sources()
 			cfg, err := conf.Load(src)
 			if err != nil {
 				// A bad setting, wherever it came from: one line, exit 2.
@@ -162,7 +178,7 @@ func serve(cfg conf.Config, src conf.Sources, logw io.Writer) error {
 	}
 	sup, err := supervisor.New(ctx, supervisor.Options{
 		Root: cfg.Root, PortLo: cfg.Ports.Lo, PortHi: cfg.Ports.Hi,
-		Runtimes:  runtimes,
+		Runtimes: runtimes, Snapshots: snapshots(cfg),
 		ReadyPath: cfg.ReadyPath, StartupTimeout: cfg.StartupTimeout, StopGrace: cfg.StopGrace,
 		CheckInterval: cfg.ReapInterval, AutoStop: cfg.AutoStop, MaxLifetime: cfg.MaxLifetime,
 		EventBuffer: cfg.EventBuffer, StopOnClose: cfg.ReapOnExit, LogMaxBytes: cfg.LogMaxBytes,
@@ -347,6 +363,19 @@ func logCgroups(log *slog.Logger, cgroups *cgroup.Manager, info cgroup.Info, def
 // newDocker is the docker runtime for cfg. The engine is not asked
 // anything yet: an engine that is down makes docker creates fail (503
 // runtime_unavailable) and leaves the native runtime alone.
+// snapshots are the configuration's snapshots as the supervisor takes
+// them.
+func snapshots(cfg conf.Config) []supervisor.Snapshot {
+	var out []supervisor.Snapshot
+	for name, p := range cfg.Snapshots {
+		out = append(out, supervisor.Snapshot{
+			Name: name, Runtime: p.Runtime, Command: p.Command, Image: p.Image, Env: p.Env,
+			ReadyPath: p.ReadyPath, StartupTimeout: p.StartupTimeout, StopGrace: p.StopGrace,
+		})
+	}
+	return out
+}
+
 func newDocker(cfg conf.Config, log *slog.Logger) (*docker.Runtime, error) {
 	opts := []dockerclient.Opt{dockerclient.FromEnv, dockerclient.WithAPIVersionNegotiation()}
 	if cfg.Docker.Host != "" {

@@ -244,7 +244,7 @@ func installCommand() command {
 			fs.Bool("user", true, "install as a systemd user service (the only kind)")
 			fs.BoolVar(&o.now, "now", false, "start (or restart) the service once installed")
 			fs.StringVar(&o.prefix, "prefix", defaultPrefix(), "install the binary into `DIR`/bin")
-			fs.StringVar(&o.config, "config", "", "config `file` the service runs with (default: none)")
+			fs.StringVar(&o.config, "config", "", "config `file` the service runs with (default: serve's own, ~/.config/agent-control-plane/config.toml when it exists)")
 			fs.BoolVar(&o.dry, "dry-run", false, "print what would be done, change nothing")
 		},
 		exec: func(ctx context.Context, c *cli, _ []string) error { return c.install(ctx, o) },

@@ -7,7 +7,14 @@ package probe
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"strings"
+	"syscall"
 	"time"
 )
 
@@ -85,21 +92,79 @@ func NewHTTP(timeout time.Duration) *HTTP {
 }
 
 // Ready reports whether url answers 2xx now.
-func (p *HTTP) Ready(ctx context.Context, url string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+func (p *HTTP) Ready(ctx context.Context, url string) bool { return p.Check(ctx, url) == nil }
+
+// Check is nil when url answers 2xx now, else an error that says in a few
+// words what the probe got: "answered 404 Not Found", "connection
+// refused", "no answer within 1s".
+func (p *HTTP) Check(ctx context.Context, target string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
-		return false
+		return err
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return false
+		return describe(err, p.client.Timeout)
 	}
 	resp.Body.Close()
-	return resp.StatusCode/100 == 2
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("answered %s", resp.Status)
+	}
+	return nil
 }
 
-// Await probes url on schedule b until it answers 2xx (nil) or ctx ends
-// (ctx's error).
+// describe says what a failed request got, without its URL.
+func describe(err error, timeout time.Duration) error {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return errors.New("connection refused (nothing listens on the port)")
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return errors.New("connection closed without an answer")
+	case errors.As(err, &ne) && ne.Timeout():
+		return fmt.Errorf("no answer within %s", timeout)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// Await probes url on schedule b until it answers 2xx (nil) or ctx ends:
+// then ctx's error, with what the last probe got when there was one.
 func (p *HTTP) Await(ctx context.Context, url string, b Backoff) error {
-	return b.Until(ctx, func(ctx context.Context) (bool, error) { return p.Ready(ctx, url), nil })
+	var last error
+	err := b.Until(ctx, func(ctx context.Context) (bool, error) {
+		if err := p.Check(ctx, url); err != nil {
+			if ctx.Err() == nil { // not cut short by the deadline itself
+				last = err
+			}
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil && last != nil {
+		return &NotReadyError{Err: err, Last: last}
+	}
+	return err
+}
+
+// NotReadyError is an Await that ended before url answered 2xx.
+type NotReadyError struct {
+	Err  error // why the wait ended (the context's error)
+	Last error // what the last probe got
+}
+
+func (e *NotReadyError) Error() string { return e.Err.Error() + "; the last probe " + e.Got() }
+func (e *NotReadyError) Unwrap() error { return e.Err }
+
+// Got says what the last probe got, as a predicate: "answered 404 Not
+// Found", "got connection refused (…)".
+func (e *NotReadyError) Got() string {
+	s := e.Last.Error()
+	if strings.HasPrefix(s, "answered ") {
+		return s
+	}
+	return "got " + s
 }

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -47,5 +48,25 @@ func TestRegistry(t *testing.T) {
 	}
 	if _, ok := r.Get("vm"); ok {
 		t.Fatal("vm found")
+	}
+}
+
+func TestExpandArgv(t *testing.T) {
+	env := []string{"PORT=4100", "ARGS=--a  --b", "EMPTY=", "PORT=4200"}
+	cases := []struct {
+		in, want []string
+	}{
+		{[]string{"srv", "--port", "${PORT}"}, []string{"srv", "--port", "4200"}}, // the last entry of a key wins
+		{[]string{"srv", "--listen=127.0.0.1:${PORT}"}, []string{"srv", "--listen=127.0.0.1:4200"}},
+		{[]string{"srv", "$ARGS", "x"}, []string{"srv", "--a", "--b", "x"}},                   // a whole-word $NAME splits
+		{[]string{"srv", "${ARGS}"}, []string{"srv", "--a  --b"}},                             // ${NAME} does not
+		{[]string{"srv", "$EMPTY", "$UNSET", "${UNSET}"}, []string{"srv", ""}},                // empty words vanish, ${} stays a word
+		{[]string{"sh", "-c", "echo $$PORT $PORT"}, []string{"sh", "-c", "echo $PORT $PORT"}}, // only $$ and ${} inside a word
+		{[]string{"a$", "${", "${1X}", "${PORT"}, []string{"a$", "${", "${1X}", "${PORT"}},    // not references: as they are
+	}
+	for _, c := range cases {
+		if got := ExpandArgv(c.in, env); !slices.Equal(got, c.want) {
+			t.Errorf("ExpandArgv(%q) = %q, want %q", c.in, got, c.want)
+		}
 	}
 }

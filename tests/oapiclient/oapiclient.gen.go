@@ -331,8 +331,14 @@ type CreateSandboxRequest struct {
 
 	// Runtime One of /v1/info's runtimes; when absent, the first of them.
 	// Another name is a 400 unsupported_runtime that lists them.
-	Runtime  *RuntimeName `json:"runtime,omitempty"`
-	Snapshot *string      `json:"snapshot,omitempty"`
+	Runtime *RuntimeName `json:"runtime,omitempty"`
+
+	// Snapshot What runs: one of GET /v1/snapshots (its runtime, unless the
+	// request names the same one). For the docker runtime, a name
+	// that is no snapshot is an image reference. Absent: the snapshot
+	// "default" (for the runtime named), or the runtime's own default.
+	// Unknown for native: 400 unknown_snapshot listing the names.
+	Snapshot *string `json:"snapshot,omitempty"`
 
 	// Target Accepted and ignored (Daytona).
 	Target interface{} `json:"target,omitempty"`
@@ -508,7 +514,9 @@ type SandboxInfo struct {
 	Runtime    RuntimeName `json:"runtime"`
 
 	// SessionId labels.harnessSessionId, or null.
-	SessionId *string    `json:"sessionId"`
+	SessionId *string `json:"sessionId"`
+
+	// Snapshot The snapshot the sandbox was created from ("default" when the create named none), or the image a docker create named.
 	Snapshot  *string    `json:"snapshot,omitempty"`
 	StartedAt *Timestamp `json:"startedAt"`
 	State     State      `json:"state"`
@@ -526,6 +534,28 @@ type SandboxList struct {
 	// NextCursor Given with limit when more sandboxes follow.
 	NextCursor *string       `json:"nextCursor,omitempty"`
 	Sandboxes  []SandboxInfo `json:"sandboxes"`
+}
+
+// Snapshot defines model for Snapshot.
+type Snapshot struct {
+	// Default The snapshot a create that names none runs.
+	Default *bool `json:"default,omitempty"`
+
+	// EnvKeys The variables the snapshot sets (never their values).
+	EnvKeys *[]string `json:"envKeys,omitempty"`
+
+	// Image What a docker snapshot runs; absent means the daemon's default image.
+	Image            *string     `json:"image,omitempty"`
+	Name             string      `json:"name"`
+	ReadyPath        string      `json:"readyPath"`
+	Runtime          RuntimeName `json:"runtime"`
+	StartupTimeoutMs int         `json:"startupTimeoutMs"`
+	StopGraceMs      int         `json:"stopGraceMs"`
+}
+
+// SnapshotList defines model for SnapshotList.
+type SnapshotList struct {
+	Items []Snapshot `json:"items"`
 }
 
 // State defines model for State.
@@ -1084,6 +1114,16 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/sandboxes/{id}/stop (the `StopSandbox` operationId).
 	StopSandbox(ctx context.Context, id Id, params *StopSandboxParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListSnapshots The snapshots creates may name, by name.
+	//
+	// Each is a profile of the daemon's configuration ([snapshots.NAME]):
+	// what runs, on which runtime, probed on which path. Commands and env
+	// values are never shown, only the names of the variables a snapshot
+	// sets. A docker create may also name an image as its snapshot.
+	//
+	// Corresponds with GET /v1/snapshots (the `ListSnapshots` operationId).
+	ListSnapshots(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // WatchEvents Server-Sent Events feed of sandbox lifecycle changes.
@@ -1394,6 +1434,26 @@ func (c *Client) StartSandbox(ctx context.Context, id Id, reqEditors ...RequestE
 // Corresponds with POST /v1/sandboxes/{id}/stop (the `StopSandbox` operationId).
 func (c *Client) StopSandbox(ctx context.Context, id Id, params *StopSandboxParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewStopSandboxRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListSnapshots The snapshots creates may name, by name.
+//
+// Each is a profile of the daemon's configuration ([snapshots.NAME]):
+// what runs, on which runtime, probed on which path. Commands and env
+// values are never shown, only the names of the variables a snapshot
+// sets. A docker create may also name an image as its snapshot.
+//
+// Corresponds with GET /v1/snapshots (the `ListSnapshots` operationId).
+func (c *Client) ListSnapshots(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSnapshotsRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -2167,6 +2227,33 @@ func NewStopSandboxRequest(server string, id Id, params *StopSandboxParams) (*ht
 	return req, nil
 }
 
+// NewListSnapshotsRequest constructs an http.Request for the ListSnapshots method
+func NewListSnapshotsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/snapshots")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -2372,6 +2459,18 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/sandboxes/{id}/stop (the `StopSandbox` operationId).
 	StopSandboxWithResponse(ctx context.Context, id Id, params *StopSandboxParams, reqEditors ...RequestEditorFn) (*StopSandboxResponse, error)
+
+	// ListSnapshotsWithResponse The snapshots creates may name, by name.
+	//
+	// Each is a profile of the daemon's configuration ([snapshots.NAME]):
+	// what runs, on which runtime, probed on which path. Commands and env
+	// values are never shown, only the names of the variables a snapshot
+	// sets. A docker create may also name an image as its snapshot.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/snapshots (the `ListSnapshots` operationId).
+	ListSnapshotsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSnapshotsResponse, error)
 }
 
 // WatchEventsResponse401Headers the declared response headers of an HTTP 401 response for WatchEvents
@@ -3472,6 +3571,68 @@ func (r StopSandboxResponse) ContentType() string {
 	return ""
 }
 
+// ListSnapshotsResponse401Headers the declared response headers of an HTTP 401 response for ListSnapshots
+type ListSnapshotsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type ListSnapshotsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SnapshotList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListSnapshotsResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSnapshotsResponse) GetJSON200() *SnapshotList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListSnapshotsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListSnapshotsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSnapshotsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSnapshotsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSnapshotsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSnapshotsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // WatchEventsWithResponse Server-Sent Events feed of sandbox lifecycle changes.
 //
 // First a sandboxes_replaced snapshot, then sandbox.created, .started,
@@ -3740,6 +3901,24 @@ func (c *ClientWithResponses) StopSandboxWithResponse(ctx context.Context, id Id
 		return nil, err
 	}
 	return ParseStopSandboxResponse(rsp)
+}
+
+// ListSnapshotsWithResponse The snapshots creates may name, by name.
+//
+// Each is a profile of the daemon's configuration ([snapshots.NAME]):
+// what runs, on which runtime, probed on which path. Commands and env
+// values are never shown, only the names of the variables a snapshot
+// sets. A docker create may also name an image as its snapshot.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/snapshots (the `ListSnapshots` operationId).
+func (c *ClientWithResponses) ListSnapshotsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSnapshotsResponse, error) {
+	rsp, err := c.ListSnapshots(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSnapshotsResponse(rsp)
 }
 
 // ParseWatchEventsResponse parses an HTTP response from a WatchEventsWithResponse call
@@ -4692,6 +4871,59 @@ func ParseStopSandboxResponse(rsp *http.Response) (*StopSandboxResponse, error) 
 	switch {
 	case rsp.StatusCode == 401:
 		var headers StopSandboxResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListSnapshotsResponse parses an HTTP response from a ListSnapshotsWithResponse call
+func ParseListSnapshotsResponse(rsp *http.Response) (*ListSnapshotsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSnapshotsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SnapshotList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListSnapshotsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

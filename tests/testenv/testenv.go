@@ -119,17 +119,19 @@ func FreePort(t testing.TB) int {
 
 // Daemon is a running agent-control-plane serve process.
 type Daemon struct {
-	t       testing.TB
-	Root    string
-	Addr    string // host:port
-	URL     string // http://host:port
-	Token   string // the API's bearer token
-	State   string // the daemon's $XDG_STATE_HOME
-	Env     []string
-	Args    []string
-	Cmd     *exec.Cmd
-	LogPath string
-	exited  chan struct{}
+	t     testing.TB
+	Root  string
+	Addr  string // host:port
+	URL   string // http://host:port
+	Token string // the API's bearer token
+	State string // the daemon's $XDG_STATE_HOME
+	// ConfigHome is the daemon's $XDG_CONFIG_HOME.
+	ConfigHome string
+	Env        []string
+	Args       []string
+	Cmd        *exec.Cmd
+	LogPath    string
+	exited     chan struct{}
 }
 
 // Options for StartDaemon.
@@ -142,6 +144,10 @@ type Options struct {
 	Listen string   // default 127.0.0.1:<free port>
 	// State is the daemon's $XDG_STATE_HOME; default t.TempDir().
 	State string
+	// Config is written to the daemon's default config file
+	// ($XDG_CONFIG_HOME/agent-control-plane/config.toml, under a
+	// directory of its own); empty: no config file.
+	Config string
 	// TokenFile: the daemon finds its token as it would by default, in
 	// the token file under its own $XDG_STATE_HOME (created on first
 	// start), instead of from $AGENT_CONTROL_PLANE_TOKEN.
@@ -170,9 +176,20 @@ func StartDaemon(t testing.TB, o Options) *Daemon {
 	}
 	d := &Daemon{t: t, Root: o.Root, Addr: o.Listen, URL: "http://" + o.Listen, State: o.State,
 		Args: o.Args, LogPath: filepath.Join(t.TempDir(), "daemon.log")}
-	// Its own state directory, so that no test writes a token file into the
-	// home of whoever runs the tests.
-	d.Env = append([]string{"XDG_STATE_HOME=" + d.State}, o.Env...)
+	// Its own state and config directories, so that no test writes a
+	// token file into the home of whoever runs the tests, nor reads their
+	// config file.
+	d.ConfigHome = t.TempDir()
+	if o.Config != "" {
+		dir := filepath.Join(d.ConfigHome, "agent-control-plane")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(o.Config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.Env = append([]string{"XDG_STATE_HOME=" + d.State, "XDG_CONFIG_HOME=" + d.ConfigHome}, o.Env...)
 	if !o.TokenFile {
 		d.Token = NewToken()
 		d.Env = append(d.Env, "AGENT_CONTROL_PLANE_TOKEN="+d.Token)

@@ -97,17 +97,22 @@ type Runtime struct {
 }
 
 var (
-	_ runtime.Runtime  = (*Runtime)(nil)
-	_ runtime.Limiter  = (*Runtime)(nil)
-	_ runtime.Isolated = (*Runtime)(nil)
-	_ runtime.Checker  = (*Runtime)(nil)
-	_ runtime.Pruner   = (*Runtime)(nil)
-	_ runtime.Resizer  = (*handle)(nil)
-	_ runtime.Meter    = (*handle)(nil)
+	_ runtime.Runtime     = (*Runtime)(nil)
+	_ runtime.Limiter     = (*Runtime)(nil)
+	_ runtime.Isolated    = (*Runtime)(nil)
+	_ runtime.ImageRunner = (*Runtime)(nil)
+	_ runtime.Checker     = (*Runtime)(nil)
+	_ runtime.Pruner      = (*Runtime)(nil)
+	_ runtime.Resizer     = (*handle)(nil)
+	_ runtime.Meter       = (*handle)(nil)
 )
 
 // Isolated: a container gets none of the host's base environment.
 func (r *Runtime) Isolated() bool { return true }
+
+// RunsImages: a create's snapshot that names no configured one is an
+// image reference.
+func (r *Runtime) RunsImages() bool { return true }
 
 // Enforceable: the engine enforces cpu, memory and pids.
 func (r *Runtime) Enforceable(res runtime.Resources) (runtime.Resources, error) {
@@ -138,7 +143,7 @@ func (r *Runtime) engineErr(what string, err error) error {
 // Start creates and starts the container.
 func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle, error) {
 	r.startWatch()
-	ref := spec.Snapshot
+	ref := spec.Image
 	if ref == "" {
 		ref = r.Image
 	}
@@ -219,12 +224,16 @@ func (r *Runtime) config(ref string, spec runtime.Spec) (*container.Config, *con
 	labels[LabelOwner] = r.Owner
 	labels[LabelSandbox] = spec.ID
 	labels[LabelMarker] = spec.Marker
+	env := r.env(spec)
 	cfg := &container.Config{
 		Image:        ref,
-		Env:          r.env(spec),
+		Env:          env,
 		Labels:       labels,
 		ExposedPorts: nat.PortSet{port: struct{}{}},
 		WorkingDir:   WorkspaceDir,
+	}
+	if len(spec.Command) > 0 {
+		cfg.Cmd = runtime.ExpandArgv(spec.Command, env)
 	}
 	logMax := max(r.LogMaxBytes, 1<<20)
 	host := &container.HostConfig{

@@ -36,7 +36,8 @@ type state struct {
 // Runtime runs argv once per sandbox, supervised by a proc.Watcher.
 type Runtime struct {
 	Watcher *proc.Watcher
-	Argv    []string
+	// Argv runs when a spec gives no command.
+	Argv []string
 	// Cgroups contains each sandbox in a cgroup of its own and enforces
 	// its limits; nil means process groups only, and no limits.
 	Cgroups *cgroup.Manager
@@ -77,8 +78,12 @@ func (n *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 			return nil, err
 		}
 	}
+	argv := spec.Command
+	if len(argv) == 0 {
+		argv = n.Argv
+	}
 	ps := proc.Spec{
-		Argv:   n.Argv,
+		Argv:   runtime.ExpandArgv(argv, spec.Env),
 		Env:    spec.Env,
 		Dir:    spec.Workspace,
 		Stdout: spec.Stdout,

@@ -1,0 +1,142 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+)
+
+// DefaultSnapshot names the snapshot a create runs when it names none.
+const DefaultSnapshot = "default"
+
+// Snapshot is Daytona's word for what a sandbox runs: a named profile with
+// its runtime, its program, how it is probed and how it is stopped. A
+// create names one; what a sandbox was created from is kept in its record,
+// so that a restart adopts and tears it down as it was made, whatever the
+// configuration says by then.
+type Snapshot struct {
+	Name    string
+	Runtime string // empty: the registry's default
+	// Command is the argv, with environment references ("${PORT}") that
+	// the runtime expands (runtime.ExpandArgv); empty: the runtime's
+	// default.
+	Command []string
+	Image   string            // for a runtime that runs images; empty: its default
+	Env     map[string]string // under the request's own variables
+	// ReadyPath, StartupTimeout and StopGrace override the daemon's
+	// defaults when set.
+	ReadyPath      string
+	StartupTimeout time.Duration
+	StopGrace      *time.Duration
+}
+
+// ErrUnknownSnapshot is a create that names a snapshot this daemon does
+// not have.
+var ErrUnknownSnapshot = errors.New("unknown snapshot")
+
+// checkSnapshots fills the snapshots' defaults from opts and checks them
+// against the registered runtimes.
+func checkSnapshots(opts *Options) (map[string]Snapshot, error) {
+	out := map[string]Snapshot{}
+	for _, p := range opts.Snapshots {
+		switch {
+		case !validName(p.Name):
+			return nil, fmt.Errorf("snapshot name %q must match %s", p.Name, nameRE)
+		case out[p.Name].Name != "":
+			return nil, fmt.Errorf("snapshot %q defined twice", p.Name)
+		}
+		if p.Runtime == "" {
+			p.Runtime = opts.Runtimes.Default()
+		}
+		rt, ok := opts.Runtimes.Get(p.Runtime)
+		if !ok {
+			return nil, fmt.Errorf("snapshot %q: runtime %q: this daemon runs %s", p.Name, p.Runtime, strings.Join(opts.Runtimes.Names(), ", "))
+		}
+		ir, _ := rt.(runtime.ImageRunner)
+		images := ir != nil && ir.RunsImages()
+		switch {
+		case p.Image != "" && !images:
+			return nil, fmt.Errorf("snapshot %q: the %s runtime runs no images", p.Name, p.Runtime)
+		case len(p.Command) == 0 && !images && p.Name != DefaultSnapshot:
+			return nil, fmt.Errorf("snapshot %q: a %s snapshot needs a command", p.Name, p.Runtime)
+		case slices.Contains(p.Command, ""):
+			return nil, fmt.Errorf("snapshot %q: its command has an empty argument", p.Name)
+		}
+		if p.ReadyPath == "" {
+			p.ReadyPath = opts.ReadyPath
+		}
+		if !strings.HasPrefix(p.ReadyPath, "/") {
+			return nil, fmt.Errorf("snapshot %q: ready path %q must start with /", p.Name, p.ReadyPath)
+		}
+		if p.StartupTimeout <= 0 {
+			p.StartupTimeout = opts.StartupTimeout
+		}
+		if p.StopGrace == nil || *p.StopGrace < 0 {
+			g := opts.StopGrace
+			p.StopGrace = &g
+		}
+		for k := range p.Env {
+			if !runtime.ValidEnvName(k) || k == runtime.MarkerEnv {
+				return nil, fmt.Errorf("snapshot %q: env key %q is not a variable it may set", p.Name, k)
+			}
+		}
+		p.Command = slices.Clone(p.Command)
+		p.Env = maps.Clone(p.Env)
+		out[p.Name] = p
+	}
+	return out, nil
+}
+
+// Snapshots lists the snapshots this daemon runs, by name.
+func (s *Supervisor) Snapshots() []Snapshot {
+	out := make([]Snapshot, 0, len(s.snapshots))
+	for _, name := range slices.Sorted(maps.Keys(s.snapshots)) {
+		out = append(out, s.snapshots[name])
+	}
+	return out
+}
+
+// resolve picks what a create runs. A snapshot that names a profile runs
+// it (on the profile's runtime; a request naming another runtime is
+// refused). One that names none is an image reference for a runtime that
+// runs images, and unknown otherwise. No snapshot runs the profile named
+// default when it is for the runtime in question, else the runtime's own
+// default.
+func (s *Supervisor) resolve(req CreateRequest) (Snapshot, error) {
+	if p, ok := s.snapshots[req.Snapshot]; ok && req.Snapshot != "" {
+		if req.Runtime != "" && req.Runtime != p.Runtime {
+			return Snapshot{}, invalid("snapshot %s runs on runtime %s, not %s", p.Name, p.Runtime, Clip(req.Runtime, MaxQuoted))
+		}
+		return p, nil
+	}
+	rtName := req.Runtime
+	if rtName == "" {
+		rtName = s.opts.Runtimes.Default()
+	}
+	rt, ok := s.opts.Runtimes.Get(rtName)
+	if !ok {
+		return Snapshot{}, fmt.Errorf("%w: %q: this daemon runs %s", ErrUnsupportedRuntime, Clip(rtName, MaxQuoted), strings.Join(s.opts.Runtimes.Names(), ", "))
+	}
+	grace := s.opts.StopGrace
+	plain := Snapshot{Runtime: rtName, ReadyPath: s.opts.ReadyPath, StartupTimeout: s.opts.StartupTimeout, StopGrace: &grace}
+	if req.Snapshot == "" {
+		if p, ok := s.snapshots[DefaultSnapshot]; ok && p.Runtime == rtName {
+			return p, nil
+		}
+		return plain, nil
+	}
+	if ir, ok := rt.(runtime.ImageRunner); ok && ir.RunsImages() {
+		plain.Name, plain.Image = req.Snapshot, req.Snapshot
+		return plain, nil
+	}
+	known := "none"
+	if len(s.snapshots) > 0 {
+		known = strings.Join(slices.Sorted(maps.Keys(s.snapshots)), ", ")
+	}
+	return Snapshot{}, fmt.Errorf("%w: %q: this daemon's snapshots are %s (the %s runtime runs only those)", ErrUnknownSnapshot, Clip(req.Snapshot, MaxQuoted), known, rtName)
+}
