@@ -469,13 +469,25 @@ func (s *Server) previewURL(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 	tail := supervisor.DefaultLogTail
-	if v := r.URL.Query().Get("tailBytes"); v != "" {
+	q := r.URL.Query()
+	if v := q.Get("tailBytes"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1<<20 {
 			writeError(w, http.StatusBadRequest, "invalid_request", "tailBytes must be between 1 and 1048576")
 			return
 		}
 		tail = n
+	}
+	if v := q.Get("follow"); v != "" {
+		follow, err := strconv.ParseBool(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request", "follow must be true or false")
+			return
+		}
+		if follow {
+			s.followLogs(w, r, tail)
+			return
+		}
 	}
 	l, err := s.sup.EntrypointLogs(r.Context(), r.PathValue("id"), tail)
 	if err != nil {

@@ -45,6 +45,7 @@ type Supervisor interface {
 	SetAutoStop(id string, interval time.Duration) (supervisor.Sandbox, error)
 	Resize(ctx context.Context, id string, l supervisor.Limits) (supervisor.Sandbox, error)
 	EntrypointLogs(ctx context.Context, id string, tail int) (supervisor.Logs, error)
+	FollowLogs(ctx context.Context, id string, tail int, emit func(supervisor.LogChunk) error) (supervisor.Sandbox, error)
 	Subscribe(f supervisor.Filter, after *uint64) (*supervisor.Subscription, []supervisor.Event)
 	Stats() supervisor.Stats
 	Root() string

@@ -3,7 +3,9 @@ package api
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -100,6 +102,71 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+}
+
+// followLogs streams a sandbox's entrypoint logs as Server-Sent Events:
+// "stdout" and "stderr" events whose data is {"text": …} (whole lines,
+// redacted, at most supervisor.FollowChunk bytes each), then one "end"
+// event with the sandbox when it is no longer running. A sandbox that is
+// not found answers 404 before the stream starts.
+func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, tail int) {
+	id := r.PathValue("id")
+	if _, err := s.sup.Get(id); err != nil {
+		s.writeSupervisorError(w, err, "internal")
+		return
+	}
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	var mu sync.Mutex // the heartbeat and the log write in turn
+	write := func(event string, v any) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		_ = rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() {
+		hb := time.NewTicker(s.opts.Heartbeat)
+		defer hb.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hb.C:
+				mu.Lock()
+				_ = rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
+				_, err := io.WriteString(w, ": keep-alive\n\n")
+				if err == nil {
+					err = rc.Flush()
+				}
+				mu.Unlock()
+				if err != nil {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	sb, err := s.sup.FollowLogs(ctx, id, tail, func(c supervisor.LogChunk) error {
+		return write(c.Stream, wire.LogChunk{Text: c.Text})
+	})
+	if err != nil {
+		return // the client left, or the stream broke: nothing more to say
+	}
+	cancel() // no more heartbeats; write serializes with one under way
+	_ = write(wire.LogEventEnd, ToInfo(sb))
 }
 
 // MaxSSELine bounds every line of an event stream. Common SSE clients read

@@ -301,6 +301,7 @@ func (s *Supervisor) delete(e *sandbox) error {
 	if err := s.fs.removeAll(e.id); err != nil {
 		return fmt.Errorf("remove sandbox directory: %w", err)
 	}
+	s.logs.forget(e.id)
 	s.mu.Lock()
 	delete(s.sandboxes, e.id)
 	gone := e.info

@@ -53,13 +53,24 @@ type logCap struct {
 
 	// rotating serializes rotations: the event loop, watch and release
 	// may look at the same log at once, and two cuts computed from one
-	// size would cut twice.
-	rotating sync.Mutex
+	// size would cut twice. Followers read under its read lock, so that
+	// a cut and the shift it makes are seen together.
+	rotating sync.RWMutex
+	// shift is how far each log's offsets have moved down since the
+	// daemon started (a collapsed or truncated head), so that a follower's
+	// position (offset + shift) survives rotation. Guarded by rotating.
+	shift map[string]int64
+	// kept is, per log, the positions its rotated file (.1) holds, so
+	// that a follower a rotation overtook reads on from there. Guarded by
+	// rotating.
+	kept map[string]span
 
 	mu      sync.Mutex
 	byWatch map[int32]string // watch descriptor → log (relative to the root)
 	byLog   map[string]int32
 	warned  map[string]time.Time // rotation failures, logged once a minute
+	// waiting: per log, a channel closed at its next write (followers).
+	waiting map[string]chan struct{}
 
 	done chan struct{}
 }
@@ -71,7 +82,8 @@ var cutMode atomic.Int32
 // newLogCap starts the rotator.
 func newLogCap(r *rootFS, max int64, log *slog.Logger) (*logCap, error) {
 	lc := &logCap{fs: r, max: max, log: log, byWatch: map[int32]string{}, byLog: map[string]int32{},
-		warned: map[string]time.Time{}, done: make(chan struct{})}
+		warned: map[string]time.Time{}, waiting: map[string]chan struct{}{}, shift: map[string]int64{}, kept: map[string]span{},
+		done: make(chan struct{})}
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
 		return nil, err
@@ -150,9 +162,122 @@ func (lc *logCap) run() {
 			if ok && !seen[rel] {
 				seen[rel] = true
 				lc.rotate(rel)
+				lc.wake(rel)
 			}
 		}
 	}
+}
+
+// wait returns a channel closed at log rel's next write (while it is
+// watched: its sandbox runs).
+func (lc *logCap) wait(rel string) <-chan struct{} {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	c, ok := lc.waiting[rel]
+	if !ok {
+		c = make(chan struct{})
+		lc.waiting[rel] = c
+	}
+	return c
+}
+
+// wake tells log rel's followers that it was written to.
+func (lc *logCap) wake(rel string) {
+	lc.mu.Lock()
+	c, ok := lc.waiting[rel]
+	delete(lc.waiting, rel)
+	lc.mu.Unlock()
+	if ok {
+		close(c)
+	}
+}
+
+// forget drops what the cap knows of sandbox id's logs (it is deleted),
+// waking any follower so that it sees them gone.
+func (lc *logCap) forget(id string) {
+	for _, name := range []string{StdoutFile, StderrFile} {
+		rel := id + "/" + name
+		lc.rotating.Lock()
+		delete(lc.shift, rel)
+		delete(lc.kept, rel)
+		lc.rotating.Unlock()
+		lc.wake(rel)
+	}
+}
+
+// readFrom reads up to n bytes of log rel from position pos (an offset
+// that rotation does not move) and returns them with the position after
+// them. A position whose bytes were rotated away moves to the oldest data
+// the live file still holds, and skipped says so.
+func (lc *logCap) readFrom(rel string, pos int64, n int) (b []byte, next int64, skipped bool, err error) {
+	lc.rotating.RLock()
+	defer lc.rotating.RUnlock()
+	shift := lc.shift[rel]
+	f, fi, err := lc.fs.openRegular(rel)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, pos, false, nil
+	}
+	if err != nil {
+		return nil, pos, false, err
+	}
+	defer f.Close()
+	size := fi.Size()
+	off := pos - shift
+	ds := dataStart(f, size)
+	if off < ds {
+		// Rotated since it was reached: on from the rotated file, if it
+		// still holds it.
+		if k := lc.kept[rel]; pos < k.to {
+			if pos < k.from {
+				pos, skipped = k.from, true
+			}
+			if b, err := lc.readAt(rel+RotatedSuffix, pos-k.from, min(int64(n), k.to-pos)); err == nil && len(b) > 0 {
+				return b, pos + int64(len(b)), skipped, nil
+			}
+		}
+		off, skipped = ds, true
+	}
+	if off > size { // not a position of this log (cannot happen)
+		off, skipped = ds, true
+	}
+	b = make([]byte, min(int64(n), size-off))
+	m, err := f.ReadAt(b, off)
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return b[:m], off + int64(m) + shift, skipped, err
+}
+
+// readAt reads up to n bytes of file rel at off.
+func (lc *logCap) readAt(rel string, off, n int64) ([]byte, error) {
+	f, _, err := lc.fs.openRegular(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	m, err := f.ReadAt(b, off)
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return b[:m], err
+}
+
+// tailFrom is the position tail bytes before the end of log rel (or its
+// oldest data), and whether that is mid-file, where a line may be cut.
+func (lc *logCap) tailFrom(rel string, tail int64) (pos int64, mid bool, err error) {
+	lc.rotating.RLock()
+	defer lc.rotating.RUnlock()
+	f, fi, err := lc.fs.openRegular(rel)
+	if errors.Is(err, os.ErrNotExist) {
+		return lc.shift[rel], false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	defer f.Close()
+	pos = max(fi.Size()-tail, dataStart(f, fi.Size())) + lc.shift[rel]
+	return pos, pos > 0, nil
 }
 
 // How the head of a log is cut, best first. Each file system supports a
@@ -201,7 +326,7 @@ func (lc *logCap) rotate(rel string) {
 	}
 	for {
 		how := int(cutMode.Load())
-		cut, err := lc.keepOlder(f, rel, start, size, st.Bsize, how)
+		from, cut, err := lc.keepOlder(f, rel, start, size, st.Bsize, how)
 		if err != nil {
 			lc.warn(rel, "rotate log: the older part could not be kept and is dropped to hold the cap", err)
 		}
@@ -217,6 +342,12 @@ func (lc *logCap) rotate(rel string) {
 			err = f.Truncate(0)
 		}
 		if err == nil {
+			if from < cut {
+				lc.kept[rel] = span{from + lc.shift[rel], cut + lc.shift[rel]}
+			}
+			if how != cutPunch { // a punched head leaves the offsets as they were
+				lc.shift[rel] += cut
+			}
 			return
 		}
 		if how == cutTruncate || !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EINVAL) {
@@ -229,15 +360,19 @@ func (lc *logCap) rotate(rel string) {
 	}
 }
 
+// span is a range of positions [from, to) of a log.
+type span struct{ from, to int64 }
+
 // keepOlder copies the newest max/2 bytes of the head of f (its data from
 // start) to rel.1, atomically replacing it (anything older is dropped),
-// and returns where the head may now be cut. Collapse and punch cut whole
+// and returns where what it kept starts and where the head may now be
+// cut. Collapse and punch cut whole
 // blocks (collapse never up to the end), so the head ends at a block
 // boundary and nothing after it is touched: the child's appends are safe.
 // Truncation empties the file, so the copy goes on, a few rounds at most,
 // until it has caught up with the child, and the head is all it copied.
-func (lc *logCap) keepOlder(f *os.File, rel string, start, size, bs int64, how int) (int64, error) {
-	cut := size / bs * bs
+func (lc *logCap) keepOlder(f *os.File, rel string, start, size, bs int64, how int) (from, cut int64, err error) {
+	cut = size / bs * bs
 	if how == cutCollapse {
 		cut = (size - 1) / bs * bs
 	}
@@ -246,11 +381,11 @@ func (lc *logCap) keepOlder(f *os.File, rel string, start, size, bs int64, how i
 		cut, keep = size, lc.max*3/8 // a quarter kept free for the catching up
 	}
 	if cut <= start {
-		return start, nil
+		return start, start, nil
 	}
 	budget := lc.max/2 - keep
-	from := max(cut-keep, start)
-	err := lc.fs.writeAtomicFunc(path.Dir(rel), path.Base(rel)+RotatedSuffix, false, func(w io.Writer) error {
+	from = max(cut-keep, start)
+	err = lc.fs.writeAtomicFunc(path.Dir(rel), path.Base(rel)+RotatedSuffix, false, func(w io.Writer) error {
 		_, err := io.Copy(w, io.NewSectionReader(f, from, cut-from))
 		for round := 0; err == nil && how == cutTruncate && round < 4 && budget > 0; round++ {
 			fi, serr := f.Stat()
@@ -263,7 +398,10 @@ func (lc *logCap) keepOlder(f *os.File, rel string, start, size, bs int64, how i
 		}
 		return err
 	})
-	return cut, err
+	if err != nil {
+		from = cut // nothing kept
+	}
+	return from, cut, err
 }
 
 // warn logs a rotation failure, at most once a minute per log.

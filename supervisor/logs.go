@@ -144,3 +144,148 @@ func clipStart(s string, n int) string {
 	}
 	return s[i:]
 }
+
+// LogChunk is a piece of a followed log: whole lines of one stream, or
+// the rest of a line that grew past FollowChunk.
+type LogChunk struct {
+	Stream string // "stdout" or "stderr"
+	Text   string // redacted
+}
+
+// FollowChunk bounds one LogChunk's text.
+const FollowChunk = 8 << 10
+
+// FollowLogs passes emit the last tail bytes of the sandbox's stdout and
+// stderr (from a line's start) and then what they gain, redacted with the
+// secret values of its environment, until the sandbox is no longer
+// running (after its last output), ctx ends or emit fails. It follows the
+// logs across rotation. It returns the sandbox as it was when the
+// following ended.
+//
+// What a follower holds is bounded: one partial line per stream of at
+// most FollowChunk bytes; a longer line is passed on in pieces.
+func (s *Supervisor) FollowLogs(ctx context.Context, id string, tail int, emit func(LogChunk) error) (Sandbox, error) {
+	e, err := s.lookup(id)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	if tail <= 0 {
+		tail = DefaultLogTail
+	}
+	// Told of every change of state, so that following ends at a stop
+	// (the workload writes no more then, and nothing wakes the log).
+	sub, _ := s.Subscribe(nil, nil)
+	defer func() { sub.Close() }()
+	r := redact.New(s.secretsOf(e))
+	type stream struct {
+		name, rel string
+		pos       int64
+		partial   []byte // the start of a line not yet ended
+		skipLine  bool   // drop up to the first newline: the tail began mid-line
+	}
+	streams := []*stream{{name: "stdout", rel: e.id + "/" + StdoutFile}, {name: "stderr", rel: e.id + "/" + StderrFile}}
+	for _, st := range streams {
+		if st.pos, st.skipLine, err = s.logs.tailFrom(st.rel, int64(tail)); err != nil {
+			return Sandbox{}, err
+		}
+	}
+	send := func(st *stream, text []byte) error {
+		red, err := r.RedactContext(ctx, strings.ToValidUTF8(string(text), "\uFFFD"))
+		if err != nil {
+			return err
+		}
+		return emit(LogChunk{Stream: st.name, Text: red})
+	}
+	// drain passes on what st gained; at the end, its last partial line
+	// too.
+	drain := func(st *stream, final bool) error {
+		for {
+			b, next, skipped, err := s.logs.readFrom(st.rel, st.pos, 64<<10)
+			if err != nil {
+				return err
+			}
+			st.pos = next
+			if skipped {
+				// Rotated away before it was read: say so, and go on
+				// from a line's start.
+				st.partial, st.skipLine = nil, true
+				if err := send(st, []byte("[… older output rotated away before it could be followed …]\n")); err != nil {
+					return err
+				}
+			}
+			if st.skipLine {
+				i := bytes.IndexByte(b, '\n')
+				if i < 0 {
+					b = nil
+				} else {
+					b, st.skipLine = b[i+1:], false
+				}
+			}
+			st.partial = append(st.partial, b...)
+			for len(st.partial) > 0 {
+				cut := bytes.LastIndexByte(st.partial[:min(len(st.partial), FollowChunk)], '\n') + 1
+				switch {
+				case cut > 0:
+				case len(st.partial) >= FollowChunk:
+					// A long line goes on in pieces, never splitting a
+					// character.
+					cut = FollowChunk
+					for c := cut; c > FollowChunk-utf8.UTFMax; c-- {
+						if utf8.RuneStart(st.partial[c]) {
+							cut = c
+							break
+						}
+					}
+				case final && len(b) == 0:
+					cut = len(st.partial)
+				default:
+					break
+				}
+				if cut == 0 {
+					break
+				}
+				if err := send(st, st.partial[:cut]); err != nil {
+					return err
+				}
+				st.partial = st.partial[cut:]
+			}
+			if len(b) == 0 {
+				return nil
+			}
+		}
+	}
+	for {
+		// Waiters first, then the reads: a write after a read wakes us.
+		wake := make([]<-chan struct{}, len(streams))
+		for i, st := range streams {
+			wake[i] = s.logs.wait(st.rel)
+		}
+		s.mu.Lock()
+		sb, gone := e.info, s.sandboxes[id] != e
+		s.mu.Unlock()
+		live := sb.State.Live() && !gone
+		for _, st := range streams {
+			if err := drain(st, !live); err != nil {
+				return sb, err
+			}
+		}
+		if !live {
+			return sb, nil
+		}
+	wait:
+		select {
+		case <-ctx.Done():
+			return sb, ctx.Err()
+		case <-wake[0]:
+		case <-wake[1]:
+		case ev, ok := <-sub.C:
+			switch {
+			case !ok: // fell behind the daemon's events: catch up
+				sub.Close()
+				sub, _ = s.Subscribe(nil, nil)
+			case ev.Type != EventSnapshot && ev.Sandbox.ID != id:
+				goto wait // another sandbox's
+			}
+		}
+	}
+}

@@ -138,5 +138,5 @@ func (s *Supervisor) resolve(req CreateRequest) (Snapshot, error) {
 	if len(s.snapshots) > 0 {
 		known = strings.Join(slices.Sorted(maps.Keys(s.snapshots)), ", ")
 	}
-	return Snapshot{}, fmt.Errorf("%w: %q: this daemon's snapshots are %s (the %s runtime runs only those)", ErrUnknownSnapshot, Clip(req.Snapshot, MaxQuoted), known, rtName)
+	return Snapshot{}, fmt.Errorf("%w: %q; this daemon has %s (the %s runtime runs only these)", ErrUnknownSnapshot, Clip(req.Snapshot, MaxQuoted), known, rtName)
 }

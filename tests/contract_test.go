@@ -136,10 +136,19 @@ func (c *contract) check(req *http.Request, reqBody []byte, status int, hdr http
 	switch {
 	case status/100 == 2 && !ok:
 		return fmt.Errorf("%s %s: the daemon accepted a request the document refuses:%s", req.Method, req.URL, describe(errs))
-	case status == http.StatusBadRequest && ok:
+	case status == http.StatusBadRequest && ok && !dependsOnDaemon(body):
 		return fmt.Errorf("%s %s %s: the daemon refused a request the document allows: %s", req.Method, req.URL, reqBody, body)
 	}
 	return nil
+}
+
+// dependsOnDaemon: a 400 that no document can foresee, because it
+// depends on this daemon's configuration or machine (a snapshot it does
+// not have, an image not here, a limit it cannot enforce).
+func dependsOnDaemon(body []byte) bool {
+	var eb struct{ Error struct{ Code string } }
+	json.Unmarshal(body, &eb)
+	return slices.Contains([]string{"unknown_snapshot", "image_not_found", "limits_unsupported"}, eb.Error.Code)
 }
 
 // client records and checks every exchange with the daemon.
@@ -218,6 +227,8 @@ func runScenario(t *testing.T, cc *contractClient) {
 	cc.do("GET", "/v1/info", "")
 	cc.do("GET", "/v1/info", "", "Origin", "https://evil.example")
 	cc.do("GET", "/v1/openapi.yaml", "")
+	cc.do("GET", "/v1/snapshots", "")
+	cc.do("POST", "/v1/sandboxes", `{"name":"k5","snapshot":"no-such-snapshot"}`)
 	cc.do("POST", "/v1/sandboxes", `{"name":"k1","labels":{"suite":"contract","harnessSessionId":"h-1"},"envVars":{"A":"1"},"autoDeleteInterval":-1,"cpu":0,"gpu":1}`)
 	cc.do("POST", "/v1/sandboxes", `{"name":"k2","labels":{"suite":"contract"},"autoStopInterval":0,"autoDeleteInterval":0}`)
 	cc.do("POST", "/v1/sandboxes", `{"name":"k1"}`)
@@ -262,7 +273,9 @@ func runScenario(t *testing.T, cc *contractClient) {
 	cc.do("POST", "/v1/sandboxes/k1/stop?force=nah", "")
 	cc.do("POST", "/v1/sandboxes/missing/stop", "")
 	cc.do("POST", "/v1/sandboxes/k1/stop", "")
-	cc.do("POST", "/v1/sandboxes/k2/stop?force=true", "") // auto-delete 0: answers destroyed
+	cc.do("POST", "/v1/sandboxes/k2/stop?force=true", "")            // auto-delete 0: answers destroyed
+	cc.do("GET", "/v1/sandboxes/k1/entrypoint-logs?follow=true", "") // stopped: its tail, then the end
+	cc.do("GET", "/v1/sandboxes/k1/entrypoint-logs?follow=maybe", "")
 	cc.do("POST", "/v1/sandboxes/k1/refresh-activity", "")
 	cc.do("POST", "/v1/sandboxes/k1/autostop", `{"interval":5}`)
 	cc.do("POST", "/v1/sandboxes/k1/autostop/5", "")

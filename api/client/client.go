@@ -288,6 +288,15 @@ func (c *Client) Info(ctx context.Context) (wire.Info, error) {
 	return info, nil
 }
 
+// Snapshots lists the snapshots the daemon runs (GET /v1/snapshots).
+func (c *Client) Snapshots(ctx context.Context) ([]wire.Snapshot, error) {
+	var list wire.SnapshotList
+	if err := c.do(ctx, c.timeout, "GET", "/v1/snapshots", nil, &list); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
 func labelQuery(labels map[string]string) string {
 	if len(labels) == 0 {
 		return ""

@@ -62,39 +62,16 @@ func (h handlerError) Error() string { return h.err.Error() }
 
 // watchOnce runs one connection. It reports whether it delivered anything.
 func (c *Client) watchOnce(ctx context.Context, labels map[string]string, last *uint64, handler func(wire.StreamEvent) error) (bool, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", c.base+"/v1/events"+labelQuery(labels), nil)
+	var resume string
+	if *last > 0 {
+		resume = strconv.FormatUint(*last, 10)
+	}
+	er, closeStream, err := c.openStream(ctx, "/v1/events"+labelQuery(labels), resume)
 	if err != nil {
 		return false, err
 	}
-	req.Header.Set("Accept", "text/event-stream")
-	c.authorize(req)
-	if *last > 0 {
-		req.Header.Set("Last-Event-ID", strconv.FormatUint(*last, 10))
-	}
-	// The answer's head must come within the call timeout; after that the
-	// stream may idle, but not for longer than IdleTimeout (the daemon's
-	// heartbeats keep a healthy stream busier than that).
-	reqCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	idle := time.AfterFunc(c.timeout, cancel)
-	defer idle.Stop()
-	resp, err := c.http.Do(req.WithContext(reqCtx))
-	if err != nil {
-		return false, c.transportError(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		var eb wire.ErrorBody
-		json.NewDecoder(resp.Body).Decode(&eb)
-		e := &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
-		if resp.StatusCode == http.StatusUnauthorized {
-			return false, c.unauthorized(e)
-		}
-		return false, e
-	}
+	defer closeStream()
 	delivered := false
-	// Anything read, heartbeat comments included, proves the stream alive.
-	er := NewEventReader(readNotify{resp.Body, func() { idle.Reset(IdleTimeout) }})
 	for {
 		raw, err := er.Next()
 		if err != nil {
@@ -116,6 +93,89 @@ func (c *Client) watchOnce(ctx context.Context, labels map[string]string, last *
 		delivered = true
 		if err := handler(ev); err != nil {
 			return delivered, handlerError{err}
+		}
+	}
+}
+
+// openStream opens the event stream at path (resuming after lastID when
+// not empty) and returns its reader and what closes it. The answer's head
+// must come within the call timeout; after that the stream may idle, but
+// not for longer than IdleTimeout (the daemon's heartbeats keep a healthy
+// stream busier than that).
+func (c *Client) openStream(ctx context.Context, path, lastID string) (*EventReader, func(), error) {
+	reqCtx, cancel := context.WithCancel(ctx)
+	req, err := http.NewRequestWithContext(reqCtx, "GET", c.base+path, nil)
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	c.authorize(req)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	idle := time.AfterFunc(c.timeout, cancel)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		idle.Stop()
+		cancel()
+		return nil, nil, c.transportError(err)
+	}
+	closeAll := func() { idle.Stop(); resp.Body.Close(); cancel() }
+	if resp.StatusCode != http.StatusOK {
+		var eb wire.ErrorBody
+		json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&eb)
+		closeAll()
+		e := &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+		if resp.StatusCode == http.StatusUnauthorized {
+			return nil, nil, c.unauthorized(e)
+		}
+		return nil, nil, e
+	}
+	// Anything read, heartbeat comments included, proves the stream alive.
+	return NewEventReader(readNotify{resp.Body, func() { idle.Reset(IdleTimeout) }}), closeAll, nil
+}
+
+// FollowLogs passes fn the sandbox's entrypoint logs, the last tailBytes
+// (0: the daemon's default) and then each line as it is written, redacted,
+// with its stream ("stdout" or "stderr"), until the sandbox stops (its
+// state then is returned), ctx ends or fn fails.
+func (c *Client) FollowLogs(ctx context.Context, id string, tailBytes int, fn func(stream, text string) error) (wire.SandboxInfo, error) {
+	path := "/v1/sandboxes/" + esc(id) + "/entrypoint-logs?follow=true"
+	if tailBytes > 0 {
+		path += "&tailBytes=" + strconv.Itoa(tailBytes)
+	}
+	er, closeStream, err := c.openStream(ctx, path, "")
+	if err != nil {
+		return wire.SandboxInfo{}, err
+	}
+	defer closeStream()
+	for {
+		ev, err := er.Next()
+		if err == io.EOF {
+			return wire.SandboxInfo{}, errors.New("the daemon ended the log stream early (it may be restarting)")
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return wire.SandboxInfo{}, ctx.Err()
+			}
+			return wire.SandboxInfo{}, c.transportError(err)
+		}
+		switch ev.Type {
+		case wire.LogEventEnd:
+			var sb wire.SandboxInfo
+			if err := json.Unmarshal(ev.Data, &sb); err != nil {
+				return sb, fmt.Errorf("decode the log stream's end: %w", err)
+			}
+			return sb, nil
+		case "stdout", "stderr":
+			var chunk wire.LogChunk
+			if err := json.Unmarshal(ev.Data, &chunk); err != nil {
+				return wire.SandboxInfo{}, fmt.Errorf("decode log chunk: %w", err)
+			}
+			if err := fn(ev.Type, chunk.Text); err != nil {
+				return wire.SandboxInfo{}, err
+			}
 		}
 	}
 }

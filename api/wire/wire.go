@@ -240,6 +240,16 @@ type LogsResponse struct {
 	Stderr string `json:"stderr"`
 }
 
+// LogChunk is the data of a followed log's "stdout" and "stderr" events
+// (GET .../entrypoint-logs?follow=true): whole lines, redacted.
+type LogChunk struct {
+	Text string `json:"text"`
+}
+
+// LogEventEnd is the event that ends a followed log: its data is the
+// SandboxInfo, no longer running.
+const LogEventEnd = "end"
+
 // AutostopRequest is the body of POST .../autostop.
 type AutostopRequest struct {
 	Interval *float64 `json:"interval"`

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -76,7 +78,7 @@ func createCommand() command {
 			fs.BoolVar(&wait, "wait", false, "wait until the daemon says it started (its ready path answered) or stopped")
 			fs.DurationVar(&timeout, "timeout", 0, "with --wait, how long (default: the daemon's startup timeout + 15s)")
 			fs.StringVar(&runtime, "runtime", "", "the `runtime` to run it (agent-control-plane info lists them; default: the daemon's first)")
-			fs.StringVar(&snapshot, "snapshot", "", "what to run; for docker, the `image`")
+			fs.StringVar(&snapshot, "snapshot", "", "the `snapshot` to run (agent-control-plane snapshots lists them); for docker, also an image")
 			limitFlags(fs, &limits)
 		},
 		exec: func(ctx context.Context, c *cli, args []string) error {
@@ -240,10 +242,45 @@ func (c *cli) deleteAll(ctx context.Context, ids []string, mustExist bool) error
 }
 
 func logsCommand() command {
+	var follow bool
 	return command{
-		name: "logs", args: "NAME", summary: "print a sandbox's entrypoint logs (redacted)", minArgs: 1, maxArgs: 1, client: true,
+		name: "logs", args: "NAME", summary: "print a sandbox's entrypoint logs (redacted); -f follows them", minArgs: 1, maxArgs: 1, client: true,
+		flags: func(fs *flag.FlagSet) {
+			fs.BoolVar(&follow, "f", false, "follow: print lines as they are written, until the sandbox stops (or Ctrl-C)")
+			fs.BoolVar(&follow, "follow", false, "same as -f")
+		},
 		exec: func(ctx context.Context, c *cli, args []string) error {
-			logs, err := c.client().EntrypointLogs(ctx, args[0])
+			cl := c.client()
+			if follow {
+				// With --json, one JSON object per chunk: {"stream","text"}.
+				enc := json.NewEncoder(c.stdout)
+				sb, err := cl.FollowLogs(ctx, args[0], 0, func(stream, text string) error {
+					if c.json {
+						return enc.Encode(map[string]string{"stream": stream, "text": text})
+					}
+					w := c.stdout
+					if stream == "stderr" {
+						w = c.stderr
+					}
+					_, err := io.WriteString(w, inertLog(text))
+					return err
+				})
+				if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+					return nil // Ctrl-C: following ends, nothing failed
+				}
+				if err != nil {
+					return err
+				}
+				if !c.json {
+					how := ""
+					if sb.ErrorReason != nil && *sb.ErrorReason != "" {
+						how = ": " + inert(*sb.ErrorReason)
+					}
+					fmt.Fprintf(c.stderr, "Sandbox %s is %s%s.\n", inert(sb.ID), c.paint(sb.State), how)
+				}
+				return nil
+			}
+			logs, err := cl.EntrypointLogs(ctx, args[0])
 			if err != nil {
 				return err
 			}
@@ -335,6 +372,34 @@ func resizeCommand() command {
 			}
 			fmt.Fprintf(c.stdout, "Sandbox %s limits: %s\n", inert(sb.ID), limitsString(sb))
 			return nil
+		},
+	}
+}
+
+func snapshotsCommand() command {
+	return command{
+		name: "snapshots", summary: "list the snapshots creates may name (--snapshot)", client: true,
+		exec: func(ctx context.Context, c *cli, _ []string) error {
+			list, err := c.client().Snapshots(ctx)
+			if err != nil {
+				return err
+			}
+			if c.json {
+				c.printJSON(list)
+				return nil
+			}
+			tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tRUNTIME\tREADY PATH\tSTARTUP\tSTOP GRACE\tIMAGE\tENV")
+			for _, s := range list {
+				name := inert(s.Name)
+				if s.Default {
+					name += " (default)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, inert(s.Runtime), inert(s.ReadyPath),
+					time.Duration(s.StartupTimeoutMs)*time.Millisecond, time.Duration(s.StopGraceMs)*time.Millisecond,
+					inert(cmp.Or(s.Image, "-")), inert(cmp.Or(strings.Join(s.EnvKeys, ","), "-")))
+			}
+			return tw.Flush()
 		},
 	}
 }

@@ -65,6 +65,7 @@ func commands() []command {
 		keepaliveCommand(),
 		autostopCommand(),
 		resizeCommand(),
+		snapshotsCommand(),
 		infoCommand(),
 		dashboardCommand(),
 		installCommand(),

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -22,7 +23,7 @@ const exitInterrupted = 130
 // on Ctrl-C either leave it running (saying how to delete it) or, with
 // --rm, delete it.
 func runCommand() command {
-	var name string
+	var name, snapshot string
 	var autostop *float64
 	var rm bool
 	var timeout time.Duration
@@ -31,6 +32,7 @@ func runCommand() command {
 		name: "run", summary: "create a sandbox, keep it alive while attached", client: true,
 		flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&name, "name", "", "sandbox `name` (default cli-<random>)")
+			fs.StringVar(&snapshot, "snapshot", "", "the snapshot to run (agent-control-plane snapshots lists them; default: the one named default)")
 			fs.Var(labels, "label", "label `k=v` (repeatable); origin=cli is always set")
 			fs.Var(env, "env", "environment variable `K=V` for the agent-server (repeatable)")
 			minutesFlag(fs, &autostop)
@@ -38,24 +40,24 @@ func runCommand() command {
 			fs.DurationVar(&timeout, "timeout", 0, "how long to wait for it to start (default: the daemon's startup timeout + 15s)")
 		},
 		exec: func(ctx context.Context, c *cli, _ []string) error {
-			return c.run(ctx, name, labels, env, autostop, rm, timeout)
+			req := wire.CreateSandboxRequest{Name: name, Snapshot: snapshot, Labels: labels, EnvVars: env, AutoStopInterval: autostop}
+			return c.run(ctx, req, rm, timeout)
 		},
 	}
 }
 
 // run is the run command: create, wait, attach, clean up.
-func (c *cli) run(ctx context.Context, name string, labels, env kvFlag, autostop *float64, rm bool, timeout time.Duration) error {
-	if name == "" {
+func (c *cli) run(ctx context.Context, req wire.CreateSandboxRequest, rm bool, timeout time.Duration) error {
+	if req.Name == "" {
 		b := make([]byte, 3)
 		rand.Read(b)
-		name = "cli-" + hex.EncodeToString(b)
+		req.Name = "cli-" + hex.EncodeToString(b)
 	}
-	labels["origin"] = "cli"
+	req.Labels["origin"] = "cli"
 	cl := c.client()
 	if _, err := cl.Info(ctx); err != nil {
 		return err
 	}
-	req := wire.CreateSandboxRequest{Name: name, Labels: labels, EnvVars: env, AutoStopInterval: autostop}
 	sb, err := cl.Create(ctx, req)
 	if err != nil {
 		return err
@@ -160,15 +162,21 @@ func keepAliveEvery(minutes float64) time.Duration {
 // the ready path passed) or stopped, saying what it waits for, up to
 // timeout (0: the daemon's startup timeout plus a margin).
 func (c *cli) waitStarted(ctx context.Context, cl *client.Client, sb wire.SandboxInfo, timeout time.Duration) (wire.SandboxInfo, error) {
-	readyPath, startup := "its ready path", time.Minute
-	if info, err := cl.Info(ctx); err == nil {
-		if info.ReadyPath != "" {
-			readyPath = info.ReadyPath
-		}
-		if info.StartupTimeoutMs > 0 {
-			startup = time.Duration(info.StartupTimeoutMs) * time.Millisecond
+	readyPath, startupMs := "its ready path", int64(time.Minute/time.Millisecond)
+	// The snapshot it runs says how it is probed; one the daemon does not
+	// list (a docker image) is probed as the daemon's defaults say.
+	found := false
+	if snaps, err := cl.Snapshots(ctx); err == nil && sb.Snapshot != "" {
+		for _, s := range snaps {
+			if s.Name == sb.Snapshot {
+				readyPath, startupMs, found = s.ReadyPath, s.StartupTimeoutMs, true
+			}
 		}
 	}
+	if info, err := cl.Info(ctx); err == nil && !found {
+		readyPath, startupMs = cmp.Or(info.ReadyPath, readyPath), cmp.Or(info.StartupTimeoutMs, startupMs)
+	}
+	startup := time.Duration(startupMs) * time.Millisecond
 	if timeout <= 0 {
 		timeout = startup + 15*time.Second
 	}

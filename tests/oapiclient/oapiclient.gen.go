@@ -54,6 +54,7 @@ const (
 	ErrorErrorCodeShuttingDown         ErrorErrorCode = "shutting_down"
 	ErrorErrorCodeStopFailed           ErrorErrorCode = "stop_failed"
 	ErrorErrorCodeUnauthorized         ErrorErrorCode = "unauthorized"
+	ErrorErrorCodeUnknownSnapshot      ErrorErrorCode = "unknown_snapshot"
 	ErrorErrorCodeUnsupportedLifecycle ErrorErrorCode = "unsupported_lifecycle"
 	ErrorErrorCodeUnsupportedMediaType ErrorErrorCode = "unsupported_media_type"
 	ErrorErrorCodeUnsupportedRuntime   ErrorErrorCode = "unsupported_runtime"
@@ -97,6 +98,8 @@ func (e ErrorErrorCode) Valid() bool {
 	case ErrorErrorCodeStopFailed:
 		return true
 	case ErrorErrorCodeUnauthorized:
+		return true
+	case ErrorErrorCodeUnknownSnapshot:
 		return true
 	case ErrorErrorCodeUnsupportedLifecycle:
 		return true
@@ -668,6 +671,9 @@ type ListSandboxesParamsStates string
 type GetEntrypointLogsParams struct {
 	// TailBytes Bytes per stream, 1 to 1048576 (default 65536).
 	TailBytes *int `form:"tailBytes,omitempty" json:"tailBytes,omitempty"`
+
+	// Follow true streams the logs as they are written (SSE).
+	Follow *bool `form:"follow,omitempty" json:"follow,omitempty"`
 }
 
 // GetPreviewUrlParams defines parameters for GetPreviewUrl.
@@ -1068,6 +1074,13 @@ type ClientInterface interface {
 
 	// GetEntrypointLogs The tail of the child's stdout and stderr, redacted by the daemon.
 	//
+	// With follow=true, a Server-Sent Events stream instead: "stdout" and
+	// "stderr" events whose data is {"text": …} (whole lines, redacted,
+	// from the tail on, across log rotation; a line longer than 8 KiB
+	// comes in pieces), then one "end" event whose data is the
+	// SandboxInfo once the sandbox no longer runs. A stopped sandbox's
+	// stream is its tail and the end.
+	//
 	// Corresponds with GET /v1/sandboxes/{id}/entrypoint-logs (the `GetEntrypointLogs` operationId).
 	GetEntrypointLogs(ctx context.Context, id Id, params *GetEntrypointLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -1326,6 +1339,13 @@ func (c *Client) SetAutostopIntervalPath(ctx context.Context, id Id, interval fl
 }
 
 // GetEntrypointLogs The tail of the child's stdout and stderr, redacted by the daemon.
+//
+// With follow=true, a Server-Sent Events stream instead: "stdout" and
+// "stderr" events whose data is {"text": …} (whole lines, redacted,
+// from the tail on, across log rotation; a line longer than 8 KiB
+// comes in pieces), then one "end" event whose data is the
+// SandboxInfo once the sandbox no longer runs. A stopped sandbox's
+// stream is its tail and the end.
 //
 // Corresponds with GET /v1/sandboxes/{id}/entrypoint-logs (the `GetEntrypointLogs` operationId).
 func (c *Client) GetEntrypointLogs(ctx context.Context, id Id, params *GetEntrypointLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1964,6 +1984,18 @@ func NewGetEntrypointLogsRequest(server string, id Id, params *GetEntrypointLogs
 
 		}
 
+		if params.Follow != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "follow", *params.Follow, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -2402,6 +2434,13 @@ type ClientWithResponsesInterface interface {
 	SetAutostopIntervalPathWithResponse(ctx context.Context, id Id, interval float32, reqEditors ...RequestEditorFn) (*SetAutostopIntervalPathResponse, error)
 
 	// GetEntrypointLogsWithResponse The tail of the child's stdout and stderr, redacted by the daemon.
+	//
+	// With follow=true, a Server-Sent Events stream instead: "stdout" and
+	// "stderr" events whose data is {"text": …} (whole lines, redacted,
+	// from the tail on, across log rotation; a line longer than 8 KiB
+	// comes in pieces), then one "end" event whose data is the
+	// SandboxInfo once the sandbox no longer runs. A stopped sandbox's
+	// stream is its tail and the end.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3804,6 +3843,13 @@ func (c *ClientWithResponses) SetAutostopIntervalPathWithResponse(ctx context.Co
 
 // GetEntrypointLogsWithResponse The tail of the child's stdout and stderr, redacted by the daemon.
 //
+// With follow=true, a Server-Sent Events stream instead: "stdout" and
+// "stderr" events whose data is {"text": …} (whole lines, redacted,
+// from the tail on, across log rotation; a line longer than 8 KiB
+// comes in pieces), then one "end" event whose data is the
+// SandboxInfo once the sandbox no longer runs. A stopped sandbox's
+// stream is its tail and the end.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/sandboxes/{id}/entrypoint-logs (the `GetEntrypointLogs` operationId).
@@ -4520,6 +4566,9 @@ func ParseGetEntrypointLogsResponse(rsp *http.Response) (*GetEntrypointLogsRespo
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/event-stream) unsupported
 
 	}
 

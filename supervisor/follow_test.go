@@ -1,0 +1,169 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// follower runs FollowLogs in the background and collects what it emits.
+type follower struct {
+	mu     sync.Mutex
+	out    map[string]*strings.Builder
+	chunks int
+	done   chan struct{}
+	final  Sandbox
+	err    error
+}
+
+func follow(t *testing.T, s *Supervisor, id string, tail int) *follower {
+	f := &follower{out: map[string]*strings.Builder{"stdout": {}, "stderr": {}}, done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); <-f.done })
+	go func() {
+		defer close(f.done)
+		f.final, f.err = s.FollowLogs(ctx, id, tail, func(c LogChunk) error {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if len(c.Text) > FollowChunk {
+				return fmt.Errorf("a chunk of %d bytes", len(c.Text))
+			}
+			f.out[c.Stream].WriteString(c.Text)
+			f.chunks++
+			return nil
+		})
+	}()
+	return f
+}
+
+func (f *follower) text(stream string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.out[stream].String()
+}
+
+func (f *follower) waitFor(t *testing.T, stream, want string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(f.text(stream), want) {
+		if time.Now().After(deadline) {
+			s := f.text(stream)
+			t.Fatalf("%s never showed %q: %d bytes, ending %q", stream, want, len(s), s[max(0, len(s)-200):])
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// appendLog writes to a sandbox's log as its child does (O_APPEND).
+func appendLog(t *testing.T, dir, name, text string) {
+	t.Helper()
+	fd, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	if _, err := fd.WriteString(text); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Following a log shows its tail, then whole lines as they are written,
+// redacted, across rotations of every kind, and ends when the sandbox
+// stops.
+func TestFollowLogs(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		how  int32
+	}{{"collapse", cutCollapse}, {"punch", cutPunch}, {"truncate", cutTruncate}} {
+		t.Run(c.name, func(t *testing.T) {
+			cutMode.Store(c.how)
+			defer cutMode.Store(cutCollapse)
+			h := newHarness(t, func(o *Options) { o.LogMaxBytes = 64 << 10 })
+			h.create("f1", map[string]string{"STUB_AGENT_PRINT": "hello-at-start", "API_TOKEN": "s3cret-value-42"}, nil)
+			h.waitState("f1", Started)
+			dir := filepath.Join(h.opts.Root, "f1")
+			f := follow(t, h.sup, "f1", 0)
+			f.waitFor(t, "stdout", "hello-at-start")
+
+			appendLog(t, dir, StdoutFile, "part")
+			appendLog(t, dir, StdoutFile, "ial line with s3cret-value-42\n")
+			f.waitFor(t, "stdout", "partial line with ")
+			appendLog(t, dir, StderrFile, "to stderr\n")
+			f.waitFor(t, "stderr", "to stderr\n")
+
+			// 200 KB in batches, each read before the next is written:
+			// the log rotates several times under the follower.
+			line := strings.Repeat("x", 990)
+			for batch := 0; batch < 25; batch++ {
+				var b strings.Builder
+				for i := 0; i < 8; i++ {
+					fmt.Fprintf(&b, "n%04d %s\n", batch*8+i, line)
+				}
+				appendLog(t, dir, StdoutFile, b.String())
+				f.waitFor(t, "stdout", fmt.Sprintf("n%04d ", batch*8+7))
+			}
+			if _, err := os.Stat(filepath.Join(dir, StdoutFile+RotatedSuffix)); err != nil {
+				t.Fatalf("the log never rotated: %v", err)
+			}
+			text := f.text("stdout")
+			if strings.Contains(text, "s3cret-value-42") {
+				t.Error("a followed line shows a secret")
+			}
+			if strings.Contains(text, "rotated away") {
+				t.Error("a follower that kept up was told output was rotated away")
+			}
+			// Every line once, in order, whole.
+			lines := strings.Split(text, "\n")
+			next := 0
+			for _, l := range lines {
+				if !strings.HasPrefix(l, "n") || len(l) != 996 {
+					continue
+				}
+				if want := fmt.Sprintf("n%04d %s", next, line); l != want {
+					t.Fatalf("line %d: got %.20q…", next, l)
+				}
+				next++
+			}
+			if next != 200 {
+				t.Fatalf("%d of 200 lines followed", next)
+			}
+
+			// A stop ends the following, after the last output.
+			appendLog(t, dir, StdoutFile, "last words\n")
+			if _, err := h.sup.Stop(context.Background(), "f1", false); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-f.done:
+			case <-time.After(time.Minute):
+				t.Fatal("following did not end at the stop")
+			}
+			if f.err != nil || f.final.State != Stopped || !strings.Contains(f.text("stdout"), "last words\n") {
+				t.Fatalf("ended with %v, state %s", f.err, f.final.State)
+			}
+		})
+	}
+}
+
+// A stopped sandbox's tail is all there is; a missing one is not found.
+func TestFollowLogsStopped(t *testing.T) {
+	h := newHarness(t, nil)
+	h.create("s", map[string]string{"STUB_AGENT_PRINT": "said once"}, nil)
+	h.waitState("s", Started)
+	if _, err := h.sup.Stop(context.Background(), "s", false); err != nil {
+		t.Fatal(err)
+	}
+	var got strings.Builder
+	sb, err := h.sup.FollowLogs(context.Background(), "s", 0, func(c LogChunk) error { got.WriteString(c.Text); return nil })
+	if err != nil || sb.State != Stopped || !strings.Contains(got.String(), "said once") {
+		t.Fatalf("%v %s %q", err, sb.State, got.String())
+	}
+	if _, err := h.sup.FollowLogs(context.Background(), "nope", 0, func(LogChunk) error { return nil }); !isErr(err, ErrNotFound) {
+		t.Fatalf("missing sandbox: %v", err)
+	}
+}
