@@ -86,6 +86,45 @@ func dockerDaemon(t *testing.T, c *client.Client, env ...string) *testenv.Daemon
 	return d
 }
 
+// A docker snapshot: a create that names it runs on docker without
+// saying so, with the snapshot's image, argv and env.
+func TestDockerSnapshot(t *testing.T) {
+	c := engine(t)
+	lo, hi := portBlock.Next()
+	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi, Config: `
+[snapshots.boat]
+runtime = "docker"
+image = "` + stubImage + `"
+command = ["/agent-control-plane", "stub-agent"]
+env = { STUB_AGENT_PRINT = "printed as the snapshot says" }
+stop_grace = "1s"
+`})
+	t.Cleanup(func() { call(t, d, "DELETE", "/v1/sandboxes/b1", "") })
+	code, b := call(t, d, "POST", "/v1/sandboxes", `{"name":"b1","snapshot":"boat"}`)
+	if code != 201 || !strings.Contains(string(b), `"runtime":"docker"`) || !strings.Contains(string(b), `"snapshot":"boat"`) {
+		t.Fatalf("create from a docker snapshot: %d %s", code, b)
+	}
+	waitState(t, d, "b1", "started")
+	ins, err := c.ContainerInspect(context.Background(), containerOf(t, d, "b1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ins.Config.Image != stubImage || strings.Join(ins.Config.Entrypoint, " ") != "/agent-control-plane stub-agent" || len(ins.Config.Cmd) != 0 {
+		t.Errorf("container runs %s %v %v", ins.Config.Image, ins.Config.Entrypoint, ins.Config.Cmd)
+	}
+	testenv.Eventually(t, "the snapshot's env reaches the container", func() bool {
+		_, b := call(t, d, "GET", "/v1/sandboxes/b1/entrypoint-logs", "")
+		return strings.Contains(string(b), "printed as the snapshot says")
+	})
+	// Named with another runtime, it is refused.
+	if code, b := call(t, d, "POST", "/v1/sandboxes", `{"name":"b2","snapshot":"boat","runtime":"native"}`); code != 400 {
+		t.Errorf("snapshot boat on native: %d %s", code, b)
+	}
+	if r := record(t, d, "b1"); r.StopGraceMs != 1000 || r.Snapshot != "boat" {
+		t.Errorf("record: grace %d, snapshot %q", r.StopGraceMs, r.Snapshot)
+	}
+}
+
 func containerOf(t *testing.T, d *testenv.Daemon, id string) string {
 	t.Helper()
 	r := record(t, d, id)

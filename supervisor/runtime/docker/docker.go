@@ -233,7 +233,9 @@ func (r *Runtime) config(ref string, spec runtime.Spec) (*container.Config, *con
 		WorkingDir:   WorkspaceDir,
 	}
 	if len(spec.Command) > 0 {
-		cfg.Cmd = runtime.ExpandArgv(spec.Command, env)
+		// The whole argv, as for a native sandbox: the image's
+		// entrypoint and command give way.
+		cfg.Entrypoint = runtime.ExpandArgv(spec.Command, env)
 	}
 	logMax := max(r.LogMaxBytes, 1<<20)
 	host := &container.HostConfig{
