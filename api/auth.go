@@ -17,10 +17,12 @@ const SessionCookie = "acp_session"
 // page, and /metrics unless MetricsAuth.
 func (s *Server) open(r *http.Request) bool {
 	get := r.Method == http.MethodGet || r.Method == http.MethodHead
-	switch r.URL.Path {
-	case "/v1/info", "/":
+	switch p := r.URL.Path; {
+	case p == "/v1/info", p == "/":
 		return get
-	case "/metrics":
+	case strings.HasPrefix(p, "/ui/"):
+		return get // the page's own files hold no data
+	case p == "/metrics":
 		return !s.opts.MetricsAuth
 	}
 	return false
@@ -84,7 +86,11 @@ func (s *Server) home(w http.ResponseWriter, r *http.Request) {
 		s.page(w, http.StatusOK, pageData{Title: "agent-control-plane", Body: "Run agent-control-plane dashboard in a terminal and open the link it prints."})
 		return
 	}
-	s.page(w, http.StatusOK, pageData{Title: "agent-control-plane", Body: "Signed in. The API is at /v1; the dashboard page is not part of this version yet."})
+	// The dashboard: its script and style come from /ui/ and nothing else
+	// may run or load.
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	w.Write(dashboardHTML)
 }
 
 type pageData struct{ Title, Body string }

@@ -146,8 +146,22 @@ func TestBrowserLinkAndCookie(t *testing.T) {
 			t.Errorf("%s: %d, want %d", c.why, r.code, c.want)
 		}
 	}
-	if r := rawDo(t, "GET", e.srv.URL+"/", "Cookie", cookie); !strings.Contains(string(r.body), "Signed in") {
+	// With a session the page is the dashboard, under a strict policy;
+	// without one it says how to get in, and its files hold no data.
+	if r := rawDo(t, "GET", e.srv.URL+"/", "Cookie", cookie); !strings.Contains(string(r.body), `<script src="/ui/app.js"`) ||
+		!strings.Contains(r.hdr.Get("Content-Security-Policy"), "script-src 'self'") {
 		t.Fatalf("page with a session: %s", r.body)
+	}
+	if r := rawDo(t, "GET", e.srv.URL+"/"); strings.Contains(string(r.body), "app.js") || !strings.Contains(string(r.body), "agent-control-plane dashboard") {
+		t.Fatalf("page without a session: %s", r.body)
+	}
+	for _, f := range []string{"app.js", "app.css"} {
+		if r := rawDo(t, "GET", e.srv.URL+"/ui/"+f); r.code != http.StatusOK || len(r.body) < 1000 || r.hdr.Get("X-Content-Type-Options") != "nosniff" {
+			t.Fatalf("/ui/%s: %d, %d bytes", f, r.code, len(r.body))
+		}
+	}
+	if r := rawDo(t, "GET", e.srv.URL+"/ui/index.html"); r.code != http.StatusNotFound || strings.Contains(string(r.body), "<script") {
+		t.Fatalf("/ui/index.html: %d %s", r.code, r.body)
 	}
 	// Rotation ends the session and the old token.
 	s, err := New(e.sup, Options{Token: testToken})

@@ -1,0 +1,171 @@
+package tests
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
+)
+
+// chromium finds Debian's Chromium (or another Chrome) to drive, or skips
+// saying why there is none.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no Chromium on PATH: the dashboard test drives a real browser (.ci/run installs Debian's chromium)")
+	return ""
+}
+
+// browser starts a headless Chromium with a profile of its own (so no
+// cookie is shared with another browser of the test) and returns a tab.
+func browser(t *testing.T, exe string) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.NoSandbox, // the tests may run as root
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(1500, 720),
+	)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(alloc)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil { // starts the browser
+		t.Fatalf("start %s: %v", exe, err)
+	}
+	return ctx
+}
+
+// do runs browser actions, failing the test with what it was doing.
+func do(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		t.Fatalf("browser: %s: %v", what, err)
+	}
+}
+
+// value runs one browser action that answers something.
+func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatalf("browser: %s: %v", what, err)
+	}
+	return v
+}
+
+// until waits in the page until the JavaScript expression is true.
+func until(t *testing.T, ctx context.Context, what, expr string) {
+	t.Helper()
+	do(t, ctx, what, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(time.Minute)))
+}
+
+func rowState(id string) string {
+	return `document.querySelector('tr[data-id="` + id + `"] .state')?.textContent`
+}
+
+// The dashboard in a real browser: the one-time link signs it in; rows
+// appear, change and go as the daemon's state does, without a reload and
+// across a daemon restart; Stop and Delete act on the daemon; the logs
+// drawer shows what a sandbox printed; a browser without the link sees no
+// sandbox.
+func TestDashboardInABrowser(t *testing.T) {
+	exe := chromium(t)
+	d := startDaemon(t)
+	code, out, errOut := cli(t, d, "dashboard")
+	if code != 0 {
+		t.Fatalf("dashboard: %d %s", code, errOut)
+	}
+	link := strings.TrimSpace(out)
+	ctx := browser(t, exe)
+	do(t, ctx, "open the one-time link", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS(`#sandboxes`)))
+	where := value(t, ctx, "read the address", chromedp.Location())
+	if strings.Contains(where, "token=") {
+		t.Errorf("the token stays in the address bar: %s", where)
+	}
+	until(t, ctx, "the header shows the daemon", `document.getElementById('daemon').textContent.includes('runtimes: native')`)
+	until(t, ctx, "the feed is live", `document.getElementById('conn').textContent === 'live'`)
+
+	// Two sandboxes made through the API appear without a reload.
+	create(t, d, `{"name":"web-7","labels":{"origin":"web-ui"},"envVars":{"STUB_AGENT_PRINT":"hello from web-7"}}`)
+	create(t, d, `{"name":"cli-3f2a","labels":{"origin":"cli"},"autoStopInterval":0}`)
+	until(t, ctx, "web-7 started", rowState("web-7")+` === 'started'`)
+	until(t, ctx, "cli-3f2a started", rowState("cli-3f2a")+` === 'started'`)
+	origin := value(t, ctx, "read web-7's origin", chromedp.Text(chromedp.CSS(`tr[data-id="web-7"] .badge`)))
+	port := value(t, ctx, "read web-7's port", chromedp.Text(chromedp.CSS(`tr[data-id="web-7"] a`)))
+	if origin != "web-ui" || port != strconv.Itoa(get(t, d, "web-7").Port) {
+		t.Errorf("web-7's row: origin %q, port %q", origin, port)
+	}
+
+	// A child killed behind the daemon's back: its row turns stopped,
+	// with the reason.
+	if err := syscall.Kill(childPID(t, d, "cli-3f2a"), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	until(t, ctx, "cli-3f2a stopped", rowState("cli-3f2a")+` === 'stopped'`)
+	until(t, ctx, "cli-3f2a's reason", `document.querySelector('tr[data-id="cli-3f2a"] td.reason-bad')?.textContent === 'killed by signal SIGKILL'`)
+
+	// The logs drawer shows what web-7 printed at boot, following.
+	do(t, ctx, "open web-7's logs", chromedp.Click(chromedp.CSS(`tr[data-id="web-7"] button.name`)))
+	until(t, ctx, "the logs show the boot line", `document.getElementById('log').textContent.includes('hello from web-7')`)
+	if os.Getenv("ACP_DASHBOARD_SCREENSHOT") != "" && os.Getenv("AGENT_CONTROL_PLANE_CGROUPS") != "off" {
+		// For the README's picture: usage comes with the next poll.
+		until(t, ctx, "web-7's usage", `document.querySelector('tr[data-id="web-7"] td:nth-child(10)').textContent !== ''`)
+	}
+	shot := filepath.Join(t.TempDir(), "dashboard.png")
+	do(t, ctx, "close the drawer with Escape", chromedp.KeyEvent("\x1b"), chromedp.WaitNotVisible(chromedp.CSS(`#drawer`)))
+	png := value(t, ctx, "screenshot", chromedp.CaptureScreenshot())
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if dst := os.Getenv("ACP_DASHBOARD_SCREENSHOT"); dst != "" {
+		os.WriteFile(dst, png, 0o644)
+	}
+	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
+
+	// Correct across a daemon restart: the feed comes back by itself.
+	d.Kill()
+	until(t, ctx, "the page notices the daemon is gone", `document.getElementById('conn').textContent !== 'live'`)
+	d.Start()
+	create(t, d, `{"name":"after-restart","labels":{"origin":"harness"}}`)
+	until(t, ctx, "a sandbox made after the restart appears", rowState("after-restart")+` === 'started'`)
+	until(t, ctx, "web-7 is still there", rowState("web-7")+` === 'started'`)
+
+	// Stop and Delete act on the daemon.
+	do(t, ctx, "click Stop on web-7", chromedp.Click(chromedp.CSS(`tr[data-id="web-7"] button.act-stop`)))
+	testenv.Eventually(t, "the daemon stopped web-7", func() bool { return get(t, d, "web-7").State == "stopped" })
+	until(t, ctx, "web-7's row stopped", rowState("web-7")+` === 'stopped'`)
+	do(t, ctx, "click Delete on cli-3f2a and confirm", chromedp.Click(chromedp.CSS(`tr[data-id="cli-3f2a"] button.act-delete`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm`)), chromedp.Click(chromedp.CSS(`#confirm button[value="ok"]`)))
+	testenv.Eventually(t, "the daemon deleted cli-3f2a", func() bool {
+		code, _ := call(t, d, "GET", "/v1/sandboxes/cli-3f2a", "")
+		return code == 404
+	})
+	until(t, ctx, "cli-3f2a's row is gone", `document.querySelector('tr[data-id="cli-3f2a"]') === null`)
+
+	// A fresh browser without the link: how to get in, and no data.
+	other := browser(t, exe)
+	do(t, other, "open the page without the link", chromedp.Navigate(d.URL+"/"))
+	body := value(t, other, "read the page", chromedp.Text(chromedp.CSS(`body`)))
+	if !strings.Contains(body, "agent-control-plane dashboard") || strings.Contains(body, "web-7") {
+		t.Errorf("without the link, the page: %q", body)
+	}
+	do(t, other, "open the list without the link", chromedp.Navigate(d.URL+"/v1/sandboxes"))
+	if list := value(t, other, "read the list", chromedp.Text(chromedp.CSS(`body`))); !strings.Contains(list, `"unauthorized"`) || strings.Contains(list, "web-7") {
+		t.Errorf("without the link, the list: %q", list)
+	}
+}
