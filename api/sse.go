@@ -50,11 +50,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	sub, first := s.sup.Subscribe(f, ParseLastEventID(r))
 	defer sub.Close()
 
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
+	startStream(w)
 	write := func(b []byte) bool {
 		_ = rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
 		if _, err := w.Write(b); err != nil {
@@ -104,6 +100,15 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// startStream answers 200 with the headers of an event stream.
+func startStream(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+}
+
 // followLogs streams a sandbox's entrypoint logs as Server-Sent Events:
 // "stdout" and "stderr" events whose data is {"text": …} (whole lines,
 // redacted, at most supervisor.FollowChunk bytes each), then one "end"
@@ -116,11 +121,7 @@ func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, tail int) {
 		return
 	}
 	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
+	startStream(w)
 	var mu sync.Mutex // the heartbeat and the log write in turn
 	write := func(event string, v any) error {
 		b, err := json.Marshal(v)

@@ -197,3 +197,52 @@ func TestSSEDataLinesBounded(t *testing.T) {
 		}
 	}
 }
+
+// A followed log whose every byte JSON escapes six times over still comes
+// in lines within MaxSSELine, whole once joined, and ends with the
+// sandbox once it no longer runs.
+func TestFollowLogsLinesBounded(t *testing.T) {
+	e := newEnv(t, nil)
+	noisy := strings.Repeat("\x01", 10000)
+	if r := e.do("POST", "/v1/sandboxes", `{"name":"noisy","envVars":{"STUB_AGENT_PRINT":"`+strings.Repeat(`\u0001`, 10000)+`"}}`); r.code != 201 {
+		t.Fatalf("create: %d %s", r.code, r.body)
+	}
+	e.waitState("noisy", "started")
+	if r := e.do("POST", "/v1/sandboxes/noisy/stop", ""); r.code != 200 {
+		t.Fatalf("stop: %d %s", r.code, r.body)
+	}
+	r := e.do("GET", "/v1/sandboxes/noisy/entrypoint-logs?follow=true", "")
+	if r.code != 200 || r.hdr.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("follow: %d %s", r.code, r.hdr.Get("Content-Type"))
+	}
+	for _, line := range strings.Split(string(r.body), "\n") {
+		if len(line) > MaxSSELine {
+			t.Fatalf("a line of %d bytes", len(line))
+		}
+	}
+	er := client.NewEventReader(strings.NewReader(string(r.body)))
+	var stdout strings.Builder
+	for {
+		ev, err := er.Next()
+		if err != nil {
+			t.Fatalf("the stream ended without an end event: %v", err)
+		}
+		if ev.Type == wire.LogEventEnd {
+			var sb wire.SandboxInfo
+			if json.Unmarshal(ev.Data, &sb) != nil || sb.State != "stopped" {
+				t.Fatalf("end: %s", ev.Data)
+			}
+			break
+		}
+		var c wire.LogChunk
+		if err := json.Unmarshal(ev.Data, &c); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == "stdout" {
+			stdout.WriteString(c.Text)
+		}
+	}
+	if !strings.Contains(stdout.String(), noisy+"\n") {
+		t.Fatalf("the long line did not come whole: %d bytes of stdout", stdout.Len())
+	}
+}

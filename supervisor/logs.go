@@ -152,8 +152,10 @@ type LogChunk struct {
 	Text   string // redacted
 }
 
-// FollowChunk bounds one LogChunk's text.
-const FollowChunk = 8 << 10
+// FollowChunk bounds one LogChunk's text: escaped as a JSON string (six
+// bytes for a control byte at worst) it stays one SSE line within the
+// API's 16 KiB bound.
+const FollowChunk = 2 << 10
 
 // FollowLogs passes emit the last tail bytes of the sandbox's stdout and
 // stderr (from a line's start) and then what they gain, redacted with the
