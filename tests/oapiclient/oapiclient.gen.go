@@ -1076,7 +1076,7 @@ type ClientInterface interface {
 	//
 	// With follow=true, a Server-Sent Events stream instead: "stdout" and
 	// "stderr" events whose data is {"text": …} (whole lines, redacted,
-	// from the tail on, across log rotation; a line longer than 8 KiB
+	// from the tail on, across log rotation; a line longer than 2 KiB
 	// comes in pieces), then one "end" event whose data is the
 	// SandboxInfo once the sandbox no longer runs. A stopped sandbox's
 	// stream is its tail and the end.
@@ -1342,7 +1342,7 @@ func (c *Client) SetAutostopIntervalPath(ctx context.Context, id Id, interval fl
 //
 // With follow=true, a Server-Sent Events stream instead: "stdout" and
 // "stderr" events whose data is {"text": …} (whole lines, redacted,
-// from the tail on, across log rotation; a line longer than 8 KiB
+// from the tail on, across log rotation; a line longer than 2 KiB
 // comes in pieces), then one "end" event whose data is the
 // SandboxInfo once the sandbox no longer runs. A stopped sandbox's
 // stream is its tail and the end.
@@ -2437,7 +2437,7 @@ type ClientWithResponsesInterface interface {
 	//
 	// With follow=true, a Server-Sent Events stream instead: "stdout" and
 	// "stderr" events whose data is {"text": …} (whole lines, redacted,
-	// from the tail on, across log rotation; a line longer than 8 KiB
+	// from the tail on, across log rotation; a line longer than 2 KiB
 	// comes in pieces), then one "end" event whose data is the
 	// SandboxInfo once the sandbox no longer runs. A stopped sandbox's
 	// stream is its tail and the end.
@@ -3845,7 +3845,7 @@ func (c *ClientWithResponses) SetAutostopIntervalPathWithResponse(ctx context.Co
 //
 // With follow=true, a Server-Sent Events stream instead: "stdout" and
 // "stderr" events whose data is {"text": …} (whole lines, redacted,
-// from the tail on, across log rotation; a line longer than 8 KiB
+// from the tail on, across log rotation; a line longer than 2 KiB
 // comes in pieces), then one "end" event whose data is the
 // SandboxInfo once the sandbox no longer runs. A stopped sandbox's
 // stream is its tail and the end.
