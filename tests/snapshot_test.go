@@ -174,6 +174,30 @@ func TestCLISnapshotsConfigAndFollow(t *testing.T) {
 		}
 	}
 
+	cfg = exec.Command(testenv.Binary(t), "--json", "config")
+	cfg.Env = append(os.Environ(), "XDG_CONFIG_HOME="+d.ConfigHome, "AGENT_CONTROL_PLANE_CONFIG=", "AGENT_CONTROL_PLANE_TOKEN=0123456789abcdef0123456789abcdef")
+	code, out, errOut = runCmd(t, cfg)
+	var settings struct {
+		File     string
+		Settings []struct{ Key, Value, Origin string }
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &settings) != nil || settings.File != file {
+		t.Fatalf("--json config: %d %s %s", code, out, errOut)
+	}
+	for _, s := range settings.Settings {
+		if s.Key == "token" && (s.Value != `"(hidden)"` || s.Origin != "env AGENT_CONTROL_PLANE_TOKEN") {
+			t.Errorf("--json config shows the token as %s (%s)", s.Value, s.Origin)
+		}
+	}
+	if strings.Contains(out, "0123456789abcdef") {
+		t.Error("--json config shows the token")
+	}
+	bad := exec.Command(testenv.Binary(t), "--json", "config", "--port-range", "9-1")
+	bad.Env = cfg.Env
+	if code, _, errOut := runCmd(t, bad); code != 2 || !strings.Contains(errOut, `{"error":{"code":"usage"`) {
+		t.Errorf("--json config with a bad range: %d %s", code, errOut)
+	}
+
 	code, out, errOut = cli(t, d, "snapshots")
 	if code != 0 || !strings.Contains(out, "default (default)") || !strings.Contains(out, "python-http") || !strings.Contains(out, "PYTHONUNBUFFERED") {
 		t.Fatalf("snapshots: %d %s %s", code, out, errOut)

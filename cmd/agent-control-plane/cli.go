@@ -42,6 +42,10 @@ type cli struct {
 func (c *cli) bindGlobal(fs *flag.FlagSet) {
 	fs.StringVar(&c.url, "url", c.url, "daemon `URL` (default $AGENT_CONTROL_PLANE_URL or "+client.DefaultURL+")")
 	fs.StringVar(&c.token, "token", c.token, "bearer `token` (default $AGENT_CONTROL_PLANE_TOKEN or the token file)")
+	c.bindJSON(fs)
+}
+
+func (c *cli) bindJSON(fs *flag.FlagSet) {
 	fs.BoolVar(&c.json, "json", c.json, "print JSON instead of text")
 }
 

@@ -15,21 +15,16 @@ import (
 // values) are hidden.
 func configCommand() command {
 	var sources func() conf.Sources
-	var asJSON bool
 	return command{
-		name: "config", summary: "print the configuration serve would use, with where each value comes from",
-		flags: func(fs *flag.FlagSet) {
-			sources = configFlags(fs)
-			fs.BoolVar(&asJSON, "json", false, "print the settings as JSON")
-		},
+		name: "config", summary: "print the configuration serve would use, with where each value comes from", json: true,
+		flags: func(fs *flag.FlagSet) { sources = configFlags(fs) },
 		exec: func(_ context.Context, c *cli, _ []string) error {
 			cfg, err := conf.Load(sources())
 			if err != nil {
-				fmt.Fprintln(c.stderr, "agent-control-plane:", err)
-				return exitError(exitUsage)
+				return usagef("config", "%v", err) // as serve would refuse it: exit 2
 			}
 			settings := cfg.Settings()
-			if asJSON {
+			if c.json {
 				type setting struct {
 					Key    string `json:"key"`
 					Value  string `json:"value"` // TOML

@@ -41,6 +41,9 @@ type command struct {
 	// client: the command talks to the daemon and takes the global flags
 	// --url, --token and --json (before or after its name).
 	client bool
+	// json: the command takes --json without being a client (it prints
+	// what it knows locally).
+	json bool
 	// flags binds the command's own flags; nil when it has none.
 	flags func(fs *flag.FlagSet)
 	// exec runs the command. A usageError exits 2, an exitError exits
@@ -157,8 +160,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return c.report(usagef("", "unknown command %q", args[0]))
 	}
-	if !cmd.client && anyClientFlag(global) {
-		return c.report(usagef(cmd.name, "%s takes no --url, --token or --json", cmd.name))
+	if remote, asJSON := clientFlags(global); !cmd.client && (remote || asJSON && !cmd.json) {
+		takes := "--url, --token or --json"
+		if cmd.json {
+			takes = "--url or --token"
+		}
+		return c.report(usagef(cmd.name, "%s takes no %s", cmd.name, takes))
 	}
 	fs := cmd.flagSet(c)
 	pos, err := parseInterleaved(fs, args[1:])
@@ -177,24 +184,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return c.report(cmd.exec(ctx, c, pos))
 }
 
-// anyClientFlag reports whether --url, --token or --json was given on fs.
-func anyClientFlag(fs *flag.FlagSet) bool {
-	set := false
+// clientFlags reports whether --url or --token, and whether --json, was
+// given on fs.
+func clientFlags(fs *flag.FlagSet) (remote, asJSON bool) {
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "url", "token", "json":
-			set = true
+		case "url", "token":
+			remote = true
+		case "json":
+			asJSON = true
 		}
 	})
-	return set
+	return remote, asJSON
 }
 
 // flagSet returns the command's flags, bound (client flags to c).
 func (cmd command) flagSet(c *cli) *flag.FlagSet {
 	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	if cmd.client {
+	switch {
+	case cmd.client:
 		c.bindGlobal(fs)
+	case cmd.json:
+		c.bindJSON(fs)
 	}
 	if cmd.flags != nil {
 		cmd.flags(fs)
@@ -204,7 +216,7 @@ func (cmd command) flagSet(c *cli) *flag.FlagSet {
 
 func (cmd command) synopsis() string {
 	s := cmd.name
-	hasFlags := cmd.client || cmd.flags != nil
+	hasFlags := cmd.client || cmd.json || cmd.flags != nil
 	if hasFlags {
 		s += " [flags]"
 	}
