@@ -94,11 +94,26 @@ func checkSnapshots(opts *Options) (map[string]Snapshot, error) {
 
 // Snapshots lists the snapshots this daemon runs, by name.
 func (s *Supervisor) Snapshots() []Snapshot {
-	out := make([]Snapshot, 0, len(s.snapshots))
-	for _, name := range slices.Sorted(maps.Keys(s.snapshots)) {
-		out = append(out, s.snapshots[name])
+	snaps := *s.snapshots.Load()
+	out := make([]Snapshot, 0, len(snaps))
+	for _, name := range slices.Sorted(maps.Keys(snaps)) {
+		out = append(out, snaps[name])
 	}
 	return out
+}
+
+// SetSnapshots replaces the snapshots creates may name (a reload), after
+// checking them as New does; on error the old ones stay. Sandboxes made
+// from a snapshot keep what it said: their records hold it.
+func (s *Supervisor) SetSnapshots(list []Snapshot) error {
+	opts := s.opts
+	opts.Snapshots = list
+	snaps, err := checkSnapshots(&opts)
+	if err != nil {
+		return err
+	}
+	s.snapshots.Store(&snaps)
+	return nil
 }
 
 // resolve picks what a create runs. A snapshot that names a profile runs
@@ -108,7 +123,8 @@ func (s *Supervisor) Snapshots() []Snapshot {
 // default when it is for the runtime in question, else the runtime's own
 // default.
 func (s *Supervisor) resolve(req CreateRequest) (Snapshot, error) {
-	if p, ok := s.snapshots[req.Snapshot]; ok && req.Snapshot != "" {
+	snaps := *s.snapshots.Load()
+	if p, ok := snaps[req.Snapshot]; ok && req.Snapshot != "" {
 		if req.Runtime != "" && req.Runtime != p.Runtime {
 			return Snapshot{}, invalid("snapshot %s runs on runtime %s, not %s", p.Name, p.Runtime, Clip(req.Runtime, MaxQuoted))
 		}
@@ -125,7 +141,7 @@ func (s *Supervisor) resolve(req CreateRequest) (Snapshot, error) {
 	grace := s.opts.StopGrace
 	plain := Snapshot{Runtime: rtName, ReadyPath: s.opts.ReadyPath, StartupTimeout: s.opts.StartupTimeout, StopGrace: &grace}
 	if req.Snapshot == "" {
-		if p, ok := s.snapshots[DefaultSnapshot]; ok && p.Runtime == rtName {
+		if p, ok := snaps[DefaultSnapshot]; ok && p.Runtime == rtName {
 			return p, nil
 		}
 		return plain, nil
@@ -135,8 +151,8 @@ func (s *Supervisor) resolve(req CreateRequest) (Snapshot, error) {
 		return plain, nil
 	}
 	known := "none"
-	if len(s.snapshots) > 0 {
-		known = strings.Join(slices.Sorted(maps.Keys(s.snapshots)), ", ")
+	if len(snaps) > 0 {
+		known = strings.Join(slices.Sorted(maps.Keys(snaps)), ", ")
 	}
 	return Snapshot{}, fmt.Errorf("%w: %q; this daemon has %s (the %s runtime runs only these)", ErrUnknownSnapshot, Clip(req.Snapshot, MaxQuoted), known, rtName)
 }

@@ -76,7 +76,7 @@ type Supervisor struct {
 	stats  *stats
 	probe  *probe.HTTP
 
-	snapshots map[string]Snapshot // by name; fixed at New
+	snapshots atomic.Pointer[map[string]Snapshot] // by name; SetSnapshots replaces them
 
 	// Naming: a function whose name ends in "Locked" is called with mu
 	// held; one that runs under a sandbox's op lock says so in its doc.
@@ -196,8 +196,8 @@ func New(ctx context.Context, opts Options) (*Supervisor, error) {
 		lifetime:  lifetime,
 		cancel:    cancel,
 		probe:     probe.NewHTTP(time.Second), // per attempt
-		snapshots: snapshots,
 	}
+	s.snapshots.Store(&snapshots)
 	s.SetDefaults(opts.AutoStop, opts.MaxLifetime)
 	s.events.onPub = s.stats.eventPublished
 	s.rehydrate(ctx)

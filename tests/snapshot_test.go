@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -254,5 +255,42 @@ func TestCLISnapshotsConfigAndFollow(t *testing.T) {
 	}
 	if !strings.Contains(rest.String(), "Sandbox web is stopped") {
 		t.Errorf("logs -f did not say the sandbox stopped: %q", rest.String())
+	}
+}
+
+// Snapshots reload on SIGHUP; a set the daemon cannot run leaves the old
+// one in force, and says so.
+func TestSnapshotsReloadOnSIGHUP(t *testing.T) {
+	stub := testenv.StubArgv(t)
+	snapshot := func(name string) string {
+		return "[snapshots." + name + "]\ncommand = [\"" + stub[0] + "\", \"stub-agent\"]\n"
+	}
+	lo, hi := portBlock.Next()
+	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi, Config: snapshot("first")})
+	names := func() string {
+		_, b := call(t, d, "GET", "/v1/snapshots", "")
+		var list wire.SnapshotList
+		json.Unmarshal(b, &list)
+		var out []string
+		for _, s := range list.Items {
+			out = append(out, s.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	if got := names(); got != "default,first" {
+		t.Fatalf("snapshots %s", got)
+	}
+	file := filepath.Join(d.ConfigHome, "agent-control-plane", "config.toml")
+	os.WriteFile(file, []byte(snapshot("second")), 0o600)
+	d.Signal(syscall.SIGHUP)
+	testenv.Eventually(t, "the new snapshots in force", func() bool { return names() == "default,second" })
+	if code, b := call(t, d, "POST", "/v1/sandboxes", `{"name":"s2","snapshot":"second"}`); code != 201 {
+		t.Fatalf("create from the reloaded snapshot: %d %s", code, b)
+	}
+	os.WriteFile(file, []byte("[snapshots.broken]\nready_path = \"/\"\n"), 0o600) // native, no command
+	d.Signal(syscall.SIGHUP)
+	testenv.Eventually(t, "the refusal logged", func() bool { return strings.Contains(d.Log(), "the snapshots stay as they were") })
+	if got := names(); got != "default,second" {
+		t.Errorf("after a bad reload: %s", got)
 	}
 }

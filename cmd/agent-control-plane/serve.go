@@ -238,8 +238,8 @@ func serve(cfg conf.Config, src conf.Sources, logw io.Writer) error {
 
 // reload applies SIGHUP: it reads the configuration again and changes
 // what can be changed without a restart: the log level, the auto-stop
-// default and the maximum lifetime, and the API token (re-read from its
-// file, so that a rotated token takes effect). Everything else is logged
+// default and the maximum lifetime, the API token (re-read from its file,
+// so that a rotated token takes effect) and the snapshots. Everything else is logged
 // as needing a restart. A configuration that no longer loads changes
 // nothing. It returns the configuration now in force.
 func reload(log *slog.Logger, cur conf.Config, src conf.Sources, level *slog.LevelVar, sup *supervisor.Supervisor, srv *api.Server) conf.Config {
@@ -260,10 +260,16 @@ func reload(log *slog.Logger, cur conf.Config, src conf.Sources, level *slog.Lev
 	applied := cur
 	applied.LogLevel, applied.AutoStop, applied.MaxLifetime = next.LogLevel, next.AutoStop, next.MaxLifetime
 	applied.Token, applied.TokenFile = next.Token, next.TokenFile
+	if err := sup.SetSnapshots(snapshots(next)); err != nil {
+		log.Error("reload on SIGHUP: the snapshots stay as they were", "err", err)
+	} else {
+		// [native] command only describes the snapshot named default.
+		applied.Snapshots, applied.NativeCommand = next.Snapshots, next.NativeCommand
+	}
 	if restart := conf.Diff(applied, next); len(restart) > 0 {
 		log.Warn("reload on SIGHUP: these settings changed but need a restart", "keys", restart)
 	}
-	log.Info("configuration reloaded on SIGHUP", "logLevel", next.LogLevel, "autostop", next.AutoStop, "maxLifetime", next.MaxLifetime)
+	log.Info("configuration reloaded on SIGHUP", "logLevel", next.LogLevel, "autostop", next.AutoStop, "maxLifetime", next.MaxLifetime, "snapshots", len(applied.Snapshots))
 	return applied
 }
 

@@ -59,6 +59,8 @@ After=` + socketUnit + `
 Type=notify
 NotifyAccess=main
 ExecStart={{.Binary}} serve{{if .Config}} --config {{.Config}}{{end}}
+# reload: the log level, auto-stop defaults, the token and the snapshots.
+ExecReload=/bin/kill -HUP $MAINPID
 Restart=on-failure
 RestartSec=1s
 WatchdogSec=30s
