@@ -66,6 +66,8 @@ func checkSnapshots(opts *Options) (map[string]Snapshot, error) {
 			return nil, fmt.Errorf("snapshot %q: a %s snapshot needs a command", p.Name, p.Runtime)
 		case slices.Contains(p.Command, ""):
 			return nil, fmt.Errorf("snapshot %q: its command has an empty argument", p.Name)
+		case slices.ContainsFunc(p.Command, hasNUL):
+			return nil, fmt.Errorf("snapshot %q: its command has a NUL byte", p.Name)
 		}
 		if p.ReadyPath == "" {
 			p.ReadyPath = opts.ReadyPath
@@ -80,9 +82,12 @@ func checkSnapshots(opts *Options) (map[string]Snapshot, error) {
 			g := opts.StopGrace
 			p.StopGrace = &g
 		}
-		for k := range p.Env {
+		for k, v := range p.Env {
 			if !runtime.ValidEnvName(k) || k == runtime.MarkerEnv {
 				return nil, fmt.Errorf("snapshot %q: env key %q is not a variable it may set", p.Name, k)
+			}
+			if hasNUL(v) { // never the value: it may be a secret
+				return nil, fmt.Errorf("snapshot %q: env %s has a NUL byte", p.Name, k)
 			}
 		}
 		p.Command = slices.Clone(p.Command)
@@ -91,6 +96,8 @@ func checkSnapshots(opts *Options) (map[string]Snapshot, error) {
 	}
 	return out, nil
 }
+
+func hasNUL(s string) bool { return strings.IndexByte(s, 0) >= 0 }
 
 // Snapshots lists the snapshots this daemon runs, by name.
 func (s *Supervisor) Snapshots() []Snapshot {

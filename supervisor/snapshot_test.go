@@ -105,6 +105,8 @@ func TestSnapshotsChecked(t *testing.T) {
 		{Snapshot{Name: "x", Command: []string{"a", ""}}, "empty argument"},
 		{Snapshot{Name: "x", Command: []string{"a"}, ReadyPath: "health"}, "must start with /"},
 		{Snapshot{Name: "x", Command: []string{"a"}, Env: map[string]string{runtime.MarkerEnv: "m"}}, "not a variable it may set"},
+		{Snapshot{Name: "x", Command: []string{"a\x00b"}}, "NUL byte"},
+		{Snapshot{Name: "x", Command: []string{"a"}, Env: map[string]string{"K": "s3cret\x00"}}, "env K has a NUL byte"},
 	} {
 		opts := Options{Snapshots: []Snapshot{tc.snap}, Runtimes: registry(nil), ReadyPath: "/", StartupTimeout: time.Second}
 		if _, err := checkSnapshots(&opts); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -78,10 +78,8 @@ func (r *CreateRequest) Validate() error {
 		if len(v) > MaxEnvValueLen {
 			return invalid("envVars %s: value longer than %d bytes", k, MaxEnvValueLen)
 		}
-		for i := 0; i < len(v); i++ {
-			if v[i] == 0 {
-				return invalid("envVars %s: value contains a NUL byte", k)
-			}
+		if hasNUL(v) {
+			return invalid("envVars %s: value contains a NUL byte", k)
 		}
 	}
 	if len(r.Snapshot) > MaxSnapshotLen {
