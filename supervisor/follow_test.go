@@ -9,6 +9,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/proc"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/native"
 )
 
 // follower runs FollowLogs in the background and collects what it emits.
@@ -165,5 +169,46 @@ func TestFollowLogsStopped(t *testing.T) {
 	}
 	if _, err := h.sup.FollowLogs(context.Background(), "nope", 0, func(LogChunk) error { return nil }); !isErr(err, ErrNotFound) {
 		t.Fatalf("missing sandbox: %v", err)
+	}
+}
+
+// One line written to a followed log until the follower has it: the
+// inotify event, the cap's look at the log, the wake, the read, the
+// redaction and the emit (acp-bench measures HTTP and SSE on top).
+func BenchmarkFollowLine(b *testing.B) {
+	w, err := proc.NewWatcher()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	root := b.TempDir()
+	s, err := New(context.Background(), Options{Root: root, PortLo: 20000, PortHi: 20009, StartupTimeout: time.Hour,
+		Runtimes: registry(&native.Runtime{Watcher: w, Argv: []string{"sleep", "3600"}}),
+		Env:      childenv.Policy{Base: map[string]string{"PATH": "/usr/bin:/bin"}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { s.opts.StopOnClose = true; s.Close(context.Background()) }()
+	if _, err := s.Create(context.Background(), CreateRequest{Name: "f"}); err != nil {
+		b.Fatal(err)
+	}
+	got := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.FollowLogs(ctx, "f", 0, func(c LogChunk) error {
+		got <- struct{}{}
+		return nil
+	})
+	fd, err := os.OpenFile(filepath.Join(root, "f", StdoutFile), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fd.Close()
+	fd.WriteString("warm-up\n")
+	<-got
+	b.ResetTimer()
+	for b.Loop() {
+		fd.WriteString("a line of output\n")
+		<-got
 	}
 }
