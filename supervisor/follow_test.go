@@ -13,6 +13,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/proc"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/native"
+	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
 // follower runs FollowLogs in the background and collects what it emits.
@@ -210,5 +211,29 @@ func BenchmarkFollowLine(b *testing.B) {
 	for b.Loop() {
 		fd.WriteString("a line of output\n")
 		<-got
+	}
+}
+
+// A follower that starts after a rotation gets its tail across the
+// rotated file, as the entrypoint-logs tail does.
+func TestFollowLogsTailAcrossRotation(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.LogMaxBytes = 64 << 10 })
+	h.create("r", nil, nil)
+	h.waitState("r", Started)
+	dir := filepath.Join(h.opts.Root, "r")
+	var b strings.Builder
+	for i := 0; i < 40; i++ {
+		fmt.Fprintf(&b, "line %02d %s\n", i, strings.Repeat("y", 990))
+	}
+	appendLog(t, dir, StdoutFile, b.String()) // 40 KB: over half the cap, rotated
+	testenv.Eventually(t, "the log rotated", func() bool {
+		_, err := os.Stat(filepath.Join(dir, StdoutFile+RotatedSuffix))
+		return err == nil
+	})
+	f := follow(t, h.sup, "r", 20000)
+	f.waitFor(t, "stdout", "line 39 ")
+	text := f.text("stdout")
+	if !strings.HasPrefix(text, "line ") || !strings.Contains(text, "line 25 ") {
+		t.Fatalf("the tail of a rotated log starts %.30q and holds %d bytes", text, len(text))
 	}
 }

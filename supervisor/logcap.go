@@ -264,19 +264,25 @@ func (lc *logCap) readAt(rel string, off, n int64) ([]byte, error) {
 }
 
 // tailFrom is the position tail bytes before the end of log rel (or its
-// oldest data), and whether that is mid-file, where a line may be cut.
+// oldest data: in its rotated file when that holds what comes just before
+// the live file), and whether that is mid-file, where a line may be cut.
 func (lc *logCap) tailFrom(rel string, tail int64) (pos int64, mid bool, err error) {
 	lc.rotating.RLock()
 	defer lc.rotating.RUnlock()
+	shift := lc.shift[rel]
 	f, fi, err := lc.fs.openRegular(rel)
 	if errors.Is(err, os.ErrNotExist) {
-		return lc.shift[rel], false, nil
+		return shift, false, nil
 	}
 	if err != nil {
 		return 0, false, err
 	}
 	defer f.Close()
-	pos = max(fi.Size()-tail, dataStart(f, fi.Size())) + lc.shift[rel]
+	live := dataStart(f, fi.Size()) + shift
+	pos = max(fi.Size()+shift-tail, live)
+	if k := lc.kept[rel]; pos == live && k.to == live && k.from < live {
+		pos = max(fi.Size()+shift-tail, k.from)
+	}
 	return pos, pos > 0, nil
 }
 
