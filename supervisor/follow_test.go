@@ -237,3 +237,22 @@ func TestFollowLogsTailAcrossRotation(t *testing.T) {
 		t.Fatalf("the tail of a rotated log starts %.30q and holds %d bytes", text, len(text))
 	}
 }
+
+// A secret in a line longer than a chunk is redacted even where the chunks
+// of that line are cut: lines are redacted whole, then cut.
+func TestFollowLogsRedactsAcrossChunks(t *testing.T) {
+	h := newHarness(t, nil)
+	const secret = "s3cret-value-across-the-cut-0123456789"
+	h.create("long", map[string]string{"API_TOKEN": secret}, nil)
+	h.waitState("long", Started)
+	f := follow(t, h.sup, "long", 0)
+	line := strings.Repeat("a", FollowChunk-len(secret)/2) + secret + strings.Repeat("b", 500) + "\n"
+	appendLog(t, filepath.Join(h.opts.Root, "long"), StdoutFile, line)
+	f.waitFor(t, "stdout", strings.Repeat("b", 500)+"\n")
+	if text := f.text("stdout"); strings.Contains(text, secret[:len(secret)/2]) || strings.Contains(text, secret[len(secret)/2:]) {
+		t.Fatal("a secret cut by a chunk boundary was not redacted")
+	}
+	if f.chunks < 2 {
+		t.Fatalf("the %d-byte line came in %d chunk(s)", len(line), f.chunks)
+	}
+}

@@ -119,7 +119,7 @@ func (s *Supervisor) commit(e *sandbox, next Sandbox, ev string) {
 		s.log.Error("persist sandbox record", "sandbox", next.ID, "err", err)
 	}
 	s.mu.Lock()
-	e.info = next
+	e.setInfoLocked(next)
 	if ev != "" {
 		s.events.publish(Event{Type: ev, Time: next.UpdatedAt, Sandbox: next})
 	}
@@ -307,7 +307,7 @@ func (s *Supervisor) delete(e *sandbox) error {
 	gone := e.info
 	gone.State = Destroyed
 	gone.UpdatedAt = s.clock()
-	e.info = gone
+	e.setInfoLocked(gone)
 	s.events.publish(Event{Type: EventDeleted, Time: gone.UpdatedAt, Sandbox: gone})
 	s.mu.Unlock()
 	s.log.Info("sandbox deleted", "sandbox", gone.ID)

@@ -146,16 +146,20 @@ func clipStart(s string, n int) string {
 }
 
 // LogChunk is a piece of a followed log: whole lines of one stream, or
-// the rest of a line that grew past FollowChunk.
+// pieces of them, redacted.
 type LogChunk struct {
 	Stream string // "stdout" or "stderr"
-	Text   string // redacted
+	Text   string
 }
 
 // FollowChunk bounds one LogChunk's text: escaped as a JSON string (six
 // bytes for a control byte at worst) it stays one SSE line within the
 // API's 16 KiB bound.
 const FollowChunk = 2 << 10
+
+// maxFollowLine bounds the start of a line a follower holds while it
+// waits for the line's end; a longer one is passed on as it is.
+const maxFollowLine = 64 << 10
 
 // FollowLogs passes emit the last tail bytes of the sandbox's stdout and
 // stderr (from a line's start) and then what they gain, redacted with the
@@ -164,8 +168,9 @@ const FollowChunk = 2 << 10
 // logs across rotation. It returns the sandbox as it was when the
 // following ended.
 //
-// What a follower holds is bounded: one partial line per stream of at
-// most FollowChunk bytes; a longer line is passed on in pieces.
+// Whole lines are redacted at once (a secret is never cut in two), then
+// passed on in chunks of at most FollowChunk bytes. A follower holds at
+// most maxFollowLine bytes of a line not yet ended per stream.
 func (s *Supervisor) FollowLogs(ctx context.Context, id string, tail int, emit func(LogChunk) error) (Sandbox, error) {
 	e, err := s.lookup(id)
 	if err != nil {
@@ -174,120 +179,102 @@ func (s *Supervisor) FollowLogs(ctx context.Context, id string, tail int, emit f
 	if tail <= 0 {
 		tail = DefaultLogTail
 	}
-	// Told of every change of state, so that following ends at a stop
-	// (the workload writes no more then, and nothing wakes the log).
-	sub, _ := s.Subscribe(nil, nil)
-	defer func() { sub.Close() }()
 	r := redact.New(s.secretsOf(e))
-	type stream struct {
-		name, rel string
-		pos       int64
-		partial   []byte // the start of a line not yet ended
-		skipLine  bool   // drop up to the first newline: the tail began mid-line
-	}
-	streams := []*stream{{name: "stdout", rel: e.id + "/" + StdoutFile}, {name: "stderr", rel: e.id + "/" + StderrFile}}
-	for _, st := range streams {
-		if st.pos, st.skipLine, err = s.logs.tailFrom(st.rel, int64(tail)); err != nil {
-			return Sandbox{}, err
-		}
-	}
-	send := func(st *stream, text []byte) error {
-		red, err := r.RedactContext(ctx, strings.ToValidUTF8(string(text), "\uFFFD"))
+	send := func(stream, text string) error {
+		red, err := r.RedactContext(ctx, strings.ToValidUTF8(text, "\uFFFD"))
 		if err != nil {
 			return err
 		}
-		return emit(LogChunk{Stream: st.name, Text: red})
-	}
-	// drain passes on what st gained; at the end, its last partial line
-	// too.
-	drain := func(st *stream, final bool) error {
-		for {
-			b, next, skipped, err := s.logs.readFrom(st.rel, st.pos, 64<<10)
-			if err != nil {
+		for red != "" {
+			n := min(len(red), FollowChunk)
+			for n < len(red) && !utf8.RuneStart(red[n]) {
+				n--
+			}
+			if err := emit(LogChunk{Stream: stream, Text: red[:n]}); err != nil {
 				return err
 			}
-			st.pos = next
-			if skipped {
-				// Rotated away before it was read: say so, and go on
-				// from a line's start.
-				st.partial, st.skipLine = nil, true
-				if err := send(st, []byte("[… older output rotated away before it could be followed …]\n")); err != nil {
-					return err
-				}
-			}
-			if st.skipLine {
-				i := bytes.IndexByte(b, '\n')
-				if i < 0 {
-					b = nil
-				} else {
-					b, st.skipLine = b[i+1:], false
-				}
-			}
-			st.partial = append(st.partial, b...)
-			for len(st.partial) > 0 {
-				cut := bytes.LastIndexByte(st.partial[:min(len(st.partial), FollowChunk)], '\n') + 1
-				switch {
-				case cut > 0:
-				case len(st.partial) >= FollowChunk:
-					// A long line goes on in pieces, never splitting a
-					// character.
-					cut = FollowChunk
-					for c := cut; c > FollowChunk-utf8.UTFMax; c-- {
-						if utf8.RuneStart(st.partial[c]) {
-							cut = c
-							break
-						}
-					}
-				case final && len(b) == 0:
-					cut = len(st.partial)
-				default:
-					break
-				}
-				if cut == 0 {
-					break
-				}
-				if err := send(st, st.partial[:cut]); err != nil {
-					return err
-				}
-				st.partial = st.partial[cut:]
-			}
-			if len(b) == 0 {
-				return nil
-			}
+			red = red[n:]
+		}
+		return nil
+	}
+	streams := []*logFollower{{name: "stdout", rel: e.id + "/" + StdoutFile}, {name: "stderr", rel: e.id + "/" + StderrFile}}
+	for _, f := range streams {
+		if f.pos, f.skipLine, err = s.logs.tailFrom(f.rel, int64(tail)); err != nil {
+			return Sandbox{}, err
 		}
 	}
 	for {
-		// Waiters first, then the reads: a write after a read wakes us.
-		wake := make([]<-chan struct{}, len(streams))
-		for i, st := range streams {
-			wake[i] = s.logs.wait(st.rel)
-		}
+		// Waiters first, then the reads: a write or a change after
+		// them wakes us. A stop is a change: nothing wakes a log then.
+		written := [2]<-chan struct{}{s.logs.wait(streams[0].rel), s.logs.wait(streams[1].rel)}
 		s.mu.Lock()
-		sb, gone := e.info, s.sandboxes[id] != e
+		sb, changed := e.info, e.changesLocked()
+		live := sb.State.Live() && s.sandboxes[id] == e
 		s.mu.Unlock()
-		live := sb.State.Live() && !gone
-		for _, st := range streams {
-			if err := drain(st, !live); err != nil {
+		for _, f := range streams {
+			if err := f.drain(s.logs, !live, send); err != nil {
 				return sb, err
 			}
 		}
 		if !live {
 			return sb, nil
 		}
-	wait:
 		select {
 		case <-ctx.Done():
 			return sb, ctx.Err()
-		case <-wake[0]:
-		case <-wake[1]:
-		case ev, ok := <-sub.C:
-			switch {
-			case !ok: // fell behind the daemon's events: catch up
-				sub.Close()
-				sub, _ = s.Subscribe(nil, nil)
-			case ev.Type != EventSnapshot && ev.Sandbox.ID != id:
-				goto wait // another sandbox's
+		case <-written[0]:
+		case <-written[1]:
+		case <-changed:
+		}
+	}
+}
+
+// logFollower follows one stream of a sandbox's log.
+type logFollower struct {
+	name, rel string
+	pos       int64  // a position of the log cap's: rotation does not move it
+	partial   []byte // the start of a line not yet ended
+	skipLine  bool   // drop up to the first newline: reading began mid-line
+}
+
+// drain passes send what f's log gained since the last drain, in whole
+// lines; with final, the line not yet ended too.
+func (f *logFollower) drain(lc *logCap, final bool, send func(stream, text string) error) error {
+	for {
+		b, next, skipped, err := lc.readFrom(f.rel, f.pos, 64<<10)
+		if err != nil {
+			return err
+		}
+		f.pos = next
+		end := len(b) == 0 // all read, for now
+		if skipped {
+			// Rotated away before it was read: say so, and go on from a
+			// line's start.
+			f.partial, f.skipLine = nil, true
+			if err := send(f.name, "[… older output rotated away before it could be followed …]\n"); err != nil {
+				return err
 			}
+		}
+		if f.skipLine {
+			if i := bytes.IndexByte(b, '\n'); i >= 0 {
+				b, f.skipLine = b[i+1:], false
+			} else {
+				b = nil // all of it is the cut line
+			}
+		}
+		f.partial = append(f.partial, b...)
+		cut := bytes.LastIndexByte(f.partial, '\n') + 1
+		if final && end || len(f.partial) >= maxFollowLine {
+			cut = len(f.partial)
+		}
+		if cut > 0 {
+			if err := send(f.name, string(f.partial[:cut])); err != nil {
+				return err
+			}
+			f.partial = append(f.partial[:0], f.partial[cut:]...)
+		}
+		if end {
+			return nil
 		}
 	}
 }

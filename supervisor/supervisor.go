@@ -111,6 +111,9 @@ type sandbox struct {
 	// abandoned: an interrupted create found at start, reserved (and
 	// pending) until its marker has been swept and its directory removed.
 	abandoned bool
+	// changed is closed when info changes (log followers wait on it);
+	// nil until one asks.
+	changed chan struct{}
 
 	// Fixed at creation.
 	id     string
@@ -121,6 +124,24 @@ type sandbox struct {
 	// snapshot the sandbox was created from).
 	readyPath string
 	startup   time.Duration
+}
+
+// changesLocked returns a channel closed at e's next change of info.
+func (e *sandbox) changesLocked() <-chan struct{} {
+	if e.changed == nil {
+		e.changed = make(chan struct{})
+	}
+	return e.changed
+}
+
+// setInfoLocked makes next e's state and tells whoever waits for a
+// change.
+func (e *sandbox) setInfoLocked(next Sandbox) {
+	e.info = next
+	if e.changed != nil {
+		close(e.changed)
+		e.changed = nil
+	}
 }
 
 // New locks the root, rehydrates every sandbox recorded under it and
