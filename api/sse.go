@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -46,33 +47,24 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
 		return
 	}
-	rc := http.NewResponseController(w)
 	sub, first := s.sup.Subscribe(f, ParseLastEventID(r))
 	defer sub.Close()
 
-	startStream(w)
-	write := func(b []byte) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
-		if _, err := w.Write(b); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
+	st := startStream(w)
 	// Tell EventSource how soon to come back after a drop.
-	if !write([]byte("retry: 1000\n\n")) {
+	if !st.send([]byte("retry: 1000\n\n")) {
 		return
 	}
 	for _, ev := range first {
 		if ev.Type == supervisor.EventSnapshot {
 			// Written as it is encoded, in pieces: a snapshot of a big
 			// registry is never held whole in memory.
-			_ = rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
-			if writeSnapshot(flushWriter{w, rc}, ev) != nil || rc.Flush() != nil {
+			if writeSnapshot(st, ev) != nil || st.rc.Flush() != nil {
 				return
 			}
 			continue
 		}
-		if !write(s.encoded.get(ev)) {
+		if !st.send(s.encoded.get(ev)) {
 			return
 		}
 	}
@@ -89,24 +81,52 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 				}
 				return // the client reconnects with its last id and is replayed
 			}
-			if !write(s.encoded.get(ev)) {
+			if !st.send(s.encoded.get(ev)) {
 				return
 			}
 		case <-hb.C:
-			if !write([]byte(": keep-alive\n\n")) {
+			if !st.send(keepAlive) {
 				return
 			}
 		}
 	}
 }
 
+// stream is one Server-Sent Events answer. Every write renews the write
+// deadline, so that only a client that stops reading is cut off.
+type stream struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+	mu sync.Mutex // send's: a heartbeat and an event take turns
+}
+
+// keepAlive is the comment an idle stream gets every heartbeat.
+var keepAlive = []byte(": keep-alive\n\n")
+
 // startStream answers 200 with the headers of an event stream.
-func startStream(w http.ResponseWriter) {
+func startStream(w http.ResponseWriter) *stream {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	return &stream{w: w, rc: http.NewResponseController(w)}
+}
+
+// Write writes a piece of an event, unflushed.
+func (st *stream) Write(b []byte) (int, error) {
+	_ = st.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
+	return st.w.Write(b)
+}
+
+// send writes b and flushes it; false when the client is gone.
+func (st *stream) send(b []byte) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if _, err := st.Write(b); err != nil {
+		return false
+	}
+	return st.rc.Flush() == nil
 }
 
 // followLogs streams a sandbox's entrypoint logs as Server-Sent Events:
@@ -120,21 +140,17 @@ func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, tail int) {
 		s.writeSupervisorError(w, err, "internal")
 		return
 	}
-	rc := http.NewResponseController(w)
-	startStream(w)
-	var mu sync.Mutex // the heartbeat and the log write in turn
-	write := func(event string, v any) error {
+	st := startStream(w)
+	errGone := errors.New("the client is gone")
+	send := func(event string, v any) error {
 		b, err := json.Marshal(v)
 		if err != nil {
 			return err
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		_ = rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
-		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b); err != nil {
-			return err
+		if !st.send(fmt.Appendf(nil, "event: %s\ndata: %s\n\n", event, b)) {
+			return errGone
 		}
-		return rc.Flush()
+		return nil
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -146,14 +162,7 @@ func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, tail int) {
 			case <-ctx.Done():
 				return
 			case <-hb.C:
-				mu.Lock()
-				_ = rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
-				_, err := io.WriteString(w, ": keep-alive\n\n")
-				if err == nil {
-					err = rc.Flush()
-				}
-				mu.Unlock()
-				if err != nil {
+				if !st.send(keepAlive) {
 					cancel()
 					return
 				}
@@ -161,13 +170,13 @@ func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, tail int) {
 		}
 	}()
 	sb, err := s.sup.FollowLogs(ctx, id, tail, func(c supervisor.LogChunk) error {
-		return write(c.Stream, wire.LogChunk{Text: c.Text})
+		return send(c.Stream, wire.LogChunk{Text: c.Text})
 	})
 	if err != nil {
 		return // the client left, or the stream broke: nothing more to say
 	}
-	cancel() // no more heartbeats; write serializes with one under way
-	_ = write(wire.LogEventEnd, ToInfo(sb))
+	cancel() // no more heartbeats; send takes turns with one under way
+	_ = send(wire.LogEventEnd, ToInfo(sb))
 }
 
 // MaxSSELine bounds every line of an event stream. Common SSE clients read
@@ -271,18 +280,6 @@ func writeSnapshot(w io.Writer, ev supervisor.Event) error {
 	}
 	d.Write([]byte("]}"))
 	return d.end()
-}
-
-// flushWriter writes to an event stream, renewing the write deadline on
-// every write so that only a client that stops reading is cut off.
-type flushWriter struct {
-	w  io.Writer
-	rc *http.ResponseController
-}
-
-func (f flushWriter) Write(b []byte) (int, error) {
-	_ = f.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
-	return f.w.Write(b)
 }
 
 // encodedEvents shares one encoding of each event among all the streams
