@@ -213,17 +213,7 @@ func (c *Client) do(ctx context.Context, timeout time.Duration, method, path str
 		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		var eb wire.ErrorBody
-		if json.Unmarshal(b, &eb) == nil && eb.Error.Code != "" {
-			e := &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
-			if resp.StatusCode == http.StatusUnauthorized {
-				return c.unauthorized(e)
-			}
-			return e
-		}
-		// No error of ours: whatever answers is not the daemon (a page of
-		// HTML from another server, say). One line, never its body.
-		return c.notDaemon(resp)
+		return c.answerError(resp, b)
 	}
 	if out != nil && len(b) > 0 {
 		if err := json.Unmarshal(b, out); err != nil {
@@ -234,6 +224,22 @@ func (c *Client) do(ctx context.Context, timeout time.Duration, method, path str
 		}
 	}
 	return nil
+}
+
+// answerError is the error a non-2xx answer with body b stands for: the
+// daemon's *Error, or, when the body is no error of ours, ErrNotDaemon
+// (whatever answers is not the daemon: a page of HTML from another
+// server, say; one line, never its body).
+func (c *Client) answerError(resp *http.Response, b []byte) error {
+	var eb wire.ErrorBody
+	if json.Unmarshal(b, &eb) != nil || eb.Error.Code == "" {
+		return c.notDaemon(resp)
+	}
+	e := &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+	if resp.StatusCode == http.StatusUnauthorized {
+		return c.unauthorized(e)
+	}
+	return e
 }
 
 // ErrNotDaemon is wrapped when what answers at the URL is not an

@@ -37,8 +37,8 @@ func (c *Client) Watch(ctx context.Context, labels map[string]string, handler fu
 			return he.err
 		}
 		var ae *Error
-		if errors.As(err, &ae) && ae.Status/100 == 4 {
-			return err // a bad filter will not get better
+		if errors.As(err, &ae) && ae.Status/100 == 4 || errors.Is(err, ErrNotDaemon) {
+			return err // a bad filter, or another server, will not get better
 		}
 		if delivered {
 			attempt = 0
@@ -123,14 +123,9 @@ func (c *Client) openStream(ctx context.Context, path, lastID string) (*EventRea
 	}
 	closeAll := func() { idle.Stop(); resp.Body.Close(); cancel() }
 	if resp.StatusCode != http.StatusOK {
-		var eb wire.ErrorBody
-		json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&eb)
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		closeAll()
-		e := &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
-		if resp.StatusCode == http.StatusUnauthorized {
-			return nil, nil, c.unauthorized(e)
-		}
-		return nil, nil, e
+		return nil, nil, c.answerError(resp, b)
 	}
 	// Anything read, heartbeat comments included, proves the stream alive.
 	return NewEventReader(readNotify{resp.Body, func() { idle.Reset(IdleTimeout) }}), closeAll, nil
