@@ -110,10 +110,8 @@ func (f kvFlag) Set(s string) error {
 // parseMinutes reads a number of minutes by the one rule used everywhere
 // (create, autostop, the config): ≥ 0, fractions allowed.
 func parseMinutes(s string) (float64, error) {
-	if _, err := conf.ParseMinutes(s); err != nil {
-		return 0, err
-	}
-	return strconv.ParseFloat(s, 64)
+	d, err := conf.ParseMinutes(s)
+	return d.Minutes(), err
 }
 
 // minutesFlag registers --autostop; not given leaves *m nil (the daemon's

@@ -156,8 +156,6 @@ func keepAliveEvery(minutes float64) time.Duration {
 	return min(max(d, time.Second), time.Minute)
 }
 
-// progress shows what is happening until the returned func is called: a
-// spinner on a terminal, one plain line otherwise.
 // waitStarted waits for the daemon's word that sb is started (its probe of
 // the ready path passed) or stopped, saying what it waits for, up to
 // timeout (0: the daemon's startup timeout plus a margin).
@@ -166,15 +164,19 @@ func (c *cli) waitStarted(ctx context.Context, cl *client.Client, sb wire.Sandbo
 	// The snapshot it runs says how it is probed; one the daemon does not
 	// list (a docker image) is probed as the daemon's defaults say.
 	found := false
-	if snaps, err := cl.Snapshots(ctx); err == nil && sb.Snapshot != "" {
-		for _, s := range snaps {
-			if s.Name == sb.Snapshot {
-				readyPath, startupMs, found = s.ReadyPath, s.StartupTimeoutMs, true
+	if sb.Snapshot != "" {
+		if snaps, err := cl.Snapshots(ctx); err == nil {
+			for _, s := range snaps {
+				if s.Name == sb.Snapshot {
+					readyPath, startupMs, found = s.ReadyPath, s.StartupTimeoutMs, true
+				}
 			}
 		}
 	}
-	if info, err := cl.Info(ctx); err == nil && !found {
-		readyPath, startupMs = cmp.Or(info.ReadyPath, readyPath), cmp.Or(info.StartupTimeoutMs, startupMs)
+	if !found {
+		if info, err := cl.Info(ctx); err == nil {
+			readyPath, startupMs = cmp.Or(info.ReadyPath, readyPath), cmp.Or(info.StartupTimeoutMs, startupMs)
+		}
 	}
 	startup := time.Duration(startupMs) * time.Millisecond
 	if timeout <= 0 {
@@ -191,6 +193,8 @@ func (c *cli) waitStarted(ctx context.Context, cl *client.Client, sb wire.Sandbo
 	return got, err
 }
 
+// progress shows what is happening until the returned func is called: a
+// spinner on a terminal, one plain line otherwise.
 func (c *cli) progress(msg string) func() {
 	if !isTerminal(c.stderr) {
 		fmt.Fprintln(c.stderr, msg+"…")
