@@ -7,37 +7,26 @@ import (
 	"path"
 )
 
-// The dashboard is one page and two files, embedded: no build step, no
-// external asset (the machine may be offline). The page is served at GET /
-// to a signed-in browser (see home); its files at /ui/, to anyone: they
-// hold no data. It uses only the public /v1 API.
-//
-//go:embed ui
-var uiFiles embed.FS
-
+// The dashboard is one page and its script and style, embedded: no build
+// step, no external asset (the machine may be offline). The page is served
+// at GET / to a signed-in browser (see home); its files at /ui/, to
+// anyone: they hold no data. It uses only the public /v1 API.
 var (
-	uiFS          = mustSub(uiFiles, "ui")
-	dashboardHTML = mustRead(uiFS, "index.html")
+	//go:embed ui/index.html
+	dashboardHTML []byte
+	//go:embed ui/app.js ui/app.css
+	uiFiles embed.FS
 )
 
-func mustSub(f fs.FS, dir string) fs.FS {
-	sub, err := fs.Sub(f, dir)
-	if err != nil {
-		panic(err)
+// uiAssets names the page's files under /ui/.
+func uiAssets() []string {
+	entries, _ := fs.ReadDir(uiFiles, "ui")
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
 	}
-	return sub
+	return names
 }
-
-func mustRead(f fs.FS, name string) []byte {
-	b, err := fs.ReadFile(f, name)
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
-
-// uiAssets are the page's files under /ui/.
-var uiAssets = []string{"app.js", "app.css"}
 
 // uiAsset serves the dashboard's script and style. They change with the
 // binary, so browsers revalidate them (no-cache) rather than keep a stale
@@ -46,5 +35,5 @@ func uiAsset(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Content-Type-Options", "nosniff")
-	http.ServeFileFS(w, r, uiFS, path.Base(r.URL.Path))
+	http.ServeFileFS(w, r, uiFiles, "ui/"+path.Base(r.URL.Path))
 }

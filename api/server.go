@@ -121,7 +121,7 @@ func New(sup Supervisor, opts Options) (*Server, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /{$}", http.HandlerFunc(s.home))
-	for _, f := range uiAssets {
+	for _, f := range uiAssets() {
 		mux.Handle("GET /ui/"+f, http.HandlerFunc(uiAsset))
 	}
 	for path, methods := range routesByPath() {
