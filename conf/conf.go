@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/api/auth"
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
@@ -90,7 +91,7 @@ type Config struct {
 
 	// Snapshots are the [snapshots.NAME] tables, by name; the one named
 	// default comes from [native] when the file defines none.
-	Snapshots map[string]Snapshot
+	Snapshots map[string]supervisor.Snapshot
 
 	// File is the config file read, or "" when none was.
 	File string
@@ -258,8 +259,8 @@ func Load(src Sources) (Config, error) {
 			c.Origins[s.key] = "flag --" + s.name
 		}
 	}
-	if _, ok := c.Snapshots[DefaultSnapshot]; ok && len(c.NativeCommand) > 0 {
-		return Config{}, fmt.Errorf("[snapshots.%s] and native.command both say what runs by default; keep one", DefaultSnapshot)
+	if _, ok := c.Snapshots[supervisor.DefaultSnapshot]; ok && len(c.NativeCommand) > 0 {
+		return Config{}, fmt.Errorf("[snapshots.%s] and native.command both say what runs by default; keep one", supervisor.DefaultSnapshot)
 	}
 	c.withDefaultSnapshot()
 	if err := c.Validate(); err != nil {

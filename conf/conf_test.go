@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
 )
 
 func env(m map[string]string) func(string) string {
@@ -181,13 +183,13 @@ func TestDiffNamesEveryField(t *testing.T) {
 		case "File", "Origins":
 			continue // where settings came from, not settings
 		case "Snapshots":
-			changed.Snapshots = map[string]Snapshot{"web": {Command: []string{"x"}}}
+			changed.Snapshots = map[string]supervisor.Snapshot{"web": {Command: []string{"x"}}}
 			if keys := Diff(base, changed); !slices.Equal(keys, []string{"snapshots.web"}) {
 				t.Errorf("a snapshot added: Diff named %v", keys)
 			}
-			changed.Snapshots = map[string]Snapshot{"web": {Command: []string{"x"}, Env: map[string]string{"A": "1"}}}
+			changed.Snapshots = map[string]supervisor.Snapshot{"web": {Command: []string{"x"}, Env: map[string]string{"A": "1"}}}
 			base2 := base
-			base2.Snapshots = map[string]Snapshot{"web": {Command: []string{"x"}, Env: map[string]string{"A": "2"}}}
+			base2.Snapshots = map[string]supervisor.Snapshot{"web": {Command: []string{"x"}, Env: map[string]string{"A": "2"}}}
 			if keys := Diff(base2, changed); !slices.Equal(keys, []string{"snapshots.web"}) {
 				t.Errorf("a snapshot's env value changed: Diff named %v", keys)
 			}

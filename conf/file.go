@@ -7,6 +7,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
@@ -140,9 +141,9 @@ func (c *Config) applyFile(path string) error {
 	}
 	for name, p := range f.Snapshots {
 		if c.Snapshots == nil {
-			c.Snapshots = map[string]Snapshot{}
+			c.Snapshots = map[string]supervisor.Snapshot{}
 		}
-		c.Snapshots[name] = p.snapshot()
+		c.Snapshots[name] = p.snapshot(name)
 	}
 	set(&c.LimitsUnsupported, f.Limits.Unsupported)
 	cpu, mem, pids := c.Limits.CPU, c.Limits.MemoryGiB(), c.Limits.Pids

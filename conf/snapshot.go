@@ -1,27 +1,8 @@
 package conf
 
-import "time"
-
-// DefaultSnapshot is the snapshot a create that names none runs; the
-// [native] table describes it unless [snapshots.default] does.
-const DefaultSnapshot = "default"
-
-// Snapshot is one [snapshots.NAME] table: what a sandbox created from it
-// runs. Zero fields take the daemon's defaults. The daemon checks them
-// against its runtimes when it starts (supervisor.New).
-type Snapshot struct {
-	Runtime string // "native" (when empty) or "docker"
-	// Command is the argv; "${PORT}", "${AGENT_SANDBOX_ID}",
-	// "${AGENT_WORKSPACE_DIR}" and other environment references are
-	// expanded as systemd does in ExecStart. Empty: the bundled stub
-	// agent (native) or the image's own command (docker).
-	Command        []string
-	Image          string // docker: the image; empty: [docker] image
-	ReadyPath      string
-	Env            map[string]string
-	StartupTimeout time.Duration
-	StopGrace      *time.Duration
-}
+import (
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
+)
 
 // snapshotFile is a [snapshots.NAME] table as written.
 type snapshotFile struct {
@@ -34,8 +15,10 @@ type snapshotFile struct {
 	StopGrace      *duration         `toml:"stop_grace"`
 }
 
-func (f snapshotFile) snapshot() Snapshot {
-	var p Snapshot
+// snapshot is the table named name. The daemon checks it against its
+// runtimes when it starts or reloads (supervisor.New, SetSnapshots).
+func (f snapshotFile) snapshot(name string) supervisor.Snapshot {
+	p := supervisor.Snapshot{Name: name}
 	set(&p.Runtime, f.Runtime)
 	p.Command = f.Command
 	set(&p.Image, f.Image)
@@ -52,16 +35,17 @@ func (f snapshotFile) snapshot() Snapshot {
 // withDefaultSnapshot adds the snapshot named default from the [native]
 // table when the configuration defines none.
 func (c *Config) withDefaultSnapshot() {
-	if _, ok := c.Snapshots[DefaultSnapshot]; ok {
+	const name = supervisor.DefaultSnapshot
+	if _, ok := c.Snapshots[name]; ok {
 		return
 	}
 	if c.Snapshots == nil {
-		c.Snapshots = map[string]Snapshot{}
+		c.Snapshots = map[string]supervisor.Snapshot{}
 	}
-	c.Snapshots[DefaultSnapshot] = Snapshot{Runtime: "native", Command: c.NativeCommand, ReadyPath: c.ReadyPath}
+	c.Snapshots[name] = supervisor.Snapshot{Name: name, Runtime: "native", Command: c.NativeCommand, ReadyPath: c.ReadyPath}
 	for _, k := range []string{"command", "ready_path"} {
 		if o, ok := c.Origins["native."+k]; ok {
-			c.Origins["snapshots."+DefaultSnapshot+"."+k] = o
+			c.Origins["snapshots."+name+"."+k] = o
 		}
 	}
 }

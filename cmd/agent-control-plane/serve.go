@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -178,7 +180,7 @@ func serve(cfg conf.Config, src conf.Sources, logw io.Writer) error {
 	}
 	sup, err := supervisor.New(ctx, supervisor.Options{
 		Root: cfg.Root, PortLo: cfg.Ports.Lo, PortHi: cfg.Ports.Hi,
-		Runtimes: runtimes, Snapshots: snapshots(cfg),
+		Runtimes: runtimes, Snapshots: slices.Collect(maps.Values(cfg.Snapshots)),
 		ReadyPath: cfg.ReadyPath, StartupTimeout: cfg.StartupTimeout, StopGrace: cfg.StopGrace,
 		CheckInterval: cfg.ReapInterval, AutoStop: cfg.AutoStop, MaxLifetime: cfg.MaxLifetime,
 		EventBuffer: cfg.EventBuffer, StopOnClose: cfg.ReapOnExit, LogMaxBytes: cfg.LogMaxBytes,
@@ -260,7 +262,7 @@ func reload(log *slog.Logger, cur conf.Config, src conf.Sources, level *slog.Lev
 	applied := cur
 	applied.LogLevel, applied.AutoStop, applied.MaxLifetime = next.LogLevel, next.AutoStop, next.MaxLifetime
 	applied.Token, applied.TokenFile = next.Token, next.TokenFile
-	if err := sup.SetSnapshots(snapshots(next)); err != nil {
+	if err := sup.SetSnapshots(slices.Collect(maps.Values(next.Snapshots))); err != nil {
 		log.Error("reload on SIGHUP: the snapshots stay as they were", "err", err)
 	} else {
 		// [native] command only describes the snapshot named default.
@@ -369,19 +371,6 @@ func logCgroups(log *slog.Logger, cgroups *cgroup.Manager, info cgroup.Info, def
 // newDocker is the docker runtime for cfg. The engine is not asked
 // anything yet: an engine that is down makes docker creates fail (503
 // runtime_unavailable) and leaves the native runtime alone.
-// snapshots are the configuration's snapshots as the supervisor takes
-// them.
-func snapshots(cfg conf.Config) []supervisor.Snapshot {
-	var out []supervisor.Snapshot
-	for name, p := range cfg.Snapshots {
-		out = append(out, supervisor.Snapshot{
-			Name: name, Runtime: p.Runtime, Command: p.Command, Image: p.Image, Env: p.Env,
-			ReadyPath: p.ReadyPath, StartupTimeout: p.StartupTimeout, StopGrace: p.StopGrace,
-		})
-	}
-	return out
-}
-
 func newDocker(cfg conf.Config, log *slog.Logger) (*docker.Runtime, error) {
 	opts := []dockerclient.Opt{dockerclient.FromEnv, dockerclient.WithAPIVersionNegotiation()}
 	if cfg.Docker.Host != "" {
