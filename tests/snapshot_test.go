@@ -246,12 +246,19 @@ func TestCLISnapshotsConfigAndFollow(t *testing.T) {
 	if code, _, errOut := cli(t, d, "stop", "web"); code != 0 {
 		t.Fatalf("stop: %s", errOut)
 	}
+	// Everything it printed is read before Wait, which closes the pipe.
+	var rest strings.Builder
+	for open := true; open; {
+		select {
+		case line, ok := <-lines:
+			rest.WriteString(line + "\n")
+			open = ok
+		case <-time.After(time.Minute):
+			t.Fatalf("logs -f did not end at the stop; it printed %q", rest.String())
+		}
+	}
 	if code := waitExit(t, follow); code != 0 {
 		t.Fatalf("logs -f ended with %d at the stop", code)
-	}
-	var rest strings.Builder
-	for line := range lines {
-		rest.WriteString(line + "\n")
 	}
 	if !strings.Contains(rest.String(), "Sandbox web is stopped") {
 		t.Errorf("logs -f did not say the sandbox stopped: %q", rest.String())
