@@ -329,6 +329,7 @@ function openLogs(id, from) {
   $('drawer').hidden = false;
   const es = new EventSource('/v1/sandboxes/' + encodeURIComponent(id) + '/entrypoint-logs?follow=true');
   drawer = { id, es, from };
+  let kept = 0; // characters in the drawer
   summarize();
   const append = (text, cls) => {
     const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
@@ -336,7 +337,13 @@ function openLogs(id, from) {
     if (cls) s.className = cls;
     s.textContent = text;
     pre.appendChild(s);
-    while (pre.textContent.length > LOG_KEEP && pre.firstChild) pre.firstChild.remove();
+    // Counted as they come: reading pre.textContent would copy the whole
+    // log at every line.
+    kept += text.length;
+    while (kept > LOG_KEEP && pre.firstChild) {
+      kept -= pre.firstChild.textContent.length;
+      pre.firstChild.remove();
+    }
     if (atEnd) pre.scrollTop = pre.scrollHeight;
   };
   es.addEventListener('stdout', (e) => append(JSON.parse(e.data).text));
