@@ -131,7 +131,7 @@ func (s *Supervisor) SetSnapshots(list []Snapshot) error {
 // default.
 func (s *Supervisor) resolve(req CreateRequest) (Snapshot, error) {
 	snaps := *s.snapshots.Load()
-	if p, ok := snaps[req.Snapshot]; ok && req.Snapshot != "" {
+	if p, ok := snaps[req.Snapshot]; ok { // no snapshot is named ""
 		if req.Runtime != "" && req.Runtime != p.Runtime {
 			return Snapshot{}, invalid("snapshot %s runs on runtime %s, not %s", p.Name, p.Runtime, Clip(req.Runtime, MaxQuoted))
 		}
