@@ -130,28 +130,22 @@ func minutesFlag(fs *flag.FlagSet, m **float64) {
 // limitFlags registers --cpu, --memory and --pids; a flag not given
 // leaves its field nil (the daemon's default, or the current limit).
 func limitFlags(fs *flag.FlagSet, l *wire.Limits) {
-	fs.Func("cpu", "CPU limit in `CPUs` (0.5 is half a CPU; 0 lifts it)", func(s string) error {
-		v, err := strconv.ParseFloat(s, 64)
+	float := func(s string) (float64, error) { return strconv.ParseFloat(s, 64) }
+	whole := func(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }
+	nonNegativeFlag(fs, "cpu", "CPU limit in `CPUs` (0.5 is half a CPU; 0 lifts it)", "a number of CPUs", float, &l.CPU)
+	nonNegativeFlag(fs, "memory", "memory limit in `GiB` (0.25 is 256 MiB; 0 lifts it)", "a number of GiB", float, &l.Memory)
+	nonNegativeFlag(fs, "pids", "limit on `tasks` (processes and threads; 0 lifts it)", "a whole number", whole, &l.Pids)
+}
+
+// nonNegativeFlag registers a flag whose value, parsed by parse, must be
+// ≥ 0 (want names it in the error); not given leaves *dst nil.
+func nonNegativeFlag[T int64 | float64](fs *flag.FlagSet, name, usage, want string, parse func(string) (T, error), dst **T) {
+	fs.Func(name, usage, func(s string) error {
+		v, err := parse(s)
 		if err != nil || v < 0 {
-			return fmt.Errorf("want a number of CPUs ≥ 0, got %q", s)
+			return fmt.Errorf("want %s ≥ 0, got %q", want, s)
 		}
-		l.CPU = &v
-		return nil
-	})
-	fs.Func("memory", "memory limit in `GiB` (0.25 is 256 MiB; 0 lifts it)", func(s string) error {
-		v, err := strconv.ParseFloat(s, 64)
-		if err != nil || v < 0 {
-			return fmt.Errorf("want a number of GiB ≥ 0, got %q", s)
-		}
-		l.Memory = &v
-		return nil
-	})
-	fs.Func("pids", "limit on `tasks` (processes and threads; 0 lifts it)", func(s string) error {
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || v < 0 {
-			return fmt.Errorf("want a whole number ≥ 0, got %q", s)
-		}
-		l.Pids = &v
+		*dst = &v
 		return nil
 	})
 }
