@@ -346,21 +346,25 @@ func (d *Daemon) Info() (map[string]any, error) {
 // import this package (and a cleanup net should not share the code it
 // guards against).
 func KillSandboxes(root string) {
-	recs, _ := filepath.Glob(filepath.Join(root, "*", "sandbox.json"))
-	for _, path := range recs {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			continue
-		}
+	eachRecord(root, func(b []byte) {
 		var r struct {
 			Marker string `json:"marker"`
 		}
-		if json.Unmarshal(b, &r) != nil || r.Marker == "" {
-			continue
+		if json.Unmarshal(b, &r) == nil && r.Marker != "" {
+			killMarked(r.Marker)
 		}
-		killMarked(r.Marker)
-	}
+	})
 	RemoveCgroups(root)
+}
+
+// eachRecord calls fn with each sandbox record under root, as read.
+func eachRecord(root string, fn func([]byte)) {
+	recs, _ := filepath.Glob(filepath.Join(root, "*", "sandbox.json"))
+	for _, path := range recs {
+		if b, err := os.ReadFile(path); err == nil {
+			fn(b)
+		}
+	}
 }
 
 // RemoveCgroups removes the cgroups that the records under root name, and
@@ -386,12 +390,7 @@ func RemoveCgroups(root string) {
 		}
 	}
 	bases := map[string]bool{}
-	recs, _ := filepath.Glob(filepath.Join(root, "*", "sandbox.json"))
-	for _, path := range recs {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			continue
-		}
+	eachRecord(root, func(b []byte) {
 		var r struct {
 			Handle struct {
 				Data struct {
@@ -403,7 +402,7 @@ func RemoveCgroups(root string) {
 			} `json:"handle"`
 		}
 		if json.Unmarshal(b, &r) != nil || r.Handle.Data.Cgroup == nil {
-			continue
+			return
 		}
 		cg := r.Handle.Data.Cgroup
 		paths := map[string]string{"": cg.Path}
@@ -415,7 +414,7 @@ func RemoveCgroups(root string) {
 				bases[filepath.Dir(filepath.Join(m, p))] = true
 			}
 		}
-	}
+	})
 	for base := range bases {
 		ents, _ := os.ReadDir(base)
 		for _, e := range ents {
