@@ -1,93 +1,105 @@
 package api
 
 import (
+	"context"
+	"errors"
 	"html/template"
 	"net/http"
 	"net/url"
 	"strings"
 
 	"github.com/agent-control-plane/agent-control-plane/api/auth"
+	"github.com/agent-control-plane/agent-control-plane/api/session"
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
 )
 
-// SessionCookie is the browser session cookie set by the one-time link.
-const SessionCookie = "acp_session"
-
-// open reports whether r may pass without a token: GET /v1/info (so that
-// probes and `ensure` can tell the daemon is there), the browser entry
-// page, and /metrics unless MetricsAuth.
+// open reports whether r may pass without a credential: the routes the
+// table marks open (GET /v1/info, so that probes and `ensure` can tell
+// the daemon is there; the dashboard's code exchange), the dashboard page
+// and its files (they hold no data), and /metrics unless MetricsAuth.
 func (s *Server) open(r *http.Request) bool {
 	get := r.Method == http.MethodGet || r.Method == http.MethodHead
 	switch p := r.URL.Path; {
-	case p == "/v1/info", p == "/":
+	case p == "/", strings.HasPrefix(p, "/ui/"):
 		return get
-	case strings.HasPrefix(p, "/ui/"):
-		return get // the page's own files hold no data
 	case p == "/metrics":
 		return !s.opts.MetricsAuth
+	}
+	for _, rt := range routes {
+		if rt.access == open && rt.path == r.URL.Path && (rt.method == r.Method || rt.method == http.MethodGet && r.Method == http.MethodHead) {
+			return true
+		}
 	}
 	return false
 }
 
-// authorized reports whether r carries the bearer token, or the browser
-// session cookie in a request the browser made from the daemon's own page.
-// Both are compared in constant time.
-func (s *Server) authorized(r *http.Request) bool {
-	token := *s.token.Load()
-	if h := r.Header.Get("Authorization"); h != "" {
-		scheme, presented, ok := strings.Cut(h, " ")
-		return ok && strings.EqualFold(scheme, "Bearer") && auth.Equal(strings.TrimSpace(presented), token)
-	}
-	c, err := r.Cookie(SessionCookie)
-	return err == nil && sameOrigin(r) && auth.Equal(c.Value, auth.SessionValue(token))
+// caller is who made a request: the holder of the token, or a dashboard
+// session.
+type caller struct {
+	token   bool
+	session string // the session's id
 }
 
-// sameOrigin reports whether a cookie-carrying request comes from the
-// daemon's own page: the cookie counts only together with the Host and
-// Origin guard, never for a request another page (even another localhost
-// one) made.
-func sameOrigin(r *http.Request) bool {
-	switch r.Header.Get("Sec-Fetch-Site") {
-	case "", "same-origin", "none":
-	default:
-		return false
+func (c caller) String() string {
+	switch {
+	case c.token:
+		return "token"
+	case c.session != "":
+		return "session " + c.session
 	}
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return true
-	}
-	u, err := url.Parse(origin)
-	return err == nil && u.Scheme == "http" && strings.EqualFold(u.Host, r.Host)
+	return "anonymous"
 }
 
-// home is the browser's way in. GET /?token=… (the one-time link that
-// `agent-control-plane dashboard` prints) sets an HttpOnly, SameSite=Strict
-// session cookie and redirects to /, so that the token leaves the address
-// bar; without a session the page says how to get one and shows no data.
+type callerKey struct{}
+
+func withCaller(ctx context.Context, c caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+func callerOf(ctx context.Context) caller {
+	c, _ := ctx.Value(callerKey{}).(caller)
+	return c
+}
+
+// authorize reads the request's bearer credential: the daemon's token, or
+// a dashboard session's secret. Both are compared in constant time (a
+// session is looked up by the hash of what was presented). Nothing else
+// counts: no cookie, whatever headers come with it, because a cookie for
+// 127.0.0.1 reaches every port of it.
+func (s *Server) authorize(r *http.Request) (caller, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, presented, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return caller{}, false
+	}
+	presented = strings.TrimSpace(presented)
+	if auth.Equal(presented, *s.token.Load()) {
+		return caller{token: true}, true
+	}
+	if sess, ok := s.sessions.Check(presented); ok {
+		return caller{session: sess.ID}, true
+	}
+	return caller{}, false
+}
+
+// home serves the dashboard's page. It holds no data, so it is served to
+// anyone; the page signs itself in with the code in its URL's fragment
+// (see package session) and otherwise says how to get one. A link of the
+// old form, with the token in its query, is refused: the token must not
+// sit in a browser's history.
 func (s *Server) home(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
 	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
 	h.Set("X-Frame-Options", "DENY")
-	token := *s.token.Load()
-	if t := r.URL.Query().Get("token"); t != "" {
-		if !auth.Equal(t, token) {
-			s.page(w, http.StatusUnauthorized, pageData{Title: "This link is not valid", Body: "The token in it is wrong or has been rotated. Run agent-control-plane dashboard for a new link."})
-			return
-		}
-		http.SetCookie(w, &http.Cookie{
-			Name: SessionCookie, Value: auth.SessionValue(token), Path: "/",
-			HttpOnly: true, SameSite: http.SameSiteStrictMode,
-		})
-		http.Redirect(w, r, "/", http.StatusSeeOther)
+	if r.URL.Query().Has("token") {
+		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
+		s.page(w, http.StatusBadRequest, pageData{Title: "This link is no longer used",
+			Body: "Sign-in links do not carry the token any more. Run agent-control-plane dashboard for a one-time link, and clear this address from your browser's history."})
 		return
 	}
-	if !s.authorized(r) {
-		s.page(w, http.StatusOK, pageData{Title: "agent-control-plane", Body: "Run agent-control-plane dashboard in a terminal and open the link it prints."})
-		return
-	}
-	// The dashboard: its script and style come from /ui/ and nothing else
-	// may run or load.
+	// Its script and style come from /ui/ and nothing else may run or
+	// load.
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	w.Write(dashboardHTML)
@@ -107,4 +119,78 @@ func (s *Server) page(w http.ResponseWriter, code int, d pageData) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
 	_ = pageTmpl.Execute(w, d)
+}
+
+// newLink makes a one-time sign-in code (token only: a session must not
+// extend itself).
+func (s *Server) newLink(w http.ResponseWriter, r *http.Request) {
+	l, err := s.sessions.NewLink()
+	if err != nil {
+		writeError(w, http.StatusTooManyRequests, "too_many_links", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusCreated, wire.DashboardLink{Code: l.Code, LinkID: l.ID, ExpiresAt: wire.Time{Time: l.ExpiresAt}})
+}
+
+// redeem trades a sign-in code for a session. It is open (the page has
+// no credential yet) but only to the daemon's own page: a request with an
+// Origin must come from the daemon's own origin.
+func (s *Server) redeem(w http.ResponseWriter, r *http.Request) {
+	if o := r.Header.Get("Origin"); o != "" {
+		if u, err := url.Parse(o); err != nil || !strings.EqualFold(u.Host, r.Host) {
+			writeError(w, http.StatusForbidden, "forbidden_origin", "only the daemon's own page may sign in; origin "+quote(o)+" is another")
+			return
+		}
+	}
+	var req wire.RedeemRequest
+	if err := decodeJSON(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return
+	}
+	sess, secret, err := s.sessions.Redeem(req.Code, r.UserAgent())
+	switch {
+	case errors.Is(err, session.ErrBadCode):
+		writeError(w, http.StatusUnauthorized, "invalid_code", err.Error())
+		return
+	case err != nil:
+		s.log.Warn("dashboard session", "err", err)
+	}
+	out := wireSession(sess, "")
+	out.Secret = secret
+	writeJSON(w, http.StatusCreated, out)
+}
+
+func wireSession(sess session.Session, current string) wire.DashboardSession {
+	return wire.DashboardSession{
+		ID: sess.ID, LinkID: sess.LinkID, CreatedAt: wire.Time{Time: sess.CreatedAt}, ExpiresAt: wire.Time{Time: sess.ExpiresAt},
+		LastUsedAt: wire.Time{Time: sess.LastUsedAt}, UserAgent: sess.UserAgent, Current: sess.ID == current && current != "",
+	}
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
+	me := callerOf(r.Context()).session
+	out := wire.DashboardSessionList{Items: []wire.DashboardSession{}}
+	for _, sess := range s.sessions.List() {
+		out.Items = append(out.Items, wireSession(sess, me))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) revokeSession(w http.ResponseWriter, r *http.Request) {
+	err := s.sessions.Revoke(r.PathValue("id"))
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", "no dashboard session "+quote(r.PathValue("id")))
+		return
+	case err != nil:
+		s.log.Warn("dashboard sessions: the file could not be rewritten", "err", err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) revokeSessions(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.sessions.RevokeAll(); err != nil {
+		s.log.Warn("dashboard sessions: the file could not be rewritten", "err", err)
+	}
+	w.WriteHeader(http.StatusNoContent)
 }

@@ -1,15 +1,22 @@
 package api
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agent-control-plane/agent-control-plane/api/auth"
+	"github.com/agent-control-plane/agent-control-plane/api/session"
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
@@ -56,9 +63,9 @@ func TestEveryRouteNeedsTheToken(t *testing.T) {
 				} else {
 					r = rawDo(t, rt.method, url, "Authorization", b.header)
 				}
-				if rt.path == "/v1/info" {
-					if r.code != http.StatusOK {
-						t.Fatalf("info is open, got %d %s", r.code, r.body)
+				if rt.access == open {
+					if r.code == http.StatusUnauthorized && r.errCode() == "unauthorized" {
+						t.Fatalf("an open route asked for the token: %d %s", r.code, r.body)
 					}
 					return
 				}
@@ -100,89 +107,218 @@ func TestMetricsAuth(t *testing.T) {
 	}
 }
 
-// A browser gets in only through the one-time link; its cookie counts only
-// for the daemon's own page, and not after a rotation.
-func TestBrowserLinkAndCookie(t *testing.T) {
+// redeemCode makes a link with the token and trades it for a session,
+// returning the session's secret.
+func redeemCode(t *testing.T, url string) string {
+	t.Helper()
+	code := newCode(t, url)
+	r := rawPost(t, url+"/v1/dashboard/sessions", `{"code":"`+code+`"}`)
+	var s wire.DashboardSession
+	if r.code != http.StatusCreated || json.Unmarshal(r.body, &s) != nil || !strings.HasPrefix(s.Secret, session.SecretPrefix) {
+		t.Fatalf("redeem: %d %s", r.code, r.body)
+	}
+	return s.Secret
+}
+
+func newCode(t *testing.T, url string) string {
+	t.Helper()
+	r := rawPost(t, url+"/v1/dashboard/links", "", "Authorization", "Bearer "+testToken)
+	var l wire.DashboardLink
+	if r.code != http.StatusCreated || json.Unmarshal(r.body, &l) != nil || len(l.Code) < 32 {
+		t.Fatalf("link: %d %s", r.code, r.body)
+	}
+	return l.Code
+}
+
+func rawPost(t *testing.T, url, body string, hdr ...string) resp {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return resp{res.StatusCode, res.Header, b}
+}
+
+// The dashboard's page holds no data and is served to anyone; a browser
+// gets a session only by trading a one-time code, and the session is a
+// bearer secret: no cookie ever counts, with or without browser headers.
+func TestDashboardSignIn(t *testing.T) {
 	e := newEnv(t, nil)
 	e.do("POST", "/v1/sandboxes", `{"name":"visible-only-inside"}`)
 	host := strings.TrimPrefix(e.srv.URL, "http://")
 
 	r := rawDo(t, "GET", e.srv.URL+"/")
-	if r.code != http.StatusOK || !strings.Contains(string(r.body), "agent-control-plane dashboard") || strings.Contains(string(r.body), "visible-only-inside") {
-		t.Fatalf("page without a session: %d %s", r.code, r.body)
+	if r.code != http.StatusOK || !strings.Contains(string(r.body), "agent-control-plane dashboard") ||
+		strings.Contains(string(r.body), "visible-only-inside") || !strings.Contains(r.hdr.Get("Content-Security-Policy"), "script-src 'self'") {
+		t.Fatalf("the page: %d %s", r.code, r.body)
 	}
-	if r := rawDo(t, "GET", e.srv.URL+"/?token=wrong-token-0123456789"); r.code != http.StatusUnauthorized || r.hdr.Get("Set-Cookie") != "" {
-		t.Fatalf("wrong link: %d %q", r.code, r.hdr.Get("Set-Cookie"))
+	if r.hdr.Get("Set-Cookie") != "" {
+		t.Fatalf("the page sets a cookie: %q", r.hdr.Get("Set-Cookie"))
 	}
-	r = rawDo(t, "GET", e.srv.URL+"/?token="+testToken)
-	if r.code != http.StatusSeeOther || r.hdr.Get("Location") != "/" || r.hdr.Get("Referrer-Policy") != "no-referrer" {
-		t.Fatalf("link: %d location %q", r.code, r.hdr.Get("Location"))
+	// The old link form, with the token in the query, is refused.
+	if r := rawDo(t, "GET", e.srv.URL+"/?token="+testToken); r.code != http.StatusBadRequest || r.hdr.Get("Set-Cookie") != "" {
+		t.Fatalf("token link: %d %q", r.code, r.hdr.Get("Set-Cookie"))
 	}
-	set := r.hdr.Get("Set-Cookie")
-	for _, want := range []string{SessionCookie + "=", "HttpOnly", "SameSite=Strict", "Path=/"} {
-		if !strings.Contains(set, want) {
-			t.Fatalf("cookie %q lacks %s", set, want)
-		}
+	if r := rawPost(t, e.srv.URL+"/v1/dashboard/links", ""); r.code != http.StatusUnauthorized {
+		t.Fatalf("a link without the token: %d", r.code)
 	}
-	if strings.Contains(set, testToken) {
-		t.Fatal("the cookie carries the token itself")
-	}
-	cookie := strings.SplitN(set, ";", 2)[0]
 
-	cases := []struct {
-		why  string
-		hdr  []string
-		want int
-	}{
-		{"the page's own request", nil, http.StatusOK},
-		{"same origin", []string{"Origin", "http://" + host, "Sec-Fetch-Site", "same-origin"}, http.StatusOK},
-		{"another localhost page", []string{"Origin", "http://localhost:3000"}, http.StatusUnauthorized},
-		{"same site, other port", []string{"Sec-Fetch-Site", "same-site"}, http.StatusUnauthorized},
-		{"cross site", []string{"Sec-Fetch-Site", "cross-site"}, http.StatusUnauthorized},
+	// A code works once, and only from the daemon's own origin.
+	code := newCode(t, e.srv.URL)
+	body := `{"code":"` + code + `"}`
+	if r := rawPost(t, e.srv.URL+"/v1/dashboard/sessions", body, "Origin", "http://127.0.0.1:3000"); r.code != http.StatusForbidden {
+		t.Fatalf("redeem from another port's page: %d %s", r.code, r.body)
 	}
-	for _, c := range cases {
-		r := rawDo(t, "GET", e.srv.URL+"/v1/sandboxes", append([]string{"Cookie", cookie}, c.hdr...)...)
-		if r.code != c.want {
-			t.Errorf("%s: %d, want %d", c.why, r.code, c.want)
+	r = rawPost(t, e.srv.URL+"/v1/dashboard/sessions", body, "Origin", "http://"+host, "User-Agent", "test\tbrowser")
+	var sess wire.DashboardSession
+	if r.code != http.StatusCreated || json.Unmarshal(r.body, &sess) != nil || sess.Secret == "" || strings.Contains(sess.Secret, testToken) {
+		t.Fatalf("redeem: %d %s", r.code, r.body)
+	}
+	if r := rawPost(t, e.srv.URL+"/v1/dashboard/sessions", body); r.code != http.StatusUnauthorized || r.errCode() != "invalid_code" {
+		t.Fatalf("the same code again: %d %s", r.code, r.body)
+	}
+	bearer := "Bearer " + sess.Secret
+	if r := rawDo(t, "GET", e.srv.URL+"/v1/sandboxes", "Authorization", bearer); r.code != http.StatusOK || !strings.Contains(string(r.body), "visible-only-inside") {
+		t.Fatalf("the session's secret: %d %s", r.code, r.body)
+	}
+	// What a page on another loopback port could have received: no
+	// cookie counts, with or without the headers a browser adds.
+	for _, c := range []string{"acp_session=" + sess.Secret, "acp_session=" + testToken, "session=" + sess.Secret} {
+		for _, hdr := range [][]string{nil, {"Sec-Fetch-Site", "same-origin", "Origin", "http://" + host}, {"Sec-Fetch-Site", "none"}} {
+			if r := rawDo(t, "GET", e.srv.URL+"/v1/sandboxes", append([]string{"Cookie", c}, hdr...)...); r.code != http.StatusUnauthorized {
+				t.Errorf("cookie %q with %v: %d", c[:12], hdr, r.code)
+			}
 		}
 	}
-	// With a session the page is the dashboard, under a strict policy;
-	// without one it says how to get in, and its files hold no data.
-	if r := rawDo(t, "GET", e.srv.URL+"/", "Cookie", cookie); !strings.Contains(string(r.body), `<script src="/ui/app.js"`) ||
-		!strings.Contains(r.hdr.Get("Content-Security-Policy"), "script-src 'self'") {
-		t.Fatalf("page with a session: %s", r.body)
+	// A session cannot make links (it would outlive its expiry).
+	if r := rawPost(t, e.srv.URL+"/v1/dashboard/links", "", "Authorization", bearer); r.code != http.StatusForbidden || r.errCode() != "token_required" {
+		t.Fatalf("a link made by a session: %d %s", r.code, r.body)
 	}
-	if r := rawDo(t, "GET", e.srv.URL+"/"); strings.Contains(string(r.body), "app.js") || !strings.Contains(string(r.body), "agent-control-plane dashboard") {
-		t.Fatalf("page without a session: %s", r.body)
+	// Listed (its own marked current, the browser name kept printable),
+	// and revoked.
+	r = rawDo(t, "GET", e.srv.URL+"/v1/dashboard/sessions", "Authorization", bearer)
+	var list wire.DashboardSessionList
+	if json.Unmarshal(r.body, &list) != nil || len(list.Items) != 1 || !list.Items[0].Current || list.Items[0].UserAgent != "testbrowser" || list.Items[0].Secret != "" {
+		t.Fatalf("sessions: %s", r.body)
 	}
-	for _, f := range []string{"app.js", "app.css"} {
-		if r := rawDo(t, "GET", e.srv.URL+"/ui/"+f); r.code != http.StatusOK || len(r.body) < 1000 || r.hdr.Get("X-Content-Type-Options") != "nosniff" {
-			t.Fatalf("/ui/%s: %d, %d bytes", f, r.code, len(r.body))
+	if r := rawDo(t, "DELETE", e.srv.URL+"/v1/dashboard/sessions/"+sess.ID, "Authorization", "Bearer "+testToken); r.code != http.StatusNoContent {
+		t.Fatalf("revoke: %d %s", r.code, r.body)
+	}
+	if r := rawDo(t, "GET", e.srv.URL+"/v1/sandboxes", "Authorization", bearer); r.code != http.StatusUnauthorized {
+		t.Fatalf("a revoked session: %d", r.code)
+	}
+	if r := rawDo(t, "DELETE", e.srv.URL+"/v1/dashboard/sessions/"+sess.ID, "Authorization", "Bearer "+testToken); r.code != http.StatusNotFound {
+		t.Fatalf("revoke again: %d", r.code)
+	}
+	// Revoke all.
+	a, b := redeemCode(t, e.srv.URL), redeemCode(t, e.srv.URL)
+	if r := rawDo(t, "DELETE", e.srv.URL+"/v1/dashboard/sessions", "Authorization", "Bearer "+a); r.code != http.StatusNoContent {
+		t.Fatalf("revoke all: %d", r.code)
+	}
+	for _, s := range []string{a, b} {
+		if r := rawDo(t, "GET", e.srv.URL+"/v1/sandboxes", "Authorization", "Bearer "+s); r.code != http.StatusUnauthorized {
+			t.Fatalf("after revoke all: %d", r.code)
 		}
 	}
-	if r := rawDo(t, "GET", e.srv.URL+"/ui/index.html"); r.code != http.StatusNotFound || strings.Contains(string(r.body), "<script") {
-		t.Fatalf("/ui/index.html: %d %s", r.code, r.body)
+}
+
+// Sessions end at their expiry and at a token rotation; codes after a
+// minute; they survive a restart with the same token, and the file keeps
+// no secret; what an outsider can make the store keep is bounded.
+func TestDashboardSessionLifetime(t *testing.T) {
+	e := newEnv(t, nil)
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	file := filepath.Join(t.TempDir(), "sessions.json")
+	start := func(token string) (*Server, string) {
+		s, err := New(e.sup, Options{Token: token, SessionFile: file, SessionTTL: time.Hour, Now: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(s)
+		t.Cleanup(srv.Close)
+		return s, srv.URL
 	}
-	// Rotation ends the session and the old token.
-	s, err := New(e.sup, Options{Token: testToken})
-	if err != nil {
+	ok := func(url, secret string) bool {
+		return rawDo(t, "GET", url+"/v1/sandboxes", "Authorization", "Bearer "+secret).code == http.StatusOK
+	}
+
+	s1, url1 := start(testToken)
+	secret := redeemCode(t, url1)
+	advance(59 * time.Minute)
+	if !ok(url1, secret) {
+		t.Fatal("a session before its expiry was refused")
+	}
+	// A restart keeps it; the file holds a hash, never the secret.
+	_, url2 := start(testToken)
+	if !ok(url2, secret) {
+		t.Fatal("the session did not survive a restart")
+	}
+	raw, _ := os.ReadFile(file)
+	if fi, _ := os.Stat(file); fi.Mode().Perm() != 0o600 || strings.Contains(string(raw), secret) || strings.Contains(string(raw), testToken) {
+		t.Fatalf("sessions file: mode %v, %s", fi.Mode(), raw)
+	}
+	advance(2 * time.Minute)
+	if ok(url2, secret) {
+		t.Fatal("an expired session was accepted")
+	}
+	// A code lasts a minute.
+	code := newCode(t, url2)
+	advance(session.CodeTTL + time.Second)
+	if r := rawPost(t, url2+"/v1/dashboard/sessions", `{"code":"`+code+`"}`); r.code != http.StatusUnauthorized {
+		t.Fatalf("an expired code: %d", r.code)
+	}
+	// Rotation ends every session, in this daemon and in the file.
+	secret = redeemCode(t, url1)
+	other := testenv.NewToken()
+	if err := s1.SetToken(other); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(s)
-	defer srv.Close()
-	if r := rawDo(t, "GET", srv.URL+"/v1/sandboxes", "Cookie", cookie); r.code != http.StatusOK {
-		t.Fatalf("cookie before the rotation: %d", r.code)
+	if ok(url1, secret) {
+		t.Fatal("a session survived the rotation")
 	}
-	if err := s.SetToken(testenv.NewToken()); err != nil {
-		t.Fatal(err)
+	if _, url3 := start(testToken); ok(url3, secret) {
+		t.Fatal("a session made before a rotation came back from the file")
 	}
-	for _, h := range [][]string{{"Cookie", cookie}, {"Authorization", "Bearer " + testToken}} {
-		if r := rawDo(t, "GET", srv.URL+"/v1/sandboxes", h...); r.code != http.StatusUnauthorized {
-			t.Fatalf("%s after the rotation: %d", h[0], r.code)
-		}
-	}
-	if err := s.SetToken("short"); err == nil {
+	if err := s1.SetToken("short"); err == nil {
 		t.Fatal("a short token was accepted")
+	}
+
+	// Bounds: codes waiting, and sessions kept.
+	_, url4 := start(testToken)
+	for i := 0; i < session.MaxCodes; i++ {
+		newCode(t, url4)
+	}
+	if r := rawPost(t, url4+"/v1/dashboard/links", "", "Authorization", "Bearer "+testToken); r.code != http.StatusTooManyRequests {
+		t.Fatalf("link past the bound: %d", r.code)
+	}
+	advance(session.CodeTTL + time.Second)
+	first := redeemCode(t, url4)
+	for i := 0; i < session.MaxSessions; i++ {
+		advance(time.Second)
+		if i%session.MaxCodes == session.MaxCodes-1 {
+			advance(session.CodeTTL) // codes of the loop expire unused: none here
+		}
+		redeemCode(t, url4)
+	}
+	r := rawDo(t, "GET", url4+"/v1/dashboard/sessions", "Authorization", "Bearer "+testToken)
+	var list wire.DashboardSessionList
+	if json.Unmarshal(r.body, &list) != nil || len(list.Items) != session.MaxSessions {
+		t.Fatalf("sessions kept past the bound: %d", len(list.Items))
+	}
+	if ok(url4, first) {
+		t.Fatal("the least recently used session was kept past the bound")
 	}
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agent-control-plane/agent-control-plane/api/auth"
+	"github.com/agent-control-plane/agent-control-plane/api/session"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/conf"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
@@ -84,6 +85,13 @@ type Options struct {
 	ReadyPath      string
 	StartupTimeout time.Duration
 	StopGrace      time.Duration // shown in /v1/info
+	// SessionFile keeps the dashboard's browser sessions across restarts
+	// (mode 0600; only hashes of their secrets); empty: in memory only.
+	SessionFile string
+	// SessionTTL is how long a dashboard session lasts; default 24 h.
+	SessionTTL time.Duration
+	// Now is the sessions' clock; default time.Now (tests move it).
+	Now func() time.Time
 }
 
 // MaxBodyBytes bounds every request body.
@@ -99,6 +107,7 @@ type Server struct {
 	metrics   *httpMetrics
 	encoded   encodedEvents
 	token     atomic.Pointer[string]
+	sessions  *session.Store
 }
 
 // New builds the server and registers its metrics.
@@ -116,9 +125,15 @@ func New(sup Supervisor, opts Options) (*Server, error) {
 		opts.MaxConns = 1024
 	}
 	s := &Server{sup: sup, opts: opts, log: opts.Logger, startedAt: time.Now()}
-	if err := s.SetToken(opts.Token); err != nil {
-		return nil, err
+	if err := auth.Validate(opts.Token); err != nil {
+		return nil, fmt.Errorf("api token: %w", err)
 	}
+	s.token.Store(&opts.Token)
+	sessions, err := session.Open(opts.Token, session.Options{Path: opts.SessionFile, TTL: opts.SessionTTL, Now: opts.Now})
+	if err != nil {
+		s.log.Warn("dashboard sessions could not be read back; browsers sign in again", "err", err)
+	}
+	s.sessions = sessions
 	mux := http.NewServeMux()
 	mux.Handle("GET /{$}", http.HandlerFunc(s.home))
 	for _, f := range uiAssets() {
@@ -146,12 +161,15 @@ func New(sup Supervisor, opts Options) (*Server, error) {
 }
 
 // SetToken replaces the bearer token (a rotation); requests that carry the
-// old one, and browser sessions made with it, are refused from now on.
+// old one, and every dashboard session, are refused from now on.
 func (s *Server) SetToken(token string) error {
 	if err := auth.Validate(token); err != nil {
 		return fmt.Errorf("api token: %w", err)
 	}
 	s.token.Store(&token)
+	if err := s.sessions.Rotate(token); err != nil {
+		s.log.Warn("dashboard sessions: the file could not be rewritten after the rotation", "err", err)
+	}
 	return nil
 }
 
@@ -228,17 +246,30 @@ type route struct {
 	path    string
 	handler func(*Server, http.ResponseWriter, *http.Request)
 	mutates bool // logged when it succeeds
+	access  access
 }
 
+// access says who may call a route.
+type access int
+
+const (
+	member    access = iota // the token or a dashboard session
+	open                    // anyone (the browser guard still applies)
+	tokenOnly               // the token itself, never a dashboard session
+)
+
 // Route names one operation of the API.
-type Route struct{ Method, Path string }
+type Route struct {
+	Method, Path string
+	Open         bool // needs no credential
+}
 
 // Routes lists every operation of the /v1 API, in the route table's order,
 // for the contract test.
 func Routes() []Route {
 	out := make([]Route, len(routes))
 	for i, rt := range routes {
-		out[i] = Route{rt.method, rt.path}
+		out[i] = Route{rt.method, rt.path, rt.access == open}
 	}
 	return out
 }
@@ -272,6 +303,11 @@ func (s *Server) dispatch(path string, methods map[string]route) http.Handler {
 			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+path)
 			return
 		}
+		who := callerOf(r.Context())
+		if rt.access == tokenOnly && who.session != "" {
+			writeError(w, http.StatusForbidden, "token_required", r.Method+" "+path+" needs the daemon's token; a dashboard session may not call it")
+			return
+		}
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		start := time.Now()
 		rt.handler(s, rec, r)
@@ -279,7 +315,7 @@ func (s *Server) dispatch(path string, methods map[string]route) http.Handler {
 			s.metrics.observe(rt.method+" "+path, rec.code, time.Since(start))
 		}
 		if rt.mutates && rec.code < 300 {
-			s.log.Info("request", "method", r.Method, "route", path, "sandbox", r.PathValue("id"), "status", rec.code)
+			s.log.Info("request", "method", r.Method, "route", path, "id", r.PathValue("id"), "status", rec.code, "by", who.String())
 		}
 	})
 }
@@ -308,8 +344,8 @@ func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter 
 // guard runs before any handler. It answers only requests addressed to a
 // loopback host (a DNS-rebinding page names its own host), refuses
 // cross-site browser requests (an Origin other than a localhost one),
-// requires the bearer token (or the browser session cookie) on every route
-// but the open ones, and makes any request that carries a body declare
+// requires the bearer token (or a dashboard session's secret) on every
+// route but the open ones, and makes any request that carries a body declare
 // JSON, so that a simple form post from another site cannot pass.
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -334,7 +370,8 @@ func (s *Server) guard(next http.Handler) http.Handler {
 				return
 			}
 		}
-		if !s.open(r) && !s.authorized(r) {
+		who, ok := s.authorize(r)
+		if !ok && !s.open(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="agent-control-plane"`)
 			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token: send Authorization: Bearer <token>; the CLI and the Go client read it from $"+auth.TokenEnv+" or the token file (default ~/.local/state/agent-control-plane/token)")
 			return
@@ -351,7 +388,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			// read deadline.
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(withCaller(r.Context(), who)))
 	})
 }
 

@@ -39,7 +39,7 @@ func (s *Supervisor) rehydrate(ctx context.Context) {
 	for _, ent := range ents {
 		name := ent.Name()
 		switch {
-		case name == lockFile || name == MarkFile:
+		case name == lockFile || name == MarkFile || name == SessionsFile:
 			continue
 		case s.fs.ownTemp(name):
 			// A create or a delete interrupted by a crash. No workload

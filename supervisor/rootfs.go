@@ -28,6 +28,9 @@ const (
 	// markFormat is the mark's format version. A newer one is refused.
 	markFormat = 1
 	lockFile   = ".lock"
+	// SessionsFile keeps the dashboard's browser sessions (package
+	// api/session writes it; the supervisor only leaves it alone).
+	SessionsFile = ".dashboard-sessions.json"
 )
 
 // ErrRootNotOurs is returned by New for a non-empty directory that holds no

@@ -2,11 +2,14 @@ package tests
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -78,7 +81,8 @@ func rowState(id string) string {
 	return `document.querySelector('tr[data-id="` + id + `"] .state')?.textContent`
 }
 
-// The dashboard in a real browser: the one-time link signs it in; rows
+// The dashboard in a real browser: the one-time link signs it in, once,
+// and nothing the browser sends another loopback port opens the daemon; rows
 // appear, change and go as the daemon's state does, without a reload and
 // across a daemon restart; Stop and Delete act on the daemon; the logs
 // drawer shows what a sandbox printed; a browser without the link sees no
@@ -94,8 +98,8 @@ func TestDashboardInABrowser(t *testing.T) {
 	ctx := browser(t, exe)
 	do(t, ctx, "open the one-time link", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS(`#sandboxes`)))
 	where := value(t, ctx, "read the address", chromedp.Location())
-	if strings.Contains(where, "token=") {
-		t.Errorf("the token stays in the address bar: %s", where)
+	if strings.Contains(where, "code=") || strings.Contains(where, d.Token) {
+		t.Errorf("the code stays in the address bar: %s", where)
 	}
 	until(t, ctx, "the header shows the daemon", `document.getElementById('daemon').textContent.includes('runtimes: native')`)
 	until(t, ctx, "the feed is live", `document.getElementById('conn').textContent === 'live'`)
@@ -157,12 +161,54 @@ func TestDashboardInABrowser(t *testing.T) {
 	})
 	until(t, ctx, "cli-3f2a's row is gone", `document.querySelector('tr[data-id="cli-3f2a"]') === null`)
 
-	// A fresh browser without the link: how to get in, and no data.
+	// A page on another loopback port (a sandbox's preview, or any local
+	// listener) gets nothing it could use: whatever the signed-in browser
+	// sends it is replayed at the daemon, with and without the headers a
+	// browser adds, and refused.
+	var seen []http.Header
+	var seenMu sync.Mutex
+	spy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seenMu.Lock()
+		seen = append(seen, r.Header.Clone())
+		seenMu.Unlock()
+		w.Write([]byte("<p>spy</p>"))
+	}))
+	defer spy.Close()
+	do(t, ctx, "visit another loopback port", chromedp.Navigate(spy.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`p`)))
+	seenMu.Lock()
+	got := seen
+	seenMu.Unlock()
+	if len(got) == 0 {
+		t.Fatal("the spy saw no request")
+	}
+	for _, h := range got {
+		for _, extra := range [][2]string{{}, {"Sec-Fetch-Site", "same-origin"}, {"Origin", d.URL}} {
+			req, _ := http.NewRequest("GET", d.URL+"/v1/sandboxes", nil)
+			for k, v := range h {
+				req.Header[k] = v
+			}
+			if extra[0] != "" {
+				req.Header.Set(extra[0], extra[1])
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusUnauthorized {
+				t.Errorf("what the browser sent another port (%v) is accepted by the daemon: %d", h, res.StatusCode)
+			}
+		}
+	}
+
+	// A fresh browser with the used link: refused, how to get in, no
+	// data.
 	other := browser(t, exe)
-	do(t, other, "open the page without the link", chromedp.Navigate(d.URL+"/"))
+	do(t, other, "open the used link", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS(`#signin`)))
+	until(t, other, "the page says the link is used", `document.getElementById('signin-error').textContent.includes('used already')`)
 	body := value(t, other, "read the page", chromedp.Text(chromedp.CSS(`body`)))
 	if !strings.Contains(body, "agent-control-plane dashboard") || strings.Contains(body, "web-7") {
-		t.Errorf("without the link, the page: %q", body)
+		t.Errorf("with the used link, the page: %q", body)
 	}
 	do(t, other, "open the list without the link", chromedp.Navigate(d.URL+"/v1/sandboxes"))
 	if list := value(t, other, "read the list", chromedp.Text(chromedp.CSS(`body`))); !strings.Contains(list, `"unauthorized"`) || strings.Contains(list, "web-7") {

@@ -7,7 +7,6 @@
 package auth
 
 import (
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -214,13 +213,4 @@ func Equal(presented, want string) bool {
 	}
 	a, b := sha256.Sum256([]byte(presented)), sha256.Sum256([]byte(want))
 	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
-}
-
-// SessionValue is the browser cookie's value for a token: derived from it,
-// so that the cookie is not the token itself and rotating the token ends
-// every browser session.
-func SessionValue(token string) string {
-	m := hmac.New(sha256.New, []byte(token))
-	m.Write([]byte("agent-control-plane browser session v1"))
-	return hex.EncodeToString(m.Sum(nil))
 }

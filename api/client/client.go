@@ -133,22 +133,33 @@ func New(baseURL string, opts ...Option) *Client {
 // URL returns the daemon's base URL.
 func (c *Client) URL() string { return c.base }
 
-// BrowserLink returns the link that signs a browser in to the daemon's
-// page: it carries the token, so print it only to its owner.
-func (c *Client) BrowserLink() (string, error) {
-	req, _ := http.NewRequest("GET", c.base, nil)
-	c.authorize(req)
-	token, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
-	if !ok {
-		c.tokenMu.Lock()
-		err := c.tokenErr
-		c.tokenMu.Unlock()
-		if err != nil {
-			return "", err
-		}
-		return "", fmt.Errorf("no token found: set $%s or pass --token", auth.TokenEnv)
+// BrowserLink asks the daemon for a one-time link that signs a browser in
+// to its dashboard: the daemon's address with the code in the fragment,
+// good for one use within a minute. It needs the token (a dashboard
+// session cannot make links).
+func (c *Client) BrowserLink(ctx context.Context) (string, wire.DashboardLink, error) {
+	var l wire.DashboardLink
+	if err := c.do(ctx, c.timeout, "POST", "/v1/dashboard/links", nil, &l); err != nil {
+		return "", l, err
 	}
-	return c.base + "/?token=" + url.QueryEscape(token), nil
+	return c.base + "/#code=" + l.Code, l, nil
+}
+
+// DashboardSessions lists the browsers signed in to the dashboard.
+func (c *Client) DashboardSessions(ctx context.Context) ([]wire.DashboardSession, error) {
+	var out wire.DashboardSessionList
+	err := c.do(ctx, c.timeout, "GET", "/v1/dashboard/sessions", nil, &out)
+	return out.Items, err
+}
+
+// RevokeDashboardSession signs one browser out; an empty id signs out
+// every browser.
+func (c *Client) RevokeDashboardSession(ctx context.Context, id string) error {
+	path := "/v1/dashboard/sessions"
+	if id != "" {
+		path += "/" + url.PathEscape(id)
+	}
+	return c.do(ctx, c.timeout, "DELETE", path, nil, nil)
 }
 
 // Error is an error answer from the daemon.

@@ -1,7 +1,11 @@
 // The daemon's dashboard: a live table of sandboxes, kept current by
 // /v1/events, with actions and a logs drawer. It uses only the public /v1
-// API, with the session cookie the one-time link set. Text from the daemon
-// is only ever set as textContent: nothing a sandbox says becomes markup.
+// API, with a session secret it got for the one-time code in its URL's
+// fragment and keeps in this origin's storage (no other port's page can
+// read it), sent as a bearer credential on every call and stream. No
+// cookie is used: the browser would send one to every port of localhost.
+// Text from the daemon is only ever set as textContent: nothing a sandbox
+// says becomes markup.
 'use strict';
 
 const $ = (id) => document.getElementById(id);
@@ -14,10 +18,65 @@ let info = null;
 let events = null;
 let drawer = null; // {id, es}
 
+// ---- the session ----
+
+const SESSION_KEY = 'agent-control-plane.session';
+
+function secret() {
+  try {
+    return localStorage.getItem(SESSION_KEY) || '';
+  } catch (_) {
+    return '';
+  }
+}
+
+// signIn trades the one-time code in the fragment (#code=…) for a session
+// secret, and takes the code out of the address bar and the history
+// first, whatever the answer.
+async function signIn() {
+  const m = /^#code=([A-Za-z0-9_-]{16,128})$/.exec(location.hash);
+  if (!m) return;
+  history.replaceState(null, '', location.pathname);
+  const res = await fetch('/v1/dashboard/sessions', {
+    method: 'POST', credentials: 'omit', cache: 'no-store',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ code: m[1] }),
+  });
+  if (!res.ok) {
+    let msg = 'This link did not sign you in.';
+    try {
+      msg = (await res.json()).error.message;
+    } catch (_) { /* not the API's error body */ }
+    $('signin-error').textContent = msg;
+    return;
+  }
+  localStorage.setItem(SESSION_KEY, (await res.json()).secret);
+}
+
+function authHeaders(h) {
+  h = h || {};
+  h.Authorization = 'Bearer ' + secret();
+  return h;
+}
+
+// signedOut forgets the session and shows how to get a new one: no data
+// stays on the page.
+function signedOut() {
+  try {
+    localStorage.removeItem(SESSION_KEY);
+  } catch (_) { /* storage refused */ }
+  if (events) events.abort();
+  events = null;
+  closeLogs();
+  replaceAll([]);
+  $('app').hidden = true;
+  $('signin').hidden = false;
+}
+
 // ---- the API ----
 
 async function api(method, path, body) {
-  const init = { method, credentials: 'same-origin', headers: {} };
+  const init = { method, credentials: 'omit', headers: authHeaders() };
   if (body !== undefined) {
     init.headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(body);
@@ -38,13 +97,54 @@ async function api(method, path, body) {
   return res.status === 204 ? null : res.json();
 }
 
-// signedOut reloads: without a session the daemon's page says how to get
-// one, and shows no data.
-function signedOut() {
-  if (!signedOut.done) {
-    signedOut.done = true;
-    location.reload();
-  }
+// stream reads a Server-Sent Events stream with the session's credential
+// (EventSource cannot send one): on.event(type, data, id) per event,
+// on.open() once the daemon answered. It resolves when the stream ends
+// and rejects on a refusal or a network error; abort() on the returned
+// controller ends it.
+function stream(path, lastId, on) {
+  const ctl = new AbortController();
+  ctl.done = (async () => {
+    const headers = authHeaders({ Accept: 'text/event-stream' });
+    if (lastId) headers['Last-Event-ID'] = lastId;
+    const res = await fetch(path, { headers, credentials: 'omit', cache: 'no-store', signal: ctl.signal });
+    if (res.status === 401) {
+      signedOut();
+      throw new Error('signed out');
+    }
+    if (!res.ok || !res.body) throw new Error(res.status + ' ' + res.statusText);
+    if (on.open) on.open();
+    const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = '';
+    let type = '';
+    let data = [];
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buf += value;
+      let nl;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        let line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        if (line.endsWith('\r')) line = line.slice(0, -1);
+        if (line === '') {
+          if (data.length) on.event(type || 'message', data.join('\n'), lastId);
+          type = '';
+          data = [];
+          continue;
+        }
+        if (line[0] === ':') continue; // a comment (keep-alive)
+        const i = line.indexOf(':');
+        const field = i < 0 ? line : line.slice(0, i);
+        let v = i < 0 ? '' : line.slice(i + 1);
+        if (v[0] === ' ') v = v.slice(1);
+        if (field === 'event') type = v;
+        else if (field === 'data') data.push(v);
+        else if (field === 'id') lastId = v;
+      }
+    }
+  })();
+  return ctl;
 }
 
 function notice(msg) {
@@ -327,7 +427,19 @@ function openLogs(id, from) {
   pre.textContent = '';
   $('drawer-title').textContent = 'Logs of ' + id;
   $('drawer').hidden = false;
-  const es = new EventSource('/v1/sandboxes/' + encodeURIComponent(id) + '/entrypoint-logs?follow=true');
+  const handlers = {
+    stdout: (d) => append(JSON.parse(d).text),
+    stderr: (d) => append(JSON.parse(d).text, 'stderr'),
+    end: (d) => {
+      const sb = JSON.parse(d);
+      append('\n— ' + sb.state + (sb.errorReason ? ': ' + sb.errorReason : '') + ' —\n', 'meta');
+      ended = true;
+    },
+  };
+  let ended = false;
+  const es = stream('/v1/sandboxes/' + encodeURIComponent(id) + '/entrypoint-logs?follow=true', '', {
+    event: (type, d) => handlers[type] && handlers[type](d),
+  });
   drawer = { id, es, from };
   let kept = 0; // characters in the drawer
   summarize();
@@ -346,23 +458,16 @@ function openLogs(id, from) {
     }
     if (atEnd) pre.scrollTop = pre.scrollHeight;
   };
-  es.addEventListener('stdout', (e) => append(JSON.parse(e.data).text));
-  es.addEventListener('stderr', (e) => append(JSON.parse(e.data).text, 'stderr'));
-  es.addEventListener('end', (e) => {
-    const sb = JSON.parse(e.data);
-    append('\n— ' + sb.state + (sb.errorReason ? ': ' + sb.errorReason : '') + ' —\n', 'meta');
-    es.close();
-  });
-  es.onerror = () => {
-    if (drawer && drawer.es === es) append('\n— the stream ended; reopen the logs to follow again —\n', 'meta');
-    es.close();
+  const gone = () => {
+    if (!ended && drawer && drawer.es === es) append('\n— the stream ended; reopen the logs to follow again —\n', 'meta');
   };
+  es.done.then(gone, gone);
   $('drawer-close').focus();
 }
 
 function closeLogs() {
   if (!drawer) return;
-  drawer.es.close();
+  drawer.es.abort();
   const from = drawer.from;
   drawer = null;
   $('drawer').hidden = true;
@@ -373,7 +478,7 @@ function closeLogs() {
 
 async function refreshInfo() {
   try {
-    const res = await fetch('/v1/info', { credentials: 'same-origin' });
+    const res = await fetch('/v1/info', { credentials: 'omit', cache: 'no-store' });
     info = await res.json();
   } catch (_) {
     return;
@@ -396,40 +501,46 @@ function setConn(live) {
   c.textContent = live ? 'live' : 'reconnecting…';
 }
 
-// connect follows /v1/events. EventSource reconnects by itself with the
-// last event id: the daemon replays what was missed, or sends a fresh
-// list (after its own restart too). A stream it refuses (a rotated token)
-// is retried after checking the session.
+// connect follows /v1/events and reconnects by itself with the last
+// event id: the daemon replays what was missed, or sends a fresh list
+// (after its own restart too). A stream it refuses with 401 signs the
+// page out.
+let lastEventId = '';
+
 function connect() {
-  const es = new EventSource('/v1/events');
-  events = es;
-  es.addEventListener('sandboxes_replaced', (e) => {
-    replaceAll(JSON.parse(e.data).sandboxes);
-    setConn(true);
-    refreshInfo();
-  });
-  for (const t of ['sandbox.created', 'sandbox.started', 'sandbox.stopped']) {
-    es.addEventListener(t, (e) => {
-      upsert(JSON.parse(e.data).sandbox);
+  const types = {
+    sandboxes_replaced: (ev) => {
+      replaceAll(ev.sandboxes);
+      setConn(true);
+      refreshInfo();
+    },
+    'sandbox.deleted': (ev) => {
+      remove(ev.sandbox.id);
       scheduleSummary();
-    });
-  }
-  es.addEventListener('sandbox.deleted', (e) => {
-    remove(JSON.parse(e.data).sandbox.id);
-    scheduleSummary();
-  });
-  es.onopen = () => setConn(true);
-  es.onerror = () => {
-    setConn(false);
-    if (es.readyState === EventSource.CLOSED) {
-      setTimeout(async () => {
-        try {
-          await api('GET', '/v1/sandboxes?limit=1');
-        } catch (_) { /* signed out reloads; a daemon away is tried again */ }
-        if (events === es) connect();
-      }, 2000);
-    }
+    },
   };
+  for (const t of ['sandbox.created', 'sandbox.started', 'sandbox.stopped']) {
+    types[t] = (ev) => {
+      upsert(ev.sandbox);
+      scheduleSummary();
+    };
+  }
+  const es = stream('/v1/events', lastEventId, {
+    open: () => setConn(true),
+    event: (type, data, id) => {
+      lastEventId = id || lastEventId;
+      if (types[type]) types[type](JSON.parse(data));
+    },
+  });
+  events = es;
+  const again = () => {
+    if (events !== es) return; // signed out, or replaced
+    setConn(false);
+    setTimeout(() => {
+      if (events === es) connect();
+    }, 1000);
+  };
+  es.done.then(again, again);
 }
 
 // pollUsage reads what live sandboxes consume (events carry no usage),
@@ -459,12 +570,21 @@ async function main() {
   document.addEventListener('keydown', (e) => {
     if (e.key === 'Escape' && drawer && !$('confirm').open) closeLogs();
   });
+  try {
+    await signIn();
+  } catch (e) {
+    $('signin-error').textContent = 'Signing in failed: ' + e.message;
+  }
+  if (!secret()) return; // the page says how to sign in
   await refreshInfo();
   try {
     replaceAll((await api('GET', '/v1/sandboxes?usage=true')).sandboxes);
   } catch (e) {
+    if (!secret()) return;
     notice(e.message);
   }
+  $('signin').hidden = true;
+  $('app').hidden = false;
   connect();
   setInterval(tick, 1000);
   setInterval(pollUsage, 5000);

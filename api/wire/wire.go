@@ -254,3 +254,36 @@ const LogEventEnd = "end"
 type AutostopRequest struct {
 	Interval *float64 `json:"interval"`
 }
+
+// DashboardLink is the answer of POST /v1/dashboard/links: a one-time
+// sign-in code for the dashboard, good for one use within a minute. The
+// link is the daemon's address with "#code=" and the code: the code
+// travels in the fragment, which browsers send to no server.
+type DashboardLink struct {
+	Code      string `json:"code"`
+	LinkID    string `json:"linkId"` // names the session made from it
+	ExpiresAt Time   `json:"expiresAt"`
+}
+
+// RedeemRequest is the body of POST /v1/dashboard/sessions.
+type RedeemRequest struct {
+	Code string `json:"code"`
+}
+
+// DashboardSession is one signed-in browser. Secret is set once, in the
+// answer that made it, and never shown again.
+type DashboardSession struct {
+	ID         string `json:"id"`
+	LinkID     string `json:"linkId"`
+	CreatedAt  Time   `json:"createdAt"`
+	ExpiresAt  Time   `json:"expiresAt"`
+	LastUsedAt Time   `json:"lastUsedAt"`
+	UserAgent  string `json:"userAgent,omitempty"`
+	Current    bool   `json:"current,omitempty"` // the session that asked
+	Secret     string `json:"secret,omitempty"`
+}
+
+// DashboardSessionList is the body of GET /v1/dashboard/sessions.
+type DashboardSessionList struct {
+	Items []DashboardSession `json:"items"`
+}

@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os/exec"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -437,37 +436,6 @@ func infoCommand() command {
 				fmt.Fprintf(tw, "Cgroups:\t%s\n", inert(line))
 			}
 			tw.Flush()
-			return nil
-		},
-	}
-}
-
-func dashboardCommand() command {
-	var open bool
-	return command{
-		name: "dashboard", summary: "print (or --open) the link that signs a browser in", client: true,
-		flags: func(fs *flag.FlagSet) {
-			fs.BoolVar(&open, "open", false, "open the link in a browser (xdg-open)")
-		},
-		exec: func(ctx context.Context, c *cli, _ []string) error {
-			cl := c.client()
-			if _, err := cl.Info(ctx); err != nil {
-				return err
-			}
-			link, err := cl.BrowserLink()
-			if err != nil {
-				return err
-			}
-			if c.json {
-				c.printJSON(map[string]string{"url": link})
-			} else {
-				fmt.Fprintln(c.stdout, link)
-			}
-			if open {
-				if err := exec.Command("xdg-open", link).Start(); err != nil {
-					return fmt.Errorf("open a browser: %w", err)
-				}
-			}
 			return nil
 		},
 	}

@@ -42,6 +42,7 @@ const (
 	ErrorErrorCodeForbiddenOrigin      ErrorErrorCode = "forbidden_origin"
 	ErrorErrorCodeImageNotFound        ErrorErrorCode = "image_not_found"
 	ErrorErrorCodeInternal             ErrorErrorCode = "internal"
+	ErrorErrorCodeInvalidCode          ErrorErrorCode = "invalid_code"
 	ErrorErrorCodeInvalidRequest       ErrorErrorCode = "invalid_request"
 	ErrorErrorCodeLimitsUnsupported    ErrorErrorCode = "limits_unsupported"
 	ErrorErrorCodeMethodNotAllowed     ErrorErrorCode = "method_not_allowed"
@@ -53,6 +54,8 @@ const (
 	ErrorErrorCodeSandboxNotRunning    ErrorErrorCode = "sandbox_not_running"
 	ErrorErrorCodeShuttingDown         ErrorErrorCode = "shutting_down"
 	ErrorErrorCodeStopFailed           ErrorErrorCode = "stop_failed"
+	ErrorErrorCodeTokenRequired        ErrorErrorCode = "token_required"
+	ErrorErrorCodeTooManyLinks         ErrorErrorCode = "too_many_links"
 	ErrorErrorCodeUnauthorized         ErrorErrorCode = "unauthorized"
 	ErrorErrorCodeUnknownSnapshot      ErrorErrorCode = "unknown_snapshot"
 	ErrorErrorCodeUnsupportedLifecycle ErrorErrorCode = "unsupported_lifecycle"
@@ -75,6 +78,8 @@ func (e ErrorErrorCode) Valid() bool {
 		return true
 	case ErrorErrorCodeInternal:
 		return true
+	case ErrorErrorCodeInvalidCode:
+		return true
 	case ErrorErrorCodeInvalidRequest:
 		return true
 	case ErrorErrorCodeLimitsUnsupported:
@@ -96,6 +101,10 @@ func (e ErrorErrorCode) Valid() bool {
 	case ErrorErrorCodeShuttingDown:
 		return true
 	case ErrorErrorCodeStopFailed:
+		return true
+	case ErrorErrorCodeTokenRequired:
+		return true
+	case ErrorErrorCodeTooManyLinks:
 		return true
 	case ErrorErrorCodeUnauthorized:
 		return true
@@ -364,6 +373,46 @@ type CreateSandboxRequest_AutoDeleteInterval struct {
 	union json.RawMessage
 }
 
+// DashboardLink defines model for DashboardLink.
+type DashboardLink struct {
+	// Code The one-time code; the link is the daemon's address, "/#code=" and this.
+	Code string `json:"code"`
+
+	// ExpiresAt Examples: 2026-11-29T10:22:29.768Z
+	ExpiresAt Timestamp `json:"expiresAt"`
+
+	// LinkId Names the session made from this code.
+	LinkId string `json:"linkId"`
+}
+
+// DashboardSession defines model for DashboardSession.
+type DashboardSession struct {
+	// CreatedAt Examples: 2026-11-29T10:22:29.768Z
+	CreatedAt Timestamp `json:"createdAt"`
+
+	// Current The session that asked.
+	Current *bool `json:"current,omitempty"`
+
+	// ExpiresAt Examples: 2026-11-29T10:22:29.768Z
+	ExpiresAt Timestamp `json:"expiresAt"`
+	Id        string    `json:"id"`
+
+	// LastUsedAt Examples: 2026-11-29T10:22:29.768Z
+	LastUsedAt Timestamp `json:"lastUsedAt"`
+	LinkId     string    `json:"linkId"`
+
+	// Secret Only in the answer that made the session; send it as Authorization Bearer.
+	Secret *string `json:"secret,omitempty"`
+
+	// UserAgent The browser's name, printable ASCII, at most 200 bytes.
+	UserAgent *string `json:"userAgent,omitempty"`
+}
+
+// DashboardSessionList defines model for DashboardSessionList.
+type DashboardSessionList struct {
+	Items []DashboardSession `json:"items"`
+}
+
 // EntrypointLogs defines model for EntrypointLogs.
 type EntrypointLogs struct {
 	// Output stdout followed by stderr.
@@ -452,6 +501,11 @@ type PidsLimit = int
 // PreviewUrl defines model for PreviewUrl.
 type PreviewUrl struct {
 	Url string `json:"url"`
+}
+
+// RedeemRequest defines model for RedeemRequest.
+type RedeemRequest struct {
+	Code string `json:"code"`
 }
 
 // ResizeRequest defines model for ResizeRequest.
@@ -690,6 +744,9 @@ type StopSandboxParams struct {
 	// Force Skip the grace period (SIGKILL at once).
 	Force *bool `form:"force,omitempty" json:"force,omitempty"`
 }
+
+// RedeemDashboardCodeJSONRequestBody defines body for RedeemDashboardCode for application/json ContentType.
+type RedeemDashboardCodeJSONRequestBody = RedeemRequest
 
 // CreateSandboxJSONRequestBody defines body for CreateSandbox for application/json ContentType.
 type CreateSandboxJSONRequestBody = CreateSandboxRequest
@@ -983,6 +1040,54 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// CreateDashboardLink A one-time code that signs a browser in to the dashboard.
+	//
+	// Good for one use within a minute. The link is the daemon's address
+	// with "#code=" and the code: in the fragment, which browsers send to
+	// no server. Only the token may ask: a dashboard session may not.
+	//
+	// Corresponds with POST /v1/dashboard/links (the `CreateDashboardLink` operationId).
+	CreateDashboardLink(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokeDashboardSessions Sign every browser out (and void every waiting code).
+	//
+	// Corresponds with DELETE /v1/dashboard/sessions (the `RevokeDashboardSessions` operationId).
+	RevokeDashboardSessions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListDashboardSessions The browsers signed in to the dashboard.
+	//
+	// Corresponds with GET /v1/dashboard/sessions (the `ListDashboardSessions` operationId).
+	ListDashboardSessions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RedeemDashboardCodeWithBody Trade a one-time code for a dashboard session.
+	//
+	// Needs no credential (the page has none yet), but a request with an
+	// Origin must come from the daemon's own origin. The answer carries
+	// the session's secret, once: the page sends it as a bearer
+	// credential. Sessions last 24 hours and end at a token rotation.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/dashboard/sessions (the `RedeemDashboardCode` operationId).
+	RedeemDashboardCodeWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RedeemDashboardCode Trade a one-time code for a dashboard session.
+	//
+	// Needs no credential (the page has none yet), but a request with an
+	// Origin must come from the daemon's own origin. The answer carries
+	// the session's secret, once: the page sends it as a bearer
+	// credential. Sessions last 24 hours and end at a token rotation.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/dashboard/sessions (the `RedeemDashboardCode` operationId).
+	RedeemDashboardCode(ctx context.Context, body RedeemDashboardCodeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokeDashboardSession Sign one browser out.
+	//
+	// Corresponds with DELETE /v1/dashboard/sessions/{id} (the `RevokeDashboardSession` operationId).
+	RevokeDashboardSession(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// WatchEvents Server-Sent Events feed of sandbox lifecycle changes.
 	//
 	// First a sandboxes_replaced snapshot, then sandbox.created, .started,
@@ -1137,6 +1242,114 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/snapshots (the `ListSnapshots` operationId).
 	ListSnapshots(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// CreateDashboardLink A one-time code that signs a browser in to the dashboard.
+//
+// Good for one use within a minute. The link is the daemon's address
+// with "#code=" and the code: in the fragment, which browsers send to
+// no server. Only the token may ask: a dashboard session may not.
+//
+// Corresponds with POST /v1/dashboard/links (the `CreateDashboardLink` operationId).
+func (c *Client) CreateDashboardLink(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateDashboardLinkRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokeDashboardSessions Sign every browser out (and void every waiting code).
+//
+// Corresponds with DELETE /v1/dashboard/sessions (the `RevokeDashboardSessions` operationId).
+func (c *Client) RevokeDashboardSessions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeDashboardSessionsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListDashboardSessions The browsers signed in to the dashboard.
+//
+// Corresponds with GET /v1/dashboard/sessions (the `ListDashboardSessions` operationId).
+func (c *Client) ListDashboardSessions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListDashboardSessionsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RedeemDashboardCodeWithBody Trade a one-time code for a dashboard session.
+//
+// Needs no credential (the page has none yet), but a request with an
+// Origin must come from the daemon's own origin. The answer carries
+// the session's secret, once: the page sends it as a bearer
+// credential. Sessions last 24 hours and end at a token rotation.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/dashboard/sessions (the `RedeemDashboardCode` operationId).
+func (c *Client) RedeemDashboardCodeWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRedeemDashboardCodeRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RedeemDashboardCode Trade a one-time code for a dashboard session.
+//
+// Needs no credential (the page has none yet), but a request with an
+// Origin must come from the daemon's own origin. The answer carries
+// the session's secret, once: the page sends it as a bearer
+// credential. Sessions last 24 hours and end at a token rotation.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/dashboard/sessions (the `RedeemDashboardCode` operationId).
+func (c *Client) RedeemDashboardCode(ctx context.Context, body RedeemDashboardCodeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRedeemDashboardCodeRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokeDashboardSession Sign one browser out.
+//
+// Corresponds with DELETE /v1/dashboard/sessions/{id} (the `RevokeDashboardSession` operationId).
+func (c *Client) RevokeDashboardSession(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeDashboardSessionRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // WatchEvents Server-Sent Events feed of sandbox lifecycle changes.
@@ -1482,6 +1695,161 @@ func (c *Client) ListSnapshots(ctx context.Context, reqEditors ...RequestEditorF
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewCreateDashboardLinkRequest constructs an http.Request for the CreateDashboardLink method
+func NewCreateDashboardLinkRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/dashboard/links")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRevokeDashboardSessionsRequest constructs an http.Request for the RevokeDashboardSessions method
+func NewRevokeDashboardSessionsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/dashboard/sessions")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListDashboardSessionsRequest constructs an http.Request for the ListDashboardSessions method
+func NewListDashboardSessionsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/dashboard/sessions")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRedeemDashboardCodeRequest calls the generic RedeemDashboardCode builder with application/json body
+func NewRedeemDashboardCodeRequest(server string, body RedeemDashboardCodeJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRedeemDashboardCodeRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewRedeemDashboardCodeRequestWithBody constructs an http.Request for the RedeemDashboardCode method, with any body, and a specified content type
+func NewRedeemDashboardCodeRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/dashboard/sessions")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRevokeDashboardSessionRequest constructs an http.Request for the RevokeDashboardSession method
+func NewRevokeDashboardSessionRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/dashboard/sessions/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewWatchEventsRequest constructs an http.Request for the WatchEvents method
@@ -2330,6 +2698,62 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// CreateDashboardLinkWithResponse A one-time code that signs a browser in to the dashboard.
+	//
+	// Good for one use within a minute. The link is the daemon's address
+	// with "#code=" and the code: in the fragment, which browsers send to
+	// no server. Only the token may ask: a dashboard session may not.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/dashboard/links (the `CreateDashboardLink` operationId).
+	CreateDashboardLinkWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*CreateDashboardLinkResponse, error)
+
+	// RevokeDashboardSessionsWithResponse Sign every browser out (and void every waiting code).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/dashboard/sessions (the `RevokeDashboardSessions` operationId).
+	RevokeDashboardSessionsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*RevokeDashboardSessionsResponse, error)
+
+	// ListDashboardSessionsWithResponse The browsers signed in to the dashboard.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/dashboard/sessions (the `ListDashboardSessions` operationId).
+	ListDashboardSessionsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListDashboardSessionsResponse, error)
+
+	// RedeemDashboardCodeWithBodyWithResponse Trade a one-time code for a dashboard session.
+	//
+	// Needs no credential (the page has none yet), but a request with an
+	// Origin must come from the daemon's own origin. The answer carries
+	// the session's secret, once: the page sends it as a bearer
+	// credential. Sessions last 24 hours and end at a token rotation.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/dashboard/sessions (the `RedeemDashboardCode` operationId).
+	RedeemDashboardCodeWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RedeemDashboardCodeResponse, error)
+
+	// RedeemDashboardCodeWithResponse Trade a one-time code for a dashboard session.
+	//
+	// Needs no credential (the page has none yet), but a request with an
+	// Origin must come from the daemon's own origin. The answer carries
+	// the session's secret, once: the page sends it as a bearer
+	// credential. Sessions last 24 hours and end at a token rotation.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/dashboard/sessions (the `RedeemDashboardCode` operationId).
+	RedeemDashboardCodeWithResponse(ctx context.Context, body RedeemDashboardCodeJSONRequestBody, reqEditors ...RequestEditorFn) (*RedeemDashboardCodeResponse, error)
+
+	// RevokeDashboardSessionWithResponse Sign one browser out.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/dashboard/sessions/{id} (the `RevokeDashboardSession` operationId).
+	RevokeDashboardSessionWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*RevokeDashboardSessionResponse, error)
+
 	// WatchEventsWithResponse Server-Sent Events feed of sandbox lifecycle changes.
 	//
 	// First a sandboxes_replaced snapshot, then sandbox.created, .started,
@@ -2510,6 +2934,323 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/snapshots (the `ListSnapshots` operationId).
 	ListSnapshotsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSnapshotsResponse, error)
+}
+
+// CreateDashboardLinkResponse401Headers the declared response headers of an HTTP 401 response for CreateDashboardLink
+type CreateDashboardLinkResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type CreateDashboardLinkResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *DashboardLink
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateDashboardLinkResponse401Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateDashboardLinkResponse) GetJSON201() *DashboardLink {
+	return r.JSON201
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateDashboardLinkResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateDashboardLinkResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateDashboardLinkResponse) GetJSON429() *Error {
+	return r.JSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateDashboardLinkResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateDashboardLinkResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateDashboardLinkResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateDashboardLinkResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RevokeDashboardSessionsResponse401Headers the declared response headers of an HTTP 401 response for RevokeDashboardSessions
+type RevokeDashboardSessionsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type RevokeDashboardSessionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RevokeDashboardSessionsResponse401Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RevokeDashboardSessionsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RevokeDashboardSessionsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokeDashboardSessionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokeDashboardSessionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokeDashboardSessionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokeDashboardSessionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListDashboardSessionsResponse401Headers the declared response headers of an HTTP 401 response for ListDashboardSessions
+type ListDashboardSessionsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type ListDashboardSessionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DashboardSessionList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListDashboardSessionsResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListDashboardSessionsResponse) GetJSON200() *DashboardSessionList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListDashboardSessionsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListDashboardSessionsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r ListDashboardSessionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListDashboardSessionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListDashboardSessionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListDashboardSessionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RedeemDashboardCodeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *DashboardSession
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r RedeemDashboardCodeResponse) GetJSON201() *DashboardSession {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RedeemDashboardCodeResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RedeemDashboardCodeResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RedeemDashboardCodeResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r RedeemDashboardCodeResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetBody returns the raw response body bytes
+func (r RedeemDashboardCodeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RedeemDashboardCodeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RedeemDashboardCodeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RedeemDashboardCodeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RevokeDashboardSessionResponse401Headers the declared response headers of an HTTP 401 response for RevokeDashboardSession
+type RevokeDashboardSessionResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type RevokeDashboardSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RevokeDashboardSessionResponse401Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RevokeDashboardSessionResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RevokeDashboardSessionResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RevokeDashboardSessionResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokeDashboardSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokeDashboardSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokeDashboardSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokeDashboardSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // WatchEventsResponse401Headers the declared response headers of an HTTP 401 response for WatchEvents
@@ -3672,6 +4413,98 @@ func (r ListSnapshotsResponse) ContentType() string {
 	return ""
 }
 
+// CreateDashboardLinkWithResponse A one-time code that signs a browser in to the dashboard.
+//
+// Good for one use within a minute. The link is the daemon's address
+// with "#code=" and the code: in the fragment, which browsers send to
+// no server. Only the token may ask: a dashboard session may not.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/dashboard/links (the `CreateDashboardLink` operationId).
+func (c *ClientWithResponses) CreateDashboardLinkWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*CreateDashboardLinkResponse, error) {
+	rsp, err := c.CreateDashboardLink(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateDashboardLinkResponse(rsp)
+}
+
+// RevokeDashboardSessionsWithResponse Sign every browser out (and void every waiting code).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/dashboard/sessions (the `RevokeDashboardSessions` operationId).
+func (c *ClientWithResponses) RevokeDashboardSessionsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*RevokeDashboardSessionsResponse, error) {
+	rsp, err := c.RevokeDashboardSessions(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokeDashboardSessionsResponse(rsp)
+}
+
+// ListDashboardSessionsWithResponse The browsers signed in to the dashboard.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/dashboard/sessions (the `ListDashboardSessions` operationId).
+func (c *ClientWithResponses) ListDashboardSessionsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListDashboardSessionsResponse, error) {
+	rsp, err := c.ListDashboardSessions(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListDashboardSessionsResponse(rsp)
+}
+
+// RedeemDashboardCodeWithBodyWithResponse Trade a one-time code for a dashboard session.
+//
+// Needs no credential (the page has none yet), but a request with an
+// Origin must come from the daemon's own origin. The answer carries
+// the session's secret, once: the page sends it as a bearer
+// credential. Sessions last 24 hours and end at a token rotation.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/dashboard/sessions (the `RedeemDashboardCode` operationId).
+func (c *ClientWithResponses) RedeemDashboardCodeWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RedeemDashboardCodeResponse, error) {
+	rsp, err := c.RedeemDashboardCodeWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRedeemDashboardCodeResponse(rsp)
+}
+
+// RedeemDashboardCodeWithResponse Trade a one-time code for a dashboard session.
+//
+// Needs no credential (the page has none yet), but a request with an
+// Origin must come from the daemon's own origin. The answer carries
+// the session's secret, once: the page sends it as a bearer
+// credential. Sessions last 24 hours and end at a token rotation.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/dashboard/sessions (the `RedeemDashboardCode` operationId).
+func (c *ClientWithResponses) RedeemDashboardCodeWithResponse(ctx context.Context, body RedeemDashboardCodeJSONRequestBody, reqEditors ...RequestEditorFn) (*RedeemDashboardCodeResponse, error) {
+	rsp, err := c.RedeemDashboardCode(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRedeemDashboardCodeResponse(rsp)
+}
+
+// RevokeDashboardSessionWithResponse Sign one browser out.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/dashboard/sessions/{id} (the `RevokeDashboardSession` operationId).
+func (c *ClientWithResponses) RevokeDashboardSessionWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*RevokeDashboardSessionResponse, error) {
+	rsp, err := c.RevokeDashboardSession(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokeDashboardSessionResponse(rsp)
+}
+
 // WatchEventsWithResponse Server-Sent Events feed of sandbox lifecycle changes.
 //
 // First a sandboxes_replaced snapshot, then sandbox.created, .started,
@@ -3965,6 +4798,278 @@ func (c *ClientWithResponses) ListSnapshotsWithResponse(ctx context.Context, req
 		return nil, err
 	}
 	return ParseListSnapshotsResponse(rsp)
+}
+
+// ParseCreateDashboardLinkResponse parses an HTTP response from a CreateDashboardLinkWithResponse call
+func ParseCreateDashboardLinkResponse(rsp *http.Response) (*CreateDashboardLinkResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateDashboardLinkResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest DashboardLink
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers CreateDashboardLinkResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRevokeDashboardSessionsResponse parses an HTTP response from a RevokeDashboardSessionsWithResponse call
+func ParseRevokeDashboardSessionsResponse(rsp *http.Response) (*RevokeDashboardSessionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokeDashboardSessionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RevokeDashboardSessionsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListDashboardSessionsResponse parses an HTTP response from a ListDashboardSessionsWithResponse call
+func ParseListDashboardSessionsResponse(rsp *http.Response) (*ListDashboardSessionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListDashboardSessionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DashboardSessionList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListDashboardSessionsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRedeemDashboardCodeResponse parses an HTTP response from a RedeemDashboardCodeWithResponse call
+func ParseRedeemDashboardCodeResponse(rsp *http.Response) (*RedeemDashboardCodeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RedeemDashboardCodeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest DashboardSession
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRevokeDashboardSessionResponse parses an HTTP response from a RevokeDashboardSessionWithResponse call
+func ParseRevokeDashboardSessionResponse(rsp *http.Response) (*RevokeDashboardSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokeDashboardSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RevokeDashboardSessionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseWatchEventsResponse parses an HTTP response from a WatchEventsWithResponse call
