@@ -201,11 +201,13 @@ func (m *Manager) Sweep(ctx context.Context, names []string) {
 	}
 }
 
-// RemoveEmpty removes the daemon's groups whose name is not in keep, where
-// they are empty (the kernel refuses the others, which are left alone),
-// then the subtree if that empties it. It must not run while a group may
-// be created (the daemon calls it at start).
-func (m *Manager) RemoveEmpty(keep []string) {
+// RemoveEmpty removes the daemon's groups whose name is in known (names
+// the daemon can prove it made) but not in keep, where they are empty
+// (the kernel refuses the others, which are left alone), then the subtree
+// if that empties it. A group whose name is not known is logged and left.
+// It must not run while a group may be created (the daemon calls it at
+// start).
+func (m *Manager) RemoveEmpty(keep []string, known map[string]bool) {
 	if m == nil {
 		return
 	}
@@ -220,7 +222,14 @@ func (m *Manager) RemoveEmpty(keep []string) {
 	for _, base := range dirs {
 		ents, _ := os.ReadDir(base)
 		for _, e := range ents {
-			if e.IsDir() && validName(e.Name()) && !want[e.Name()] {
+			if !e.IsDir() || want[e.Name()] {
+				continue
+			}
+			if !known[e.Name()] {
+				m.log.Warn("leaving alone a cgroup no record of this root names", "cgroup", filepath.Join(base, e.Name()))
+				continue
+			}
+			if validName(e.Name()) {
 				if err := unix.Rmdir(filepath.Join(base, e.Name())); err == nil {
 					m.log.Info("removed the empty cgroup of a sandbox no record names", "cgroup", filepath.Join(base, e.Name()))
 				}

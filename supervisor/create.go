@@ -165,7 +165,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	h, err := rt.Start(context.WithoutCancel(ctx), runtime.Spec{
 		ID: req.Name, Env: childenv.List(env), Dir: e.dir, Workspace: workspace,
 		Stdout: filepath.Join(e.dir, StdoutFile), Stderr: filepath.Join(e.dir, StderrFile),
-		Port: port, Marker: e.marker, Command: snap.Command, Image: snap.Image, Labels: cloneMap(req.Labels),
+		Port: port, Marker: e.marker, Seal: s.fs.seal(e.marker), Command: snap.Command, Image: snap.Image, Labels: cloneMap(req.Labels),
 		Resources: res, ReadyURL: readyURL(port, e.readyPath),
 	})
 	if err != nil {

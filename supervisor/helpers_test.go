@@ -200,9 +200,9 @@ func (idleRuntime) Start(context.Context, runtime.Spec) (runtime.Handle, error) 
 func (idleRuntime) Adopt(context.Context, runtime.State) (runtime.Handle, error) {
 	return nil, runtime.ErrGone
 }
-func (idleRuntime) Sweep(context.Context, []string)            {}
-func (h idleHandle) State() runtime.State                      { return runtime.State{Version: 1, Data: []byte(`{}`)} }
-func (h idleHandle) Done() <-chan struct{}                     { return h.done }
-func (h idleHandle) Exit() runtime.Exit                        { return runtime.Exit{Unknown: true} }
-func (h idleHandle) Stop(context.Context, time.Duration) error { return nil }
-func (h idleHandle) Delete(context.Context) error              { return nil }
+func (idleRuntime) Sweep(context.Context, []string, runtime.Owned) {}
+func (h idleHandle) State() runtime.State                          { return runtime.State{Version: 1, Data: []byte(`{}`)} }
+func (h idleHandle) Done() <-chan struct{}                         { return h.done }
+func (h idleHandle) Exit() runtime.Exit                            { return runtime.Exit{Unknown: true} }
+func (h idleHandle) Stop(context.Context, time.Duration) error     { return nil }
+func (h idleHandle) Delete(context.Context) error                  { return nil }

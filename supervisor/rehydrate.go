@@ -86,17 +86,33 @@ func (s *Supervisor) rehydrate(ctx context.Context) {
 
 // sweep hands each runtime the markers whose workloads must not survive.
 func (s *Supervisor) sweep(ctx context.Context, markers map[string][]string) {
+	own := s.owned()
 	for name, m := range markers {
 		if rt, ok := s.opts.Runtimes.Get(name); ok {
-			rt.Sweep(ctx, m)
+			rt.Sweep(ctx, m, own)
 		}
 	}
+}
+
+// owned is what the daemon can prove it made: the markers its records
+// name, and the root's seal.
+func (s *Supervisor) owned() runtime.Owned {
+	known := map[string]bool{}
+	s.mu.Lock()
+	for _, e := range s.sandboxes {
+		if e.marker != "" {
+			known[e.marker] = true
+		}
+	}
+	s.mu.Unlock()
+	return runtime.Owned{Known: known, Seal: s.fs.seal}
 }
 
 // prune has each runtime release what it made for workloads no live
 // record names: the remains of sandboxes whose Delete never ran.
 func (s *Supervisor) prune(ctx context.Context) {
 	keep := map[string][]string{}
+	own := s.owned()
 	s.mu.Lock()
 	for _, e := range s.sandboxes {
 		if e.info.State.Live() && !e.abandoned {
@@ -107,7 +123,7 @@ func (s *Supervisor) prune(ctx context.Context) {
 	for _, name := range s.opts.Runtimes.Names() {
 		if rt, _ := s.opts.Runtimes.Get(name); rt != nil {
 			if p, ok := rt.(runtime.Pruner); ok {
-				p.Prune(ctx, keep[name])
+				p.Prune(ctx, keep[name], own)
 			}
 		}
 	}

@@ -42,6 +42,10 @@ type rootMark struct {
 	Format    int       `json:"format"`
 	RootID    string    `json:"rootId"`
 	CreatedAt time.Time `json:"createdAt"`
+	// Secret keys the seals that prove what the daemon made outside its
+	// root (containers, networks): never published, never logged. A root
+	// marked before seals existed gets one at its next start.
+	Secret string `json:"secret,omitempty"`
 }
 
 // rootFS is the daemon's only way into its root directory.
@@ -62,9 +66,10 @@ type rootMark struct {
 //     staging and trash directories whose names carry a tag derived from
 //     the root's id (see tempName). Anything else is left alone.
 type rootFS struct {
-	path string   // absolute
-	dir  *os.File // the root, open for the daemon's life
-	id   string   // the mark's rootId: proof of ownership
+	path   string   // absolute
+	dir    *os.File // the root, open for the daemon's life
+	id     string   // the mark's rootId: proof of ownership
+	secret []byte   // the mark's secret: keys seals
 }
 
 // openRoot opens path as the daemon's root. A directory that does not exist
@@ -108,6 +113,16 @@ func openRoot(path string) (_ *rootFS, err error) {
 			return nil, fmt.Errorf("root %s was written by a newer agent-control-plane (root format %d; this one reads %d)", path, m.Format, markFormat)
 		}
 		r.id = m.RootID
+		if m.Secret == "" {
+			m.Secret = newSecret()
+			b, _ := json.Marshal(m)
+			if err := r.writeAtomic("", MarkFile, append(b, '\n'), true); err != nil {
+				return nil, fmt.Errorf("root %s: add a secret to %s: %w", path, MarkFile, err)
+			}
+		}
+		if r.secret, err = hex.DecodeString(m.Secret); err != nil || len(r.secret) < 16 {
+			return nil, fmt.Errorf("root %s: %s has an unreadable secret; restore it or choose another root", path, MarkFile)
+		}
 		return r, nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("root %s: %s: %w", path, MarkFile, err)
@@ -121,12 +136,33 @@ func openRoot(path string) (_ *rootFS, err error) {
 	}
 	id := make([]byte, 16)
 	_, _ = rand.Read(id)
-	m, _ := json.Marshal(rootMark{Format: markFormat, RootID: hex.EncodeToString(id), CreatedAt: time.Now().UTC()})
+	secret := newSecret()
+	m, _ := json.Marshal(rootMark{Format: markFormat, RootID: hex.EncodeToString(id), CreatedAt: time.Now().UTC(), Secret: secret})
 	if err := r.writeAtomic("", MarkFile, append(m, '\n'), true); err != nil {
 		return nil, fmt.Errorf("mark root: %w", err)
 	}
 	r.id = hex.EncodeToString(id)
+	r.secret, _ = hex.DecodeString(secret)
 	return r, nil
+}
+
+func newSecret() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// seal proves that the daemon of this root made what bears name: an HMAC
+// of name under the root's secret. A copy of a label (an image committed
+// from a container carries its labels) is no proof on its own: the seal
+// is of the name, and the engine lets only one container bear a name.
+func (r *rootFS) seal(name string) string { return sealWith(r.secret, name) }
+
+func sealWith(secret []byte, name string) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("agent-control-plane seal v1\x00"))
+	m.Write([]byte(name))
+	return hex.EncodeToString(m.Sum(nil)[:16])
 }
 
 func (r *rootFS) close() error { return r.dir.Close() }
@@ -439,4 +475,23 @@ func nonce() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// RootSeal returns the seal of the root at path, read from its mark
+// without changing anything, for tools and tests that check what the
+// daemon labelled. It fails for a root that has no secret yet.
+func RootSeal(path string) (func(name string) string, error) {
+	b, err := os.ReadFile(filepath.Join(path, MarkFile))
+	if err != nil {
+		return nil, err
+	}
+	var m rootMark
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w", MarkFile, err)
+	}
+	secret, err := hex.DecodeString(m.Secret)
+	if err != nil || len(secret) < 16 {
+		return nil, fmt.Errorf("%s: no secret", MarkFile)
+	}
+	return func(name string) string { return sealWith(secret, name) }, nil
 }

@@ -377,22 +377,40 @@ func metricValue(text, series string) (float64, bool) {
 	return 0, false
 }
 
-// An empty cgroup in the daemon's subtree that no record names is removed
-// at start; a live sandbox's is kept.
-func TestCgroupPrunesGroupsNoRecordNames(t *testing.T) {
+// At start, an empty cgroup of a sandbox whose record says it ended (a
+// daemon killed before its Delete) is removed; a live sandbox's is kept;
+// and one that no record names is logged and left: anyone who may write
+// in the subtree could have made it.
+func TestCgroupPrunesOnlyGroupsItProves(t *testing.T) {
 	d, cg := cgroupDaemon(t)
 	create(t, d, `{"name":"kept"}`)
+	create(t, d, `{"name":"ended"}`)
 	waitState(t, d, "kept", "started")
+	waitState(t, d, "ended", "started")
 	_, keptDir := sandboxCgroup(t, d, "kept")
-	stray := filepath.Join(cgroup2Dir(t, cg.Path), "stray.0123456789abcdef01234567")
-	if err := os.Mkdir(stray, 0o755); err != nil {
-		t.Fatal(err)
+	if code, b := call(t, d, "POST", "/v1/sandboxes/ended/stop", ""); code != 200 {
+		t.Fatalf("stop: %d %s", code, b)
 	}
+	base := cgroup2Dir(t, cg.Path)
+	leftover := filepath.Join(base, record(t, d, "ended").Marker)
+	stray := filepath.Join(base, "stray.0123456789abcdef01234567")
 	d.Kill()
+	for _, dir := range []string{leftover, stray} {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { os.Remove(stray) })
 	d.Start()
 	waitState(t, d, "kept", "started")
-	if exists(stray) {
-		t.Error("the stray cgroup is still there")
+	if exists(leftover) {
+		t.Error("the cgroup of a sandbox whose record says it ended is still there")
+	}
+	if !exists(stray) {
+		t.Error("a cgroup no record names was removed")
+	}
+	if !strings.Contains(d.Log(), "leaving alone a cgroup no record of this root names") {
+		t.Errorf("the stray was not logged:\n%s", d.Log())
 	}
 	if !exists(keptDir) {
 		t.Error("the live sandbox's cgroup was removed")

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,9 +17,11 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
 	"github.com/agent-control-plane/agent-control-plane/conf"
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/docker"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
@@ -82,6 +86,7 @@ func dockerDaemon(t *testing.T, c *client.Client, env ...string) *testenv.Daemon
 		for _, ct := range list {
 			c.ContainerRemove(ctx, ct.ID, container.RemoveOptions{Force: true})
 		}
+		c.NetworkRemove(ctx, owner) // the engine has few address pools
 	})
 	return d
 }
@@ -99,6 +104,7 @@ command = ["/agent-control-plane", "stub-agent"]
 env = { STUB_AGENT_PRINT = "printed as the snapshot says" }
 stop_grace = "1s"
 `})
+	t.Cleanup(func() { c.NetworkRemove(context.Background(), conf.InstanceName(d.Root)) })
 	t.Cleanup(func() { call(t, d, "DELETE", "/v1/sandboxes/b1", "") })
 	code, b := call(t, d, "POST", "/v1/sandboxes", `{"name":"b1","snapshot":"boat"}`)
 	if code != 201 || !strings.Contains(string(b), `"runtime":"docker"`) || !strings.Contains(string(b), `"snapshot":"boat"`) {
@@ -351,26 +357,150 @@ func TestDockerEventStreamDrop(t *testing.T) {
 
 // A container of this daemon that no record names (its daemon killed
 // before the record, or between the end and the delete) is removed at
-// start; live sandboxes' containers are kept.
-func TestDockerPrunesContainersNoRecordNames(t *testing.T) {
+// start, proved by its name and seal; live sandboxes' containers are kept;
+// and a container run by hand from an image committed from a sandbox,
+// which inherits every label, is left alone.
+func TestDockerPrunesOnlyWhatItProves(t *testing.T) {
 	c := engine(t)
+	ctx := context.Background()
 	d := dockerDaemon(t, c)
 	create(t, d, `{"name":"kept","runtime":"docker","snapshot":"`+stubImage+`"}`)
 	waitState(t, d, "kept", "started")
-	stray, err := c.ContainerCreate(context.Background(), &container.Config{Image: stubImage,
-		Labels: map[string]string{docker.LabelOwner: conf.InstanceName(d.Root), docker.LabelMarker: "stray.0123456789abcdef01234567"}},
-		nil, nil, nil, "")
+	seal, err := supervisor.RootSeal(d.Root)
 	if err != nil {
 		t.Fatal(err)
+	}
+	owner := conf.InstanceName(d.Root)
+	marker := "stray.0123456789abcdef01234567"
+	stray, err := c.ContainerCreate(ctx, &container.Config{Image: stubImage,
+		Labels: map[string]string{docker.LabelOwner: owner, docker.LabelMarker: marker, docker.LabelSeal: seal(marker)}},
+		nil, nil, nil, "acp-"+marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Labels without the seal, or a seal under another name, prove
+	// nothing.
+	forged, err := c.ContainerCreate(ctx, &container.Config{Image: stubImage,
+		Labels: map[string]string{docker.LabelOwner: owner, docker.LabelMarker: "forged.0123456789abcdef01234567"}}, nil, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.ContainerRemove(ctx, forged.ID, container.RemoveOptions{Force: true}) })
+	commit, err := c.ContainerCommit(ctx, containerOf(t, d, "kept"), container.CommitOptions{Reference: "acp-committed:test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.ImageRemove(ctx, commit.ID, image.RemoveOptions{Force: true}) })
+	mine, err := c.ContainerCreate(ctx, &container.Config{Image: "acp-committed:test", Entrypoint: []string{"/agent-control-plane", "version"}}, nil, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.ContainerRemove(ctx, mine.ID, container.RemoveOptions{Force: true}) })
+	if ins, _ := c.ContainerInspect(ctx, mine.ID); ins.Config.Labels[docker.LabelSeal] == "" {
+		t.Fatal("the committed image did not carry the labels: this proves nothing")
 	}
 	d.Kill()
 	d.Start()
 	waitState(t, d, "kept", "started")
-	testenv.Eventually(t, "the stray container removed", func() bool {
-		_, err := c.ContainerInspect(context.Background(), stray.ID)
+	testenv.Eventually(t, "the sealed stray removed", func() bool {
+		_, err := c.ContainerInspect(ctx, stray.ID)
 		return client.IsErrNotFound(err)
 	})
-	if _, err := c.ContainerInspect(context.Background(), containerOf(t, d, "kept")); err != nil {
-		t.Fatalf("the live sandbox's container: %v", err)
+	for _, id := range []string{mine.ID, forged.ID, containerOf(t, d, "kept")} {
+		if _, err := c.ContainerInspect(ctx, id); err != nil {
+			t.Errorf("container %.12s was removed: %v", id, err)
+		}
+	}
+	if !strings.Contains(d.Log(), "not its seal") {
+		t.Errorf("the containers left alone were not logged:\n%s", d.Log())
+	}
+}
+
+// The engine's connection is cut while a create is under way, after the
+// engine made (or started) the container and before the daemon heard so:
+// the client gets a 503, and the container, the directory and the name
+// are gone, free for the next create.
+func TestDockerCreateAcrossAnEngineDrop(t *testing.T) {
+	c := engine(t)
+	if !strings.HasPrefix(c.DaemonHost(), "unix://") {
+		t.Skipf("the engine is not on a unix socket (%s)", c.DaemonHost())
+	}
+	proxy := testenv.NewProxy(t, "unix", strings.TrimPrefix(c.DaemonHost(), "unix://"))
+	d := dockerDaemon(t, c, "DOCKER_HOST=unix://"+proxy.Addr)
+	for _, step := range []string{"/containers/create", "/start"} {
+		cut := proxy.CutOn(step)
+		code, b := call(t, d, "POST", "/v1/sandboxes", `{"name":"cut","runtime":"docker","snapshot":"`+stubImage+`"}`)
+		select {
+		case <-cut:
+		default:
+			t.Fatalf("%s: the connection was never cut, so this proves nothing (%d %s)", step, code, b)
+		}
+		if code != 503 || !strings.Contains(string(b), "runtime_unavailable") {
+			t.Errorf("%s: create across the drop: %d %s", step, code, b)
+		}
+		testenv.Eventually(t, "no container left after the drop at "+step, func() bool { return ourContainers(t, c, d) == 0 })
+		if exists(filepath.Join(d.Root, "cut")) {
+			t.Errorf("%s: the sandbox's directory was left (or made again by the engine)", step)
+		}
+		create(t, d, `{"name":"cut","runtime":"docker","snapshot":"`+stubImage+`"}`)
+		waitState(t, d, "cut", "started")
+		if code, b := call(t, d, "DELETE", "/v1/sandboxes/cut", ""); code != 204 {
+			t.Fatalf("delete: %d %s", code, b)
+		}
+	}
+}
+
+// Two docker sandboxes cannot reach each other on the daemon's network,
+// while both answer on their published ports and each reaches the host.
+func TestDockerSandboxesApart(t *testing.T) {
+	c := engine(t)
+	ctx := context.Background()
+	d := dockerDaemon(t, c)
+	host, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	go func() {
+		for {
+			conn, err := host.Accept()
+			if err != nil {
+				return
+			}
+			conn.Close()
+		}
+	}()
+	create(t, d, `{"name":"apart-b","runtime":"docker","snapshot":"`+stubImage+`"}`)
+	b := waitState(t, d, "apart-b", "started")
+	ins, err := c.ContainerInspect(ctx, containerOf(t, d, "apart-b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := ins.NetworkSettings.Networks[conf.InstanceName(d.Root)]
+	if ep == nil || ep.IPAddress == "" {
+		t.Fatalf("apart-b is not on the daemon's network: %v", ins.NetworkSettings.Networks)
+	}
+	peer := net.JoinHostPort(ep.IPAddress, "4000")
+	hostAddr := "host.docker.internal:" + strconv.Itoa(host.Addr().(*net.TCPAddr).Port)
+	create(t, d, `{"name":"apart-a","runtime":"docker","snapshot":"`+stubImage+`","envVars":{"STUB_AGENT_DIAL":"`+hostAddr+`,`+peer+`"}}`)
+	a := waitState(t, d, "apart-a", "started")
+	for _, sb := range []sandboxInfo{a, b} {
+		res, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/info", sb.Port))
+		if err != nil || res.StatusCode != 200 {
+			t.Fatalf("%s does not answer on its published port: %v", sb.ID, err)
+		}
+		res.Body.Close()
+	}
+	var logs string
+	testenv.Eventually(t, "apart-a tried both", func() bool {
+		_, out := call(t, d, "GET", "/v1/sandboxes/apart-a/entrypoint-logs", "")
+		logs = string(out)
+		return strings.Contains(logs, "dial "+peer+": ")
+	})
+	if !strings.Contains(logs, "dial "+hostAddr+": ok") {
+		t.Errorf("apart-a could not reach the host, so the network proves nothing:\n%s", logs)
+	}
+	if strings.Contains(logs, "dial "+peer+": ok") {
+		t.Errorf("apart-a reached apart-b at %s:\n%s", peer, logs)
 	}
 }

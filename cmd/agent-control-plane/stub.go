@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -32,6 +33,9 @@ import (
 //	STUB_AGENT_SPAM_BYTES       write this many bytes of numbered lines to
 //	                            stdout and stderr at start, then a line
 //	                            "stub-agent: last spam line" on each
+//	STUB_AGENT_DIAL             host:port,… each tried once over TCP at
+//	                            start, printing "stub-agent: dial ADDR: ok"
+//	                            or "…: failed: why" (network isolation)
 func stubCommand() command {
 	return command{
 		name: "stub-agent", summary: "run the bundled stub agent-server (the default child)",
@@ -59,6 +63,9 @@ func runStub(stdout, stderr io.Writer) int {
 		for _, w := range []io.Writer{stdout, stderr} {
 			spam(w, n)
 		}
+	}
+	if addrs := os.Getenv("STUB_AGENT_DIAL"); addrs != "" {
+		go dialAll(stdout, strings.Split(addrs, ","))
 	}
 	sigs := []os.Signal{os.Interrupt}
 	if os.Getenv("STUB_AGENT_IGNORE_SIGTERM") == "1" {
@@ -158,5 +165,18 @@ func hog(mb int) {
 		}
 		hogged = append(hogged, b)
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// dialAll tries each address once and says what happened.
+func dialAll(w io.Writer, addrs []string) {
+	for _, a := range addrs {
+		c, err := net.DialTimeout("tcp", a, 3*time.Second)
+		if err != nil {
+			fmt.Fprintf(w, "stub-agent: dial %s: failed: %v\n", a, err)
+			continue
+		}
+		c.Close()
+		fmt.Fprintf(w, "stub-agent: dial %s: ok\n", a)
 	}
 }

@@ -45,8 +45,26 @@ type Runtime interface {
 	// Sweep ends whatever still carries one of markers: workloads started
 	// just before a daemon died, whose handle never reached disk, and
 	// leftovers of ones whose leader is gone. One call covers every
-	// marker, so a restart looks at the machine once.
-	Sweep(ctx context.Context, markers []string)
+	// marker, so a restart looks at the machine once. It removes only
+	// what own proves is the daemon's.
+	Sweep(ctx context.Context, markers []string, own Owned)
+}
+
+// Owned is what the daemon can prove it made, for a runtime that must
+// tell its own leftovers from things that only look like them (a
+// container run from an image committed from a sandbox carries the
+// sandbox's labels; a directory can be made by anyone who may write
+// there). A runtime removes only what one of these proves.
+type Owned struct {
+	// Known holds the markers that a record of this root names: a
+	// marker carries random bits, so whatever bears one the daemon made
+	// for that sandbox.
+	Known map[string]bool
+	// Seal returns the seal of a name: an HMAC under a secret of the
+	// root that is never published. A runtime that labels what it makes
+	// with the seal of its (engine-unique) name can prove it later
+	// without any record.
+	Seal func(name string) string
 }
 
 // Handle is one workload, from Start or Adopt until Delete.
@@ -89,6 +107,9 @@ type Spec struct {
 	Port      int               // the leased host port the workload serves on
 	Marker    string            // unique per sandbox; the workload carries it in MarkerEnv
 	Labels    map[string]string // the request's labels
+	// Seal is Owned.Seal of the marker, for a runtime that labels what
+	// it makes with a proof of ownership.
+	Seal      string
 	Resources Resources
 	// ReadyURL is what the supervisor probes for readiness; a runtime that
 	// serves the workload elsewhere reports that through its Handle.
@@ -151,14 +172,15 @@ type Limiter interface {
 	Enforceable(r Resources) (Resources, error)
 }
 
-// Pruner is a Runtime that can find what it made for workloads that no
-// record names any more (a daemon killed between a workload's end and its
+// Pruner is a Runtime that can find what it made for workloads that are
+// no longer live (a daemon killed between a workload's end and its
 // Delete, or before its record was written) and release it.
 type Pruner interface {
 	// Prune releases whatever the runtime made for this daemon whose
-	// marker is not in keep. It is called once at start, before any
-	// create.
-	Prune(ctx context.Context, keep []string)
+	// marker is not in keep and that own proves is the daemon's; what
+	// only looks like it is logged and left. It is called once at
+	// start, before any create.
+	Prune(ctx context.Context, keep []string, own Owned)
 }
 
 // Isolated is a Runtime whose workloads do not run on the host (a

@@ -5,11 +5,11 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -502,6 +502,70 @@ type Proxy struct {
 
 	mu    sync.Mutex
 	conns []net.Conn
+	// cutOn, when set, drops the connection whose request contains it
+	// once the target has begun to answer, without passing the answer
+	// on: the target did the work, the client never hears of it.
+	cutOn []byte
+	cut   chan struct{}
+}
+
+// CutOn arms a one-shot cut: the next request that contains pattern
+// reaches the target, and its connection is closed when the answer
+// starts, the answer lost. The channel is closed when that happened.
+func (p *Proxy) CutOn(pattern string) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cutOn, p.cut = []byte(pattern), make(chan struct{})
+	return p.cut
+}
+
+// forward copies one connection both ways, honouring an armed CutOn.
+func (p *Proxy) forward(in, out net.Conn) {
+	var armed atomic.Bool
+	go func() {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := in.Read(buf)
+			if n > 0 {
+				p.mu.Lock()
+				if p.cutOn != nil && bytes.Contains(buf[:n], p.cutOn) {
+					p.cutOn = nil
+					armed.Store(true)
+				}
+				p.mu.Unlock()
+				if _, werr := out.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		out.Close()
+	}()
+	go func() {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := out.Read(buf)
+			if n > 0 && armed.Load() {
+				in.Close()
+				out.Close()
+				p.mu.Lock()
+				close(p.cut)
+				p.mu.Unlock()
+				return
+			}
+			if n > 0 {
+				if _, werr := in.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		in.Close()
+	}()
 }
 
 // NewProxy listens on network ("tcp" on loopback, or "unix" in a temp
@@ -531,8 +595,7 @@ func NewProxy(t testing.TB, network, target string) *Proxy {
 			p.mu.Lock()
 			p.conns = append(p.conns, in, out)
 			p.mu.Unlock()
-			go func() { io.Copy(out, in); out.Close() }()
-			go func() { io.Copy(in, out); in.Close() }()
+			p.forward(in, out)
 		}
 	}()
 	t.Cleanup(func() { ln.Close(); p.Cut() })

@@ -36,6 +36,7 @@ import (
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/docker/go-connections/nat"
@@ -49,6 +50,11 @@ const (
 	LabelOwner   = "dev.agent-control-plane.owner"   // the daemon (one per root)
 	LabelSandbox = "dev.agent-control-plane.sandbox" // the sandbox id
 	LabelMarker  = "dev.agent-control-plane.marker"  // the sandbox's marker
+	// LabelSeal proves the container is this daemon's: the root's seal
+	// of the marker, which no one without the root's secret can make.
+	// Copied with the other labels into an image committed from the
+	// container, it proves nothing for a container of another name.
+	LabelSeal = "dev.agent-control-plane.seal"
 )
 
 // WorkspaceDir is where the sandbox's workspace is mounted in the
@@ -92,8 +98,12 @@ type Runtime struct {
 	once    sync.Once
 	mu      sync.Mutex
 	handles map[string]*handle // by container id
+	life    context.Context    // ends at Close
 	cancel  context.CancelFunc
 	watched sync.WaitGroup
+
+	netMu    sync.Mutex
+	netReady bool
 }
 
 var (
@@ -131,13 +141,19 @@ func (r *Runtime) unavailable(err error) error {
 	return fmt.Errorf("%w: the docker engine at %s does not answer: %v", runtime.ErrUnavailable, r.Host, err)
 }
 
-// engineErr classifies an engine error: one that never reached the engine
-// is ErrUnavailable.
+// engineErr classifies an engine error: one that never reached the engine,
+// or whose connection broke before the answer, is ErrUnavailable.
 func (r *Runtime) engineErr(what string, err error) error {
-	if client.IsErrConnectionFailed(err) {
+	if client.IsErrConnectionFailed(err) || connectionLost(err) {
 		return r.unavailable(err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// connectionLost: the connection to the engine broke mid-call.
+func connectionLost(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // Start creates and starts the container.
@@ -154,6 +170,9 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 	// The image is not inspected first: a create that finds none says so
 	// (not found: the image is all a create refers to), and one round
 	// trip is saved on every create.
+	if err := r.ensureNetwork(ctx); err != nil {
+		return nil, err
+	}
 	created, err := r.Client.ContainerCreate(ctx, cfg, host, nil, nil, containerName(spec.Marker))
 	if client.IsErrNotFound(err) {
 		if err = r.missingImage(ctx, ref); err == nil {
@@ -161,6 +180,10 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 		}
 	}
 	if err != nil {
+		// The engine may have made the container before the answer was
+		// lost (a connection cut mid-create): it goes, by the name
+		// chosen before asking.
+		r.removeLost(ctx, spec.Marker, spec.Seal)
 		if errors.Is(err, runtime.ErrImageNotFound) || errors.Is(err, runtime.ErrUnavailable) {
 			return nil, err
 		}
@@ -169,9 +192,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 	h := r.track(created.ID, spec.Marker, spec.Stdout, spec.Stderr)
 	if err := r.Client.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		r.untrack(created.ID)
-		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		_ = r.Client.ContainerRemove(rmCtx, created.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		r.removeLost(ctx, spec.Marker, spec.Seal)
 		return nil, r.engineErr("start container", err)
 	}
 	h.follow(time.Time{})
@@ -224,6 +245,7 @@ func (r *Runtime) config(ref string, spec runtime.Spec) (*container.Config, *con
 	labels[LabelOwner] = r.Owner
 	labels[LabelSandbox] = spec.ID
 	labels[LabelMarker] = spec.Marker
+	labels[LabelSeal] = spec.Seal
 	env := r.env(spec)
 	cfg := &container.Config{
 		Image:        ref,
@@ -239,8 +261,12 @@ func (r *Runtime) config(ref string, spec runtime.Spec) (*container.Config, *con
 	}
 	logMax := max(r.LogMaxBytes, 1<<20)
 	host := &container.HostConfig{
-		PortBindings:  nat.PortMap{port: {{HostIP: "127.0.0.1", HostPort: strconv.Itoa(spec.Port)}}},
-		Binds:         []string{spec.Workspace + ":" + WorkspaceDir},
+		PortBindings: nat.PortMap{port: {{HostIP: "127.0.0.1", HostPort: strconv.Itoa(spec.Port)}}},
+		// A mount, not a bind string: the engine refuses a source that
+		// does not exist instead of creating it (a create whose answer
+		// was lost must not leave a directory behind in the root).
+		Mounts:        []mount.Mount{{Type: mount.TypeBind, Source: spec.Workspace, Target: WorkspaceDir}},
+		NetworkMode:   container.NetworkMode(r.network()),
 		ExtraHosts:    []string{"host.docker.internal:host-gateway"},
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
 		LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{
@@ -379,53 +405,6 @@ func ContainerID(st runtime.State) (string, error) {
 	return s.ID, err
 }
 
-// Sweep removes this daemon's containers that carry one of markers.
-func (r *Runtime) Sweep(ctx context.Context, markers []string) {
-	want := map[string]bool{}
-	for _, m := range markers {
-		want[m] = true
-	}
-	list, err := r.Client.ContainerList(ctx, container.ListOptions{All: true,
-		Filters: filters.NewArgs(filters.Arg("label", LabelOwner+"="+r.Owner))})
-	if err != nil {
-		r.Log.Warn("list containers to sweep", "err", err)
-		return
-	}
-	for _, c := range list {
-		if want[c.Labels[LabelMarker]] {
-			if err := r.Client.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !client.IsErrNotFound(err) {
-				r.Log.Warn("remove swept container", "container", c.ID[:12], "err", err)
-			}
-		}
-	}
-}
-
-// Prune removes this daemon's containers whose marker is not in keep.
-func (r *Runtime) Prune(ctx context.Context, keep []string) {
-	want := map[string]bool{}
-	for _, m := range keep {
-		want[m] = true
-	}
-	list, err := r.Client.ContainerList(ctx, container.ListOptions{All: true,
-		Filters: filters.NewArgs(filters.Arg("label", LabelOwner+"="+r.Owner))})
-	if err != nil {
-		if !client.IsErrConnectionFailed(err) {
-			r.Log.Warn("list containers to prune", "err", err)
-		}
-		return
-	}
-	var stale []string
-	for _, c := range list {
-		if !want[c.Labels[LabelMarker]] {
-			stale = append(stale, c.Labels[LabelMarker])
-		}
-	}
-	if len(stale) > 0 {
-		r.Log.Info("removing containers no record names", "count", len(stale))
-		r.Sweep(ctx, stale)
-	}
-}
-
 // Close ends the event subscription and the log followers.
 func (r *Runtime) Close() {
 	r.mu.Lock()
@@ -435,6 +414,11 @@ func (r *Runtime) Close() {
 		cancel()
 	}
 	r.watched.Wait()
+	if cancel != nil {
+		ctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+		defer stop()
+		r.removeNetwork(ctx)
+	}
 }
 
 // exitOf reads how a container ended. The engine reports a process killed
@@ -473,10 +457,18 @@ func (r *Runtime) startWatch() {
 	r.once.Do(func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		r.mu.Lock()
-		r.cancel = cancel
+		r.life, r.cancel = ctx, cancel
 		r.mu.Unlock()
 		r.watched.Go(func() { r.watch(ctx) })
 	})
+}
+
+// lifetime is a context that ends at Close.
+func (r *Runtime) lifetime() context.Context {
+	r.startWatch()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.life
 }
 
 // watch follows the engine's die events for this daemon's containers. A

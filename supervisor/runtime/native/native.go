@@ -233,14 +233,16 @@ func decode(st runtime.State) (state, error) {
 // Sweep kills every process that carries one of markers, each verified
 // through its pidfd first, in one pass over /proc, and removes their
 // cgroups.
-func (n *Runtime) Sweep(ctx context.Context, markers []string) {
+func (n *Runtime) Sweep(ctx context.Context, markers []string, _ runtime.Owned) {
 	proc.KillMarked(markers...)
 	n.Cgroups.Sweep(ctx, markers)
 }
 
-// Prune removes the empty cgroups of sandboxes no live record names.
-func (n *Runtime) Prune(ctx context.Context, keep []string) {
-	n.Cgroups.RemoveEmpty(keep)
+// Prune removes the empty cgroups of sandboxes that a record names but
+// that are not live. A cgroup directory no record names is logged and
+// left: anyone who may write in the subtree could have made it.
+func (n *Runtime) Prune(ctx context.Context, keep []string, own runtime.Owned) {
+	n.Cgroups.RemoveEmpty(keep, own.Known)
 }
 
 func (h *handle) State() runtime.State {

@@ -1,0 +1,159 @@
+package docker
+
+import (
+	"context"
+	"crypto/subtle"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/probe"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+)
+
+// What the runtime removes, it proves it made: a container whose name is
+// the one it chose for a marker and that bears the root's seal of that
+// marker. The owner and marker labels alone prove nothing: anyone can
+// set them, and an image committed from a sandbox's container carries
+// them into every container run from it.
+
+// owns reports whether a container (by its name as the engine reports
+// it, with or without the leading slash, and its labels) is the one this
+// daemon made for its marker, given the seal it must bear.
+func (r *Runtime) owns(name string, labels map[string]string, seal string) bool {
+	m := labels[LabelMarker]
+	return m != "" && seal != "" && labels[LabelOwner] == r.Owner &&
+		strings.TrimPrefix(name, "/") == containerName(m) &&
+		subtle.ConstantTimeCompare([]byte(labels[LabelSeal]), []byte(seal)) == 1
+}
+
+// ours lists the containers that carry this daemon's owner label.
+func (r *Runtime) ours(ctx context.Context) ([]container.Summary, error) {
+	return r.Client.ContainerList(ctx, container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("label", LabelOwner+"="+r.Owner))})
+}
+
+func firstName(c container.Summary) string {
+	if len(c.Names) == 0 {
+		return ""
+	}
+	return c.Names[0]
+}
+
+// Sweep removes this daemon's containers that carry one of markers and
+// prove to be its own.
+func (r *Runtime) Sweep(ctx context.Context, markers []string, own runtime.Owned) {
+	want := map[string]bool{}
+	for _, m := range markers {
+		want[m] = true
+	}
+	list, err := r.ours(ctx)
+	if err != nil {
+		r.Log.Warn("list containers to sweep", "err", err)
+		return
+	}
+	for _, c := range list {
+		m := c.Labels[LabelMarker]
+		if !want[m] {
+			continue
+		}
+		if !r.owns(firstName(c), c.Labels, own.Seal(m)) {
+			r.Log.Warn("leaving alone a container that carries a swept sandbox's labels but not this daemon's seal (run from a committed image?)", "container", c.ID[:12], "name", firstName(c))
+			continue
+		}
+		r.remove(ctx, c.ID, "remove swept container")
+	}
+}
+
+// Prune removes this daemon's containers whose marker is not in keep,
+// where they prove to be its own; the others are logged and left.
+func (r *Runtime) Prune(ctx context.Context, keep []string, own runtime.Owned) {
+	want := map[string]bool{}
+	for _, m := range keep {
+		want[m] = true
+	}
+	list, err := r.ours(ctx)
+	if err != nil {
+		if !client.IsErrConnectionFailed(err) {
+			r.Log.Warn("list containers to prune", "err", err)
+		}
+		return
+	}
+	removed := 0
+	for _, c := range list {
+		m := c.Labels[LabelMarker]
+		if want[m] {
+			continue
+		}
+		if !r.owns(firstName(c), c.Labels, own.Seal(m)) {
+			r.Log.Warn("leaving alone a container with this daemon's labels but not its seal (run from a committed image?)", "container", c.ID[:12], "name", firstName(c))
+			continue
+		}
+		r.remove(ctx, c.ID, "remove a container no record names")
+		removed++
+	}
+	if removed > 0 {
+		r.Log.Info("removed containers no record names", "count", removed)
+	}
+}
+
+func (r *Runtime) remove(ctx context.Context, id, what string) error {
+	err := r.Client.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !client.IsErrNotFound(err) {
+		r.Log.Warn(what, "container", id[:min(12, len(id))], "err", err)
+		return err
+	}
+	return nil
+}
+
+// lostFor bounds how long a container a failed create may have left is
+// looked for in the background; one left after that bears the seal, so
+// the next start's Prune removes it.
+const lostFor = 2 * time.Minute
+
+// removeLost removes the container a failed create may have left (the
+// engine made it, but the answer was lost): found by the name chosen
+// before asking, removed only if it bears the seal. An engine that does
+// not answer is asked again in the background, until Close.
+func (r *Runtime) removeLost(ctx context.Context, marker, seal string) {
+	ctx = context.WithoutCancel(ctx)
+	if r.removeNamed(ctx, marker, seal) == nil {
+		return
+	}
+	life := r.lifetime()
+	r.watched.Go(func() {
+		deadline := time.Now().Add(lostFor)
+		for attempt := 0; time.Now().Before(deadline); attempt++ {
+			select {
+			case <-life.Done():
+				return
+			case <-time.After(probe.Reconnect.Delay(attempt)):
+			}
+			if r.removeNamed(life, marker, seal) == nil {
+				return
+			}
+		}
+		r.Log.Warn("a failed create may have left a container the engine did not let the daemon remove; the next start removes it", "name", containerName(marker))
+	})
+}
+
+// removeNamed removes the container named for marker if it is ours; nil
+// when there is none (any more).
+func (r *Runtime) removeNamed(ctx context.Context, marker, seal string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	info, err := r.Client.ContainerInspect(ctx, containerName(marker))
+	switch {
+	case client.IsErrNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	case info.Config == nil || !r.owns(info.Name, info.Config.Labels, seal):
+		r.Log.Warn("leaving alone a container with a sandbox's name but not this daemon's seal", "name", info.Name)
+		return nil
+	}
+	return r.remove(ctx, info.ID, "remove the container of a failed create")
+}
