@@ -36,10 +36,11 @@ func (s *Supervisor) rehydrate(ctx context.Context) {
 		return
 	}
 	sweep := map[string][]string{} // runtime → markers whose workloads must not survive
+	s.fs.removeTempFiles("")
 	for _, ent := range ents {
 		name := ent.Name()
 		switch {
-		case name == lockFile || name == MarkFile || name == SessionsFile:
+		case name == lockFile || name == MarkFile || name == SessionsFile || s.fs.ownTempFile(name):
 			continue
 		case s.fs.ownTemp(name):
 			// A create or a delete interrupted by a crash. No workload
@@ -170,6 +171,9 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name string) (rtName, mar
 		s.stats.rehydrated(RehydrateCorrupt)
 		return "", ""
 	}
+	// Its directory is provably ours: what an interrupted write left in
+	// it goes.
+	s.fs.removeTempFiles(name)
 	e := &sandbox{
 		id: r.ID, dir: dir, marker: r.Marker, grace: time.Duration(r.StopGraceMs) * time.Millisecond,
 		readyPath: r.ReadyPath, startup: time.Duration(r.StartupTimeoutMs) * time.Millisecond,

@@ -365,7 +365,7 @@ func (r *rootFS) writeAtomicFunc(dir, name string, durable bool, fill func(io.Wr
 	}
 	defer d.Close()
 	dfd := int(d.Fd())
-	tmp := "." + name + ".tmp-" + nonce()
+	tmp := r.tempFileName(name)
 	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return &fs.PathError{Op: "create", Path: filepath.Join(dir, tmp), Err: err}
@@ -435,6 +435,47 @@ func (r *rootFS) tag(kind, n string) string {
 func (r *rootFS) tempName(kind string) string {
 	n := nonce()
 	return "." + kind + "-" + n + "-" + r.tag(kind, n)
+}
+
+// kindTmp tags the temporary files of writeAtomic: .<name>.tmp-<nonce>-<tag>.
+const kindTmp = "tmp"
+
+// tempFileName returns a fresh temporary name for a file to be renamed
+// to name: one that a crash may leave behind, and that the next start can
+// prove is the daemon's.
+func (r *rootFS) tempFileName(name string) string {
+	n := nonce()
+	return "." + name + ".tmp-" + n + "-" + r.tag(kindTmp, n)
+}
+
+// ownTempFile reports whether name is a temporary file name this root
+// made (tempFileName).
+func (r *rootFS) ownTempFile(name string) bool {
+	i := strings.LastIndex(name, ".tmp-")
+	if !strings.HasPrefix(name, ".") || i < 1 {
+		return false
+	}
+	n, tag, ok := strings.Cut(name[i+len(".tmp-"):], "-")
+	return ok && hmac.Equal([]byte(tag), []byte(r.tag(kindTmp, n)))
+}
+
+// removeTempFiles removes, in directory dir of the root, the temporary
+// files an interrupted write left (a rotation or a record write cut by a
+// crash). Only regular files whose names prove them the daemon's go.
+func (r *rootFS) removeTempFiles(dir string) {
+	d, err := r.open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(-1)
+	for _, n := range names {
+		var st unix.Stat_t
+		if !r.ownTempFile(n) || unix.Fstatat(int(d.Fd()), n, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			continue
+		}
+		_ = unix.Unlinkat(int(d.Fd()), n, 0)
+	}
 }
 
 // ownTemp reports whether name is a staging or trash name this root made.

@@ -181,6 +181,36 @@ func TestOwnTempDirectoriesSwept(t *testing.T) {
 	}
 }
 
+// A write cut by a crash (a log rotation, a record) leaves a temporary
+// file whose name proves it the daemon's: the next start removes it, in
+// the root and in a sandbox's directory; a look-alike is left.
+func TestOwnTempFilesSwept(t *testing.T) {
+	h := newHarness(t, nil)
+	h.create("tmp", nil, nil)
+	h.waitState("tmp", Started)
+	h.close(false)
+	off := h.offline()
+	own := []string{"tmp/" + off.fs.tempFileName(StdoutFile+RotatedSuffix), "tmp/" + off.fs.tempFileName(RecordFile), off.fs.tempFileName(MarkFile)}
+	alike := []string{"tmp/." + StdoutFile + RotatedSuffix + ".tmp-0123456789abcdef-00", "tmp/.mine.tmp-1"}
+	for _, f := range append(own, alike...) {
+		if err := os.WriteFile(filepath.Join(h.opts.Root, f), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.start()
+	for _, f := range own {
+		if _, err := os.Lstat(filepath.Join(h.opts.Root, f)); !os.IsNotExist(err) {
+			t.Errorf("%s left behind: %v", f, err)
+		}
+	}
+	for _, f := range alike {
+		if _, err := os.Lstat(filepath.Join(h.opts.Root, f)); err != nil {
+			t.Errorf("%s was removed: %v", f, err)
+		}
+	}
+	h.waitState("tmp", Started)
+}
+
 // Logs are opened as the daemon's own files: a link serves nothing from
 // outside, a FIFO answers at once.
 func TestPlantedLogs(t *testing.T) {

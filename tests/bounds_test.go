@@ -9,8 +9,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -309,4 +311,48 @@ func TestSSEAt800Sandboxes(t *testing.T) {
 	if got != n {
 		t.Fatalf("the Go client's snapshot holds %d sandboxes", got)
 	}
+}
+
+// A native child writes its log files itself, so while no daemon runs
+// nothing caps them (README: Files on disk); the restarted daemon cuts
+// each one back to its cap before it serves, and what an interrupted
+// rotation left is gone.
+func TestLogsCutBackAfterTheDaemonWasAway(t *testing.T) {
+	const capBytes = 64 << 10
+	lo, hi := portBlock.Next()
+	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi, Env: []string{"AGENT_CONTROL_PLANE_LOG_MAX_BYTES=" + strconv.Itoa(capBytes)}})
+	create(t, d, `{"name":"chatty"}`)
+	waitState(t, d, "chatty", "started")
+	d.Kill()
+	// The child's writes while the daemon is away (appended to the same
+	// file, as the child's O_APPEND descriptor does).
+	logPath := filepath.Join(d.Root, "chatty", "stdout.log")
+	f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Repeat("x", 1023) + "\n"
+	for i := 0; i < 8<<10; i++ { // 8 MiB
+		f.WriteString(line)
+	}
+	f.Close()
+	d.Start()
+	waitState(t, d, "chatty", "started")
+	testenv.Eventually(t, "the log cut back to its cap", func() bool {
+		var total int64
+		for _, p := range []string{logPath, logPath + ".1"} {
+			if fi, err := os.Stat(p); err == nil {
+				total += diskBytes(fi)
+			}
+		}
+		return total <= capBytes+64<<10 // one rotation's slack: a block and a line
+	})
+}
+
+// diskBytes is what a file takes on disk (a punched head takes none).
+func diskBytes(fi os.FileInfo) int64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Blocks * 512
+	}
+	return fi.Size()
 }
