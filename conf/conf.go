@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/netip"
@@ -16,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/api/auth"
@@ -483,7 +485,7 @@ func IsLoopbackHost(host string) bool {
 // ReadEnvFile reads KEY=VALUE lines (blank lines and # comments skipped,
 // optional "export " prefix and surrounding quotes removed).
 func ReadEnvFile(path string) (map[string]string, error) {
-	b, err := os.ReadFile(path)
+	b, err := readRegular(path)
 	if err != nil {
 		return nil, err
 	}
@@ -506,4 +508,33 @@ func ReadEnvFile(path string) (map[string]string, error) {
 		out[k] = v
 	}
 	return out, nil
+}
+
+// maxFileBytes bounds a configuration or env file.
+const maxFileBytes = 1 << 20
+
+// readRegular reads a file the daemon is pointed at, refusing anything
+// but a regular file: it is opened non-blocking, so that a FIFO in its
+// place (or a device) can neither wedge a start nor a reload on SIGHUP.
+func readRegular(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxFileBytes {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxFileBytes)
+	}
+	return b, nil
 }

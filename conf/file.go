@@ -76,7 +76,11 @@ func (d *duration) UnmarshalText(b []byte) error {
 
 func (c *Config) applyFile(path string) error {
 	var f fileConfig
-	md, err := toml.DecodeFile(path, &f)
+	b, err := readRegular(path)
+	if err != nil {
+		return fmt.Errorf("config %s: %v", path, err)
+	}
+	md, err := toml.Decode(string(b), &f)
 	if err != nil {
 		return fmt.Errorf("config %s: %v", path, oneLine(err))
 	}

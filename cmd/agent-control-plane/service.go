@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -39,17 +41,22 @@ const (
 	// unitHeader marks a unit file as ours: uninstall removes only files
 	// that carry it, and install replaces only those.
 	unitHeader = "# Written by agent-control-plane install; agent-control-plane uninstall removes it."
+	// binaryLine names the binary install copied, with its hash: the
+	// proof uninstall needs before it removes a binary.
+	binaryLine = "# Installed binary: "
 )
 
 // unitParams fill the unit templates.
 type unitParams struct {
-	Binary string // absolute path of the installed binary
+	Binary    string // absolute path of the installed binary
+	BinarySum string // its sha256, hex: what uninstall checks before it removes it
 	Config string // --config for serve; empty for none
 	Listen string // the socket's address
 }
 
 var serviceTmpl = template.Must(template.New("service").Parse(unitHeader + `
-[Unit]
+{{if .BinarySum}}` + binaryLine + `{{.Binary}} sha256:{{.BinarySum}}
+{{end}}[Unit]
 Description=agent-control-plane: the local control plane for AI agent sandboxes
 Documentation=https://github.com/agent-control-plane/agent-control-plane#readme
 Requires=` + socketUnit + `
@@ -284,12 +291,16 @@ func (c *cli) install(ctx context.Context, o installOptions) error {
 	if err != nil {
 		return err
 	}
-	service, socket := renderUnits(unitParams{Binary: binary, Config: o.config, Listen: cfg.Listen})
 	for _, f := range []string{p.service, p.socket} {
 		if err := ownUnit(f); err != nil {
 			return err
 		}
 	}
+	sum, err := fileSum(self)
+	if err != nil {
+		return fmt.Errorf("read this binary: %w", err)
+	}
+	service, socket := renderUnits(unitParams{Binary: binary, BinarySum: sum, Config: o.config, Listen: cfg.Listen})
 	if o.dry {
 		fmt.Fprintf(c.stdout, "Would copy %s to %s (mode 0755).\n", self, binary)
 		fmt.Fprintf(c.stdout, "Would write %s:\n%s\nWould write %s:\n%s\n", p.socket, socket, p.service, service)
@@ -343,6 +354,52 @@ func (c *cli) install(ctx context.Context, o installOptions) error {
 		fmt.Fprintln(c.stdout, tip)
 	}
 	return nil
+}
+
+// installedBinary returns the binary the service unit at path says
+// install copied, when the file there still has the hash recorded;
+// otherwise "" and why it is not removed ("" when there is no binary to
+// speak of).
+func installedBinary(path string) (binary, why string) {
+	b, err := os.ReadFile(path)
+	if err != nil || !bytes.HasPrefix(b, []byte(unitHeader)) {
+		return "", ""
+	}
+	var want string
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, binaryLine); ok {
+			if i := strings.LastIndex(rest, " sha256:"); i > 0 {
+				binary, want = rest[:i], rest[i+len(" sha256:"):]
+			}
+		}
+	}
+	if binary == "" {
+		return "", "the service does not say which binary install copied (written by an older install)"
+	}
+	sum, err := fileSum(binary)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", ""
+	case err != nil:
+		return "", err.Error()
+	case sum != want:
+		return "", binary + " is not the file install copied (its content changed)"
+	}
+	return binary, ""
+}
+
+// fileSum is the sha256 of a file, hex.
+func fileSum(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // ownUnit refuses to replace a unit file that install did not write.
@@ -453,14 +510,23 @@ func (c *cli) uninstall(ctx context.Context, prefix string, dry bool) error {
 			units = append(units, f)
 		}
 	}
-	_, binErr := os.Stat(p.binary)
+	// The binary goes only if the unit install wrote names it, with the
+	// hash it has now: anything else at that path (another build, a file
+	// of the user's) is left alone.
+	binary, why := installedBinary(p.service)
+	if _, err := os.Stat(p.binary); err == nil && p.binary != binary && why == "" {
+		why = p.binary + " is not the binary the service names as installed"
+	}
 	if dry {
 		fmt.Fprintf(c.stdout, "Would stop and disable %s and %s.\n", serviceUnit, socketUnit)
 		for _, f := range units {
 			fmt.Fprintf(c.stdout, "Would remove %s.\n", f)
 		}
-		if binErr == nil {
-			fmt.Fprintf(c.stdout, "Would remove %s.\n", p.binary)
+		if binary != "" {
+			fmt.Fprintf(c.stdout, "Would remove %s.\n", binary)
+		}
+		if why != "" {
+			fmt.Fprintf(c.stdout, "Would leave the binary alone: %s.\n", why)
 		}
 		fmt.Fprintln(c.stdout, "Sandboxes and their root would be left alone.")
 		return nil
@@ -494,11 +560,14 @@ func (c *cli) uninstall(ctx context.Context, prefix string, dry bool) error {
 			fmt.Fprintf(c.stderr, "agent-control-plane: reload the user manager: %v\n", err)
 		}
 	}
-	if binErr == nil {
-		if err := os.Remove(p.binary); err != nil {
+	if binary != "" {
+		if err := os.Remove(binary); err != nil {
 			return err
 		}
-		fmt.Fprintf(c.stdout, "Removed %s\n", p.binary)
+		fmt.Fprintf(c.stdout, "Removed %s\n", binary)
+	}
+	if why != "" {
+		fmt.Fprintf(c.stdout, "Left the binary alone: %s.\n", why)
 	}
 	fmt.Fprintln(c.stdout, "Sandboxes and their root are left alone: children still running keep running; delete them first with agent-control-plane rm, or remove the root yourself.")
 	return nil

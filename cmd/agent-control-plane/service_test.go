@@ -128,7 +128,8 @@ func TestInstallUninstall(t *testing.T) {
 	if err != nil || !bytes.Equal(got, want) || fi.Mode().Perm() != 0o755 {
 		t.Fatalf("installed binary: %v, mode %v", err, fi.Mode())
 	}
-	service, socket := renderUnits(unitParams{Binary: filepath.Join(prefix, "bin", "agent-control-plane"), Listen: "127.0.0.1:4025"})
+	sum, _ := fileSum(self)
+	service, socket := renderUnits(unitParams{Binary: filepath.Join(prefix, "bin", "agent-control-plane"), BinarySum: sum, Listen: "127.0.0.1:4025"})
 	for name, want := range map[string][]byte{serviceUnit: service, socketUnit: socket} {
 		if got, _ := os.ReadFile(filepath.Join(unitDir, name)); !bytes.Equal(got, want) {
 			t.Fatalf("%s:\n%s", name, got)
@@ -158,6 +159,36 @@ func TestInstallUninstall(t *testing.T) {
 	wantCalls = []string{"stop " + serviceUnit, "stop " + socketUnit, "disable " + serviceUnit + " " + socketUnit, "reload"}
 	if !slices.Equal(*calls, wantCalls) {
 		t.Fatalf("manager calls %v, want %v", *calls, wantCalls)
+	}
+
+	// uninstall removes only a binary it can prove it installed: not one
+	// at another prefix, nor one whose content changed since.
+	other := filepath.Join(home, "elsewhere")
+	os.MkdirAll(filepath.Join(other, "bin"), 0o755)
+	os.WriteFile(filepath.Join(other, "bin", "agent-control-plane"), []byte("#!/bin/sh\necho mine\n"), 0o755)
+	if code := run([]string{"install", "--prefix", prefix}, &out, &errb); code != 0 {
+		t.Fatalf("install: %d %s", code, errb.String())
+	}
+	out.Reset()
+	if code := run([]string{"uninstall", "--prefix", other}, &out, &errb); code != 0 {
+		t.Fatalf("uninstall --prefix elsewhere: %d %s", code, errb.String())
+	}
+	if _, err := os.Stat(filepath.Join(other, "bin", "agent-control-plane")); err != nil || !strings.Contains(out.String(), "Left the binary alone") {
+		t.Fatalf("uninstall --prefix elsewhere removed a binary it never installed: %v %q", err, out.String())
+	}
+	if _, err := os.Stat(filepath.Join(prefix, "bin", "agent-control-plane")); !os.IsNotExist(err) {
+		t.Fatalf("the installed binary (named by the unit) stayed: %v", err)
+	}
+	if code := run([]string{"install", "--prefix", prefix}, &out, &errb); code != 0 {
+		t.Fatalf("install: %d %s", code, errb.String())
+	}
+	os.WriteFile(filepath.Join(prefix, "bin", "agent-control-plane"), []byte("#!/bin/sh\necho rebuilt by hand\n"), 0o755)
+	out.Reset()
+	if code := run([]string{"uninstall", "--prefix", prefix}, &out, &errb); code != 0 {
+		t.Fatalf("uninstall: %d %s", code, errb.String())
+	}
+	if _, err := os.Stat(filepath.Join(prefix, "bin", "agent-control-plane")); err != nil || !strings.Contains(out.String(), "content changed") {
+		t.Fatalf("uninstall removed a binary whose content changed: %v %q", err, out.String())
 	}
 
 	// A unit someone else wrote is neither replaced nor removed.
