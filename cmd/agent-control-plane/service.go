@@ -50,8 +50,8 @@ const (
 type unitParams struct {
 	Binary    string // absolute path of the installed binary
 	BinarySum string // its sha256, hex: what uninstall checks before it removes it
-	Config string // --config for serve; empty for none
-	Listen string // the socket's address
+	Config    string // --config for serve; empty for none
+	Listen    string // the socket's address
 }
 
 var serviceTmpl = template.Must(template.New("service").Parse(unitHeader + `
