@@ -328,7 +328,7 @@ func (g *Group) Set(r runtime.Resources) error {
 	const period = 100000 // µs, the kernel's default
 	quota := int64(-1)
 	if r.CPU > 0 {
-		quota = max(1000, int64(math.Ceil(r.CPU*period)))
+		quota = max(1000, int64(math.Round(r.CPU*period)))
 	}
 	set(LimitCPU, func(dir string) error {
 		q := "max"
@@ -384,6 +384,66 @@ func (g *Group) Set(r runtime.Resources) error {
 		return fmt.Errorf("set cgroup limits: %w", err)
 	}
 	return nil
+}
+
+// Limits reads the limits in force in the group: what the kernel
+// enforces, whatever a record says.
+func (g *Group) Limits() (runtime.Resources, error) {
+	var r runtime.Resources
+	var errs []error
+	read := func(limit string, v2 func(dir string) error, v1 func(dir string) error) {
+		switch {
+		case g.m.v2limits[limit]:
+			errs = append(errs, v2(g.m.dir(g.path)))
+		case g.v1[limit] != "":
+			errs = append(errs, v1(g.m.v1[limit].dir(g.v1[limit])))
+		}
+	}
+	read(LimitCPU, func(dir string) error {
+		b, err := os.ReadFile(filepath.Join(dir, "cpu.max"))
+		if err != nil {
+			return err
+		}
+		q, p, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+		quota, _ := strconv.ParseInt(q, 10, 64) // "max": 0, no limit
+		period, _ := strconv.ParseInt(p, 10, 64)
+		r.CPU = runtime.CPUFromQuota(quota, period)
+		return nil
+	}, func(dir string) error {
+		quota, err := readInt(filepath.Join(dir, "cpu.cfs_quota_us"))
+		if err != nil {
+			return err
+		}
+		period, err := readInt(filepath.Join(dir, "cpu.cfs_period_us"))
+		r.CPU = runtime.CPUFromQuota(quota, period)
+		return err
+	})
+	read(LimitMemory, func(dir string) error {
+		r.MemoryBytes = readMax(filepath.Join(dir, "memory.max"))
+		return nil
+	}, func(dir string) error {
+		v, err := readInt(filepath.Join(dir, "memory.limit_in_bytes"))
+		if v > 0 && v < 1<<62 { // "no limit" reads as a huge number
+			r.MemoryBytes = v
+		}
+		return err
+	})
+	pids := func(dir string) error {
+		r.Pids = readMax(filepath.Join(dir, "pids.max"))
+		return nil
+	}
+	read(LimitPids, pids, pids)
+	return r, errors.Join(errs...)
+}
+
+// readMax reads a cgroup value that is a number or "max" (0).
+func readMax(path string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	v, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return v
 }
 
 func maxOr(v int64) string {

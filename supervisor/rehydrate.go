@@ -208,6 +208,7 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name string) (rtName, mar
 		} else if h, err := rt.Adopt(ctx, *r.Handle); err == nil {
 			if s.ports.claim(e.info.Port, e.id) {
 				e.handle = h
+				s.reconcileLimits(ctx, e, name, h.State())
 				s.register(e)
 				log.Info("sandbox re-adopted", "port", e.info.Port, "state", e.info.State)
 				s.logs.watch(e.id)
@@ -249,6 +250,30 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name string) (rtName, mar
 	s.register(e)
 	s.stats.rehydrated(RehydrateKept)
 	return "", ""
+}
+
+// reconcileLimits makes the record of an adopted sandbox say the limits
+// in force (a resize cut by a crash may have changed them, or not, after
+// the record was written).
+func (s *Supervisor) reconcileLimits(ctx context.Context, e *sandbox, name string, st runtime.State) {
+	lr, ok := e.handle.(runtime.LimitReader)
+	if !ok {
+		return
+	}
+	got, err := lr.Limits(ctx)
+	if err != nil {
+		s.log.Warn("read the limits in force of an adopted sandbox", "sandbox", e.id, "err", err)
+		return
+	}
+	if got == e.info.Resources {
+		return
+	}
+	s.log.Warn("the limits in force differ from the record (a resize cut short?); the record now says what is enforced",
+		"sandbox", e.id, "recorded", e.info.Resources, "enforced", got)
+	e.info.Resources = got
+	if err := s.writeRecord(name, s.toRecord(e, e.info, st), false); err != nil {
+		s.log.Error("persist sandbox record", "sandbox", e.id, "err", err)
+	}
 }
 
 func (s *Supervisor) register(e *sandbox) {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"slices"
 	"strings"
 	"testing"
 
@@ -443,4 +444,54 @@ func TestCgroupCLILimits(t *testing.T) {
 	if _, out, _ := cli(t, d, "info"); !strings.Contains(out, "Cgroups:") || !strings.Contains(out, cg.Mode) {
 		t.Errorf("info shows no cgroups:\n%s", out)
 	}
+}
+
+// A resize that reached the kernel but not the record (the daemon killed
+// between the two) is not reported wrongly: on adopt the record takes
+// the limits in force.
+func TestCgroupLimitsReconciledOnAdopt(t *testing.T) {
+	d, cg := cgroupDaemon(t)
+	if !strings.Contains(strings.Join(cg.Limits, ","), "pids") {
+		t.Skipf("needs a pids limit; this machine has %v", cg.Limits)
+	}
+	create(t, d, `{"name":"drift","pids":100}`)
+	waitState(t, d, "drift", "started")
+	pid := childPID(t, d, "drift")
+	d.Kill()
+	file := controllerFile(t, pid, "pids", "pids.max")
+	if err := os.WriteFile(file, []byte("77"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.Start()
+	waitState(t, d, "drift", "started")
+	if info := get(t, d, "drift"); info.Pids != 77 {
+		t.Errorf("after adopt the daemon reports pids %d; the kernel enforces 77", info.Pids)
+	}
+	if r := record(t, d, "drift"); r.Resources.Pids != 77 {
+		t.Errorf("the record says pids %d; the kernel enforces 77", r.Resources.Pids)
+	}
+}
+
+// controllerFile is a file of the cgroup that controller manages for pid:
+// its v1 hierarchy's where it has one, else cgroup2's.
+func controllerFile(t *testing.T, pid int, controller, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v2 string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if slices.Contains(strings.Split(parts[1], ","), controller) {
+			return filepath.Join("/sys/fs/cgroup", controller, parts[2], name)
+		}
+		if parts[0] == "0" {
+			v2 = parts[2]
+		}
+	}
+	return filepath.Join(cgroup2Dir(t, v2), name)
 }

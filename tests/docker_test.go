@@ -224,6 +224,10 @@ func TestDockerLifecycle(t *testing.T) {
 	if ins, _ := c.ContainerInspect(context.Background(), cid); ins.HostConfig.NanoCPUs != 1e9 {
 		t.Errorf("after resize the container has %d nano-CPUs", ins.HostConfig.NanoCPUs)
 	}
+	// More CPUs than the engine has: a 400 naming its range, not a 500.
+	if code, b := call(t, d, "POST", "/v1/sandboxes/d1/resize", `{"cpu":1024}`); code != 400 || !strings.Contains(string(b), "limits_unsupported") || !strings.Contains(string(b), "CPUs") {
+		t.Errorf("resize past the engine's CPUs: %d %s", code, b)
+	}
 
 	// Restart: the container is re-adopted.
 	d.Kill()

@@ -171,7 +171,10 @@ func limitsString(sb wire.SandboxInfo) string {
 // inert makes text safe to print to a terminal: every C0 and C1 control
 // character, ESC and DEL among them, is shown as an escape (\e, \n, \x07,
 // \u009b), so that a label, name, error or reason cannot move the cursor,
-// retitle the window or clear the screen. Invalid UTF-8 is shown as \xNN.
+// retitle the window or clear the screen; so is every bidirectional
+// control (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C), so that
+// none can reorder what a line shows (a name that reads as another).
+// Invalid UTF-8 is shown as \xNN.
 // --json output is never passed through it: it stays exact.
 func inert(s string) string { return inertText(s, false) }
 
@@ -209,13 +212,18 @@ func inertText(s string, keepLines bool) string {
 			b.WriteString(`\t`)
 		case r < 0x20 || r == 0x7f:
 			fmt.Fprintf(&b, `\x%02x`, r)
-		case r >= 0x80 && r < 0xa0:
+		case r >= 0x80 && r < 0xa0, isBidi(r):
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
 			b.WriteRune(r)
 		}
 	}
 	return b.String()
+}
+
+// isBidi reports whether r is a bidirectional formatting character.
+func isBidi(r rune) bool {
+	return r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 || r == 0x200e || r == 0x200f || r == 0x061c
 }
 
 // isTerminal reports whether w is a terminal.

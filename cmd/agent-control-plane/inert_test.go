@@ -9,6 +9,8 @@ func TestInert(t *testing.T) {
 		{"a\nb\tc\rd", `a\nb\tc\rd`, "a\nb\tc\\rd"},
 		{"\u009b31m\x7f\x00", `\u009b31m\x7f\x00`, `\u009b31m\x7f\x00`},
 		{"bad \xff utf8", `bad \xff utf8`, `bad \xff utf8`},
+		{"evil\u202egpj.exe", `evil\u202egpj.exe`, `evil\u202egpj.exe`},
+		{"\u2066a\u2069\u200f\u061c", `\u2066a\u2069\u200f\u061c`, `\u2066a\u2069\u200f\u061c`},
 	}
 	for _, c := range cases {
 		if got := inert(c.in); got != c.want {

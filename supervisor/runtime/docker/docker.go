@@ -25,12 +25,14 @@ import (
 	"math"
 	"net/url"
 	"os"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
@@ -115,6 +117,7 @@ var (
 	_ runtime.Pruner      = (*Runtime)(nil)
 	_ runtime.Resizer     = (*handle)(nil)
 	_ runtime.Meter       = (*handle)(nil)
+	_ runtime.LimitReader = (*handle)(nil)
 )
 
 // Isolated: a container gets none of the host's base environment.
@@ -124,9 +127,22 @@ func (r *Runtime) Isolated() bool { return true }
 // image reference.
 func (r *Runtime) RunsImages() bool { return true }
 
-// Enforceable: the engine enforces cpu, memory and pids.
+// Enforceable: the engine enforces cpu, memory and pids, a cpu limit up
+// to the CPUs of its machine (this one: the engine is local).
 func (r *Runtime) Enforceable(res runtime.Resources) (runtime.Resources, error) {
+	if n := goruntime.NumCPU(); res.CPU > float64(n) {
+		return runtime.Resources{}, fmt.Errorf("%w: cpu %g: the docker engine takes %g to %d CPUs (the CPUs of this machine)", runtime.ErrLimitsUnsupported, res.CPU, runtime.MinCPU, n)
+	}
 	return res, nil
+}
+
+// limitsErr: an engine that refuses a limit (its range differs from
+// what Enforceable assumed) says why, as a refusal of the limit.
+func (r *Runtime) limitsErr(what string, err error) error {
+	if cerrdefs.IsInvalidArgument(err) {
+		return fmt.Errorf("%w: the docker engine refuses: %v", runtime.ErrLimitsUnsupported, err)
+	}
+	return r.engineErr(what, err)
 }
 
 // Check pings the engine.
@@ -620,9 +636,26 @@ func (h *handle) Delete(ctx context.Context) error {
 func (h *handle) Resize(ctx context.Context, res runtime.Resources) error {
 	_, err := h.r.Client.ContainerUpdate(ctx, h.id, container.UpdateConfig{Resources: resources(res)})
 	if err != nil {
-		return h.r.engineErr("update container", err)
+		return h.r.limitsErr("update container", err)
 	}
 	return nil
+}
+
+// Limits reads the limits in force from the engine.
+func (h *handle) Limits(ctx context.Context) (runtime.Resources, error) {
+	info, err := h.r.Client.ContainerInspect(ctx, h.id)
+	if err != nil {
+		return runtime.Resources{}, h.r.engineErr("inspect container", err)
+	}
+	var res runtime.Resources
+	if hc := info.HostConfig; hc != nil {
+		res.CPU = runtime.CPUFromQuota(hc.NanoCPUs, 1e9)
+		res.MemoryBytes = hc.Memory
+		if hc.PidsLimit != nil && *hc.PidsLimit > 0 {
+			res.Pids = *hc.PidsLimit
+		}
+	}
+	return res, nil
 }
 
 // usageTimeout bounds one stats call: a read of a sandbox must not wait on

@@ -62,8 +62,9 @@ type handle struct {
 }
 
 var (
-	_ runtime.Resizer = (*handle)(nil)
-	_ runtime.Meter   = (*handle)(nil)
+	_ runtime.Resizer     = (*handle)(nil)
+	_ runtime.Meter       = (*handle)(nil)
+	_ runtime.LimitReader = (*handle)(nil)
 )
 
 // Start spawns the child, in a new cgroup when the runtime has them.
@@ -337,6 +338,15 @@ func (h *handle) Resize(ctx context.Context, r runtime.Resources) error {
 		return fmt.Errorf("%w: %v", runtime.ErrLimitsUnsupported, err)
 	}
 	return err
+}
+
+// Limits reads the limits in force in the sandbox's cgroup; a sandbox
+// without one has none.
+func (h *handle) Limits(context.Context) (runtime.Resources, error) {
+	if h.g == nil {
+		return runtime.Resources{}, nil
+	}
+	return h.g.Limits()
 }
 
 // Usage reads the sandbox's cgroup.
