@@ -266,7 +266,13 @@ func writeSnapshot(w io.Writer, ev supervisor.Event) error {
 	bw := bufio.NewWriterSize(w, 32<<10)
 	eventHead(bw, ev.Seq, ev.Type)
 	d := newDataLines(bw)
-	head, _ := json.Marshal(wire.StreamEvent{Type: ev.Type, Seq: ev.Seq, Time: wire.Time{Time: ev.Time}})
+	// The head without the sandboxes (StreamEvent would write an empty
+	// list for a snapshot: its key would come twice).
+	head, _ := json.Marshal(struct {
+		Type string    `json:"type"`
+		Seq  uint64    `json:"seq"`
+		Time wire.Time `json:"time"`
+	}{ev.Type, ev.Seq, wire.Time{Time: ev.Time}})
 	d.Write(head[:len(head)-1]) // without the closing brace
 	d.Write([]byte(`,"sandboxes":[`))
 	enc := json.NewEncoder(d)

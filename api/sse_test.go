@@ -19,6 +19,7 @@ import (
 type sseEvent struct {
 	id, event string
 	data      wire.StreamEvent
+	raw       []byte
 }
 
 type sseStream struct {
@@ -56,7 +57,7 @@ func (s *sseStream) read() {
 		if err != nil {
 			return
 		}
-		cur := sseEvent{id: ev.ID, event: ev.Type}
+		cur := sseEvent{id: ev.ID, event: ev.Type, raw: ev.Data}
 		json.Unmarshal(ev.Data, &cur.data)
 		s.events <- cur
 	}
@@ -98,6 +99,11 @@ func TestSSE(t *testing.T) {
 	snap := w.next()
 	if snap.event != "sandboxes_replaced" || len(snap.data.Sandboxes) != 1 || snap.id != fmt.Sprint(snap.data.Seq) {
 		t.Fatalf("first event %+v", snap)
+	}
+	// One "sandboxes" key: a strict parser must not read an empty list
+	// before the real one.
+	if n := strings.Count(string(snap.raw), `"sandboxes":`); n != 1 {
+		t.Fatalf("the snapshot has %d sandboxes keys: %s", n, snap.raw)
 	}
 	if fs := filtered.next(); fs.event != "sandboxes_replaced" || len(fs.data.Sandboxes) != 0 {
 		t.Fatalf("filtered snapshot %+v", fs)

@@ -169,7 +169,7 @@ func TestRunReportsStop(t *testing.T) {
 	if code := waitExit(t, cmd); code != 1 {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
-	if !strings.Contains(stderr.String(), "stopped") {
+	if !strings.Contains(stderr.String(), "stopped") || strings.Contains(stderr.String(), "left running") || !strings.Contains(stderr.String(), "is not running") {
 		t.Fatalf("stderr:\n%s", stderr)
 	}
 }
@@ -668,5 +668,40 @@ func TestPrune(t *testing.T) {
 	}
 	if _, out, _ := cli(t, d, "ls", "-q"); out != "run1\n" {
 		t.Errorf("after prune: %q", out)
+	}
+}
+
+// status --json (before or after the name) is JSON, as -h says.
+func TestStatusJSON(t *testing.T) {
+	d := startDaemon(t)
+	for _, args := range [][]string{{"status", "--json"}, {"--json", "status"}} {
+		code, out, errs := cli(t, d, args...)
+		var st struct {
+			Service struct{ Installed bool }
+			Daemon  *struct{ PID int }
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Daemon == nil || st.Daemon.PID == 0 {
+			t.Errorf("%v: %d %q %q", args, code, out, errs)
+		}
+	}
+}
+
+// stop names the grace that applies to this sandbox (its snapshot's),
+// and says nothing of stopping a sandbox that does not exist.
+func TestStopSaysItsGrace(t *testing.T) {
+	lo, hi := portBlock.Next()
+	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi, Config: `
+[snapshots.quick]
+command = ["` + testenv.Binary(t) + `", "stub-agent"]
+stop_grace = "2s"
+`})
+	if code, out, errs := cli(t, d, "create", "q1", "--snapshot", "quick", "--wait"); code != 0 {
+		t.Fatalf("create: %d %q %q", code, out, errs)
+	}
+	if code, _, errs := cli(t, d, "stop", "q1"); code != 0 || !strings.Contains(errs, "SIGKILL after 2s") {
+		t.Errorf("stop q1: %d %q", code, errs)
+	}
+	if code, _, errs := cli(t, d, "stop", "nope"); code == 0 || strings.Contains(errs, "Stopping") || !strings.Contains(errs, "not_found") {
+		t.Errorf("stop nope: %d %q", code, errs)
 	}
 }

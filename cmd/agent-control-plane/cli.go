@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"slices"
@@ -150,6 +151,16 @@ func nonNegativeFlag[T int64 | float64](fs *flag.FlagSet, name, usage, want stri
 	})
 }
 
+// memoryString shows GiB as people read them: "512 MiB", "1.5 GiB",
+// "204.8 MiB" (a limit is kept in whole pages, so 0.2 GiB is a little
+// less than 204.8 MiB; the exact bytes are in --json).
+func memoryString(gib float64) string {
+	if gib < 1 {
+		return strconv.FormatFloat(math.Round(gib*1024*10)/10, 'f', -1, 64) + " MiB"
+	}
+	return strconv.FormatFloat(math.Round(gib*100)/100, 'f', -1, 64) + " GiB"
+}
+
 // limitsString shows the limits in force, or "none".
 func limitsString(sb wire.SandboxInfo) string {
 	var parts []string
@@ -157,7 +168,7 @@ func limitsString(sb wire.SandboxInfo) string {
 		parts = append(parts, strconv.FormatFloat(sb.CPU, 'f', -1, 64)+" CPU")
 	}
 	if sb.Memory > 0 {
-		parts = append(parts, strconv.FormatFloat(sb.Memory, 'f', -1, 64)+" GiB memory")
+		parts = append(parts, memoryString(sb.Memory)+" memory")
 	}
 	if sb.Pids > 0 {
 		parts = append(parts, strconv.FormatInt(sb.Pids, 10)+" tasks")

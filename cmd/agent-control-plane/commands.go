@@ -132,12 +132,13 @@ func stopCommand() command {
 			done := func() {}
 			if !force && !c.json {
 				// A stop may wait the whole grace for a child that ignores
-				// SIGTERM: say so rather than sit silent.
-				grace := "the daemon's grace period"
-				if info, err := cl.Info(ctx); err == nil && info.StopGraceMs > 0 {
-					grace = (time.Duration(info.StopGraceMs) * time.Millisecond).String()
+				// SIGTERM: say so rather than sit silent, once the sandbox
+				// is known to exist, with its own snapshot's grace.
+				cur, err := cl.Get(ctx, args[0])
+				if err != nil {
+					return err
 				}
-				done = c.progress(fmt.Sprintf("Stopping sandbox %s: SIGTERM, then SIGKILL after %s if it has not exited", inert(args[0]), grace))
+				done = c.progress(fmt.Sprintf("Stopping sandbox %s: SIGTERM, then SIGKILL after %s if it has not exited", inert(cur.ID), c.graceOf(ctx, cl, cur)))
 			}
 			sb, err := cl.Stop(ctx, args[0], force)
 			done()
@@ -152,6 +153,30 @@ func stopCommand() command {
 			return nil
 		},
 	}
+}
+
+// graceOf is how long a stop of sb waits after SIGTERM: its snapshot's
+// stop_grace, else the daemon's.
+func (c *cli) graceOf(ctx context.Context, cl *client.Client, sb wire.SandboxInfo) string {
+	ms := int64(0)
+	if sb.Snapshot != "" {
+		if snaps, err := cl.Snapshots(ctx); err == nil {
+			for _, s := range snaps {
+				if s.Name == sb.Snapshot {
+					ms = s.StopGraceMs
+				}
+			}
+		}
+	}
+	if ms == 0 {
+		if info, err := cl.Info(ctx); err == nil {
+			ms = info.StopGraceMs
+		}
+	}
+	if ms == 0 {
+		return "the daemon's grace period"
+	}
+	return (time.Duration(ms) * time.Millisecond).String()
 }
 
 func rmCommand() command {

@@ -21,3 +21,12 @@ func TestInert(t *testing.T) {
 		}
 	}
 }
+
+// Limits read as people write them, not as float noise.
+func TestMemoryString(t *testing.T) {
+	for gib, want := range map[float64]string{0.2: "204.8 MiB", 0.19999694824: "204.8 MiB", 0.25: "256 MiB", 1.5: "1.5 GiB", 2: "2 GiB", 1.0 / 64: "16 MiB"} {
+		if got := memoryString(gib); got != want {
+			t.Errorf("memoryString(%v) = %q, want %q", gib, got, want)
+		}
+	}
+}

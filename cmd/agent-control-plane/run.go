@@ -63,9 +63,15 @@ func (c *cli) run(ctx context.Context, req wire.CreateSandboxRequest, rm bool, t
 		return err
 	}
 	// From here on the sandbox exists: every way out cleans up with --rm.
-	cleanup := func() {
+	// stopped: the sandbox is known to run no more (it crashed, or
+	// someone stopped or deleted it), so it is not "left running".
+	cleanup := func(stopped bool) {
 		if !rm {
-			fmt.Fprintf(c.stderr, "Sandbox %s is left running; delete it with: agent-control-plane rm %s\n", inert(sb.ID), inert(sb.ID))
+			if stopped {
+				fmt.Fprintf(c.stderr, "Sandbox %s is not running; its logs: agent-control-plane logs %s; delete it with: agent-control-plane rm %s\n", inert(sb.ID), inert(sb.ID), inert(sb.ID))
+			} else {
+				fmt.Fprintf(c.stderr, "Sandbox %s is left running; delete it with: agent-control-plane rm %s\n", inert(sb.ID), inert(sb.ID))
+			}
 			return
 		}
 		dctx, dcancel := context.WithTimeout(context.Background(), client.DefaultTimeout+client.StopAllowance)
@@ -79,7 +85,8 @@ func (c *cli) run(ctx context.Context, req wire.CreateSandboxRequest, rm bool, t
 
 	ready, err := c.waitStarted(ctx, cl, sb, timeout)
 	if err != nil {
-		cleanup()
+		var nre *client.NotReadyError
+		cleanup(errors.As(err, &nre))
 		if ctx.Err() != nil {
 			return exitError(exitInterrupted)
 		}
@@ -98,7 +105,8 @@ func (c *cli) run(ctx context.Context, req wire.CreateSandboxRequest, rm bool, t
 	}
 
 	err = c.attach(ctx, cl, sb)
-	cleanup()
+	var gone *stoppedError
+	cleanup(errors.As(err, &gone))
 	if err != nil {
 		return err
 	}
@@ -140,7 +148,7 @@ func (c *cli) attach(ctx context.Context, cl *client.Client, sb wire.SandboxInfo
 			if why == "" {
 				why = "stopped"
 			}
-			return fmt.Errorf("sandbox %s stopped: %s", sb.ID, why)
+			return &stoppedError{fmt.Sprintf("sandbox %s stopped: %s", sb.ID, why)}
 		case <-t.C:
 			if err := cl.RefreshActivity(ctx, sb.ID); err != nil && ctx.Err() == nil {
 				return fmt.Errorf("keep-alive for %s: %w", sb.ID, err)
@@ -148,6 +156,11 @@ func (c *cli) attach(ctx context.Context, cl *client.Client, sb wire.SandboxInfo
 		}
 	}
 }
+
+// stoppedError: the attached sandbox stopped.
+type stoppedError struct{ msg string }
+
+func (e *stoppedError) Error() string { return e.msg }
 
 // keepAliveEvery refreshes three times per idle interval, at most once a
 // second and at least once a minute.

@@ -19,6 +19,7 @@ import (
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
 
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/conf"
 )
 
@@ -590,27 +591,55 @@ func (c *cli) status(ctx context.Context, prefix string) error {
 	if err != nil {
 		return err
 	}
+	type serviceState struct {
+		Installed bool   `json:"installed"`
+		UnitFile  string `json:"unitFile,omitempty"`
+		State     string `json:"state,omitempty"` // e.g. "active (running)"
+		Unknown   string `json:"stateUnknown,omitempty"`
+	}
+	var st struct {
+		Service serviceState `json:"service"`
+		URL     string       `json:"url"`
+		Daemon  *wire.Info   `json:"daemon"` // null: not answering
+		Error   string       `json:"error,omitempty"`
+	}
 	unit := "not installed"
 	if _, err := os.Stat(p.service); err == nil {
+		st.Service = serviceState{Installed: true, UnitFile: p.service}
 		unit = "installed (" + p.service + ")"
 		mctx, mcancel := context.WithTimeout(ctx, 10*time.Second)
 		if m, err := newManager(mctx); err != nil {
+			st.Service.Unknown = err.Error()
 			unit += "; state unknown: " + err.Error()
 		} else {
-			if st, err := m.State(mctx, serviceUnit); err == nil {
-				unit += "; " + st
+			if s, err := m.State(mctx, serviceUnit); err == nil {
+				st.Service.State = s
+				unit += "; " + s
 			}
 			m.Close()
 		}
 		mcancel()
 	}
-	fmt.Fprintf(c.stdout, "Service:  %s\n", unit)
 	cl := c.client()
+	st.URL = cl.URL()
 	info, err := cl.Info(ctx)
+	if err == nil {
+		st.Daemon = &info
+	} else {
+		st.Error = err.Error()
+	}
+	if c.json {
+		c.printJSON(st)
+	} else {
+		fmt.Fprintf(c.stdout, "Service:  %s\n", unit)
+		if err != nil {
+			fmt.Fprintf(c.stdout, "Daemon:   not answering at %s (%s)\n", cl.URL(), inert(err.Error()))
+		} else {
+			fmt.Fprintf(c.stdout, "Daemon:   %s, pid %d, version %s, up %s\nRoot:     %s\n", cl.URL(), info.PID, inert(info.Version), ago(time.Since(info.StartedAt.Time)), inert(info.Root))
+		}
+	}
 	if err != nil {
-		fmt.Fprintf(c.stdout, "Daemon:   not answering at %s (%s)\n", cl.URL(), inert(err.Error()))
 		return exitError(exitNoDaemon)
 	}
-	fmt.Fprintf(c.stdout, "Daemon:   %s, pid %d, version %s, up %s\nRoot:     %s\n", cl.URL(), info.PID, inert(info.Version), ago(time.Since(info.StartedAt.Time)), inert(info.Root))
 	return nil
 }

@@ -540,7 +540,7 @@ type SandboxInfo struct {
 	// AutoStopInterval Idle minutes before auto-stop; 0 disables.
 	AutoStopInterval float32 `json:"autoStopInterval"`
 
-	// Cpu CPU limit in force; absent none.
+	// Cpu CPU limit in force; absent, none.
 	Cpu *float32 `json:"cpu,omitempty"`
 
 	// CreatedAt Examples: 2026-11-29T10:22:29.768Z
@@ -557,13 +557,13 @@ type SandboxInfo struct {
 	// LastActivityAt Examples: 2026-11-29T10:22:29.768Z
 	LastActivityAt Timestamp `json:"lastActivityAt"`
 
-	// Memory Memory limit in force
+	// Memory Memory limit in force, in GiB (whole pages); absent, none.
 	Memory *float32 `json:"memory,omitempty"`
 
 	// Name Equal to id.
 	Name string `json:"name"`
 
-	// Pids Task limit in force; absent none.
+	// Pids Task limit in force; absent, none.
 	Pids       *int        `json:"pids,omitempty"`
 	Port       int         `json:"port"`
 	PreviewUrl string      `json:"previewUrl"`
