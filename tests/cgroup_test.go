@@ -432,7 +432,7 @@ func TestCgroupCLILimits(t *testing.T) {
 	if !strings.Contains(out, "0.5 CPU, 64 tasks") || !strings.Contains(out, "CPU seconds") {
 		t.Errorf("get shows no limits or usage:\n%s", out)
 	}
-	if code, out, errOut := cli(t, d, "resize", "--memory", "0.5", "lim"); code != 0 || !strings.Contains(out, "0.5 GiB memory") {
+	if code, out, errOut := cli(t, d, "resize", "--memory", "0.5", "lim"); code != 0 || !strings.Contains(out, "512 MiB memory") {
 		t.Errorf("resize: %d %s %s", code, out, errOut)
 	}
 	if code, _, errOut := cli(t, d, "resize", "lim"); code != 2 || !strings.Contains(errOut, "--cpu") {

@@ -508,3 +508,20 @@ func TestDockerSandboxesApart(t *testing.T) {
 		t.Errorf("apart-a reached apart-b at %s:\n%s", peer, logs)
 	}
 }
+
+// The daemon's network removed behind its back (docker network prune) is
+// made again at the next create.
+func TestDockerNetworkMadeAgain(t *testing.T) {
+	c := engine(t)
+	d := dockerDaemon(t, c)
+	create(t, d, `{"name":"net1","runtime":"docker","snapshot":"`+stubImage+`"}`)
+	waitState(t, d, "net1", "started")
+	if code, b := call(t, d, "DELETE", "/v1/sandboxes/net1", ""); code != 204 {
+		t.Fatalf("delete: %d %s", code, b)
+	}
+	if err := c.NetworkRemove(context.Background(), conf.InstanceName(d.Root)); err != nil {
+		t.Fatal(err)
+	}
+	create(t, d, `{"name":"net2","runtime":"docker","snapshot":"`+stubImage+`"}`)
+	waitState(t, d, "net2", "started")
+}

@@ -190,6 +190,16 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 		return nil, err
 	}
 	created, err := r.Client.ContainerCreate(ctx, cfg, host, nil, nil, containerName(spec.Marker))
+	if client.IsErrNotFound(err) && strings.Contains(err.Error(), "network "+r.network()) {
+		// Someone removed the daemon's network (docker network prune):
+		// it is made again.
+		r.netMu.Lock()
+		r.netReady = false
+		r.netMu.Unlock()
+		if err = r.ensureNetwork(ctx); err == nil {
+			created, err = r.Client.ContainerCreate(ctx, cfg, host, nil, nil, containerName(spec.Marker))
+		}
+	}
 	if client.IsErrNotFound(err) {
 		if err = r.missingImage(ctx, ref); err == nil {
 			created, err = r.Client.ContainerCreate(ctx, cfg, host, nil, nil, containerName(spec.Marker))
