@@ -315,12 +315,7 @@ func (g *Group) Set(r runtime.Resources) error {
 	}
 	var errs []error
 	set := func(limit string, v2 func(dir string) error, v1 func(dir string) error) {
-		switch {
-		case g.m.v2limits[limit]:
-			errs = append(errs, v2(g.m.dir(g.path)))
-		case g.v1[limit] != "":
-			errs = append(errs, v1(g.m.v1[limit].dir(g.v1[limit])))
-		}
+		errs = append(errs, g.atLimit(limit, v2, v1))
 	}
 	if _, ok := g.m.v1[LimitCPU]; ok && r.CPU > 0 && g.v1[LimitCPU] == "" {
 		return fmt.Errorf("%w cpu limits on this sandbox: on a hybrid machine a sandbox gets its cgroup v1 cpu group only when created with a cpu limit", ErrUnsupported)
@@ -386,18 +381,26 @@ func (g *Group) Set(r runtime.Resources) error {
 	return nil
 }
 
+// atLimit runs v2 on the group's cgroup2 directory when limit is a v2
+// controller there, else v1 on the directory of limit's v1 hierarchy, if
+// the group has one; otherwise nothing.
+func (g *Group) atLimit(limit string, v2, v1 func(dir string) error) error {
+	switch {
+	case g.m.v2limits[limit]:
+		return v2(g.m.dir(g.path))
+	case g.v1[limit] != "":
+		return v1(g.m.v1[limit].dir(g.v1[limit]))
+	}
+	return nil
+}
+
 // Limits reads the limits in force in the group: what the kernel
 // enforces, whatever a record says.
 func (g *Group) Limits() (runtime.Resources, error) {
 	var r runtime.Resources
 	var errs []error
 	read := func(limit string, v2 func(dir string) error, v1 func(dir string) error) {
-		switch {
-		case g.m.v2limits[limit]:
-			errs = append(errs, v2(g.m.dir(g.path)))
-		case g.v1[limit] != "":
-			errs = append(errs, v1(g.m.v1[limit].dir(g.v1[limit])))
-		}
+		errs = append(errs, g.atLimit(limit, v2, v1))
 	}
 	read(LimitCPU, func(dir string) error {
 		b, err := os.ReadFile(filepath.Join(dir, "cpu.max"))

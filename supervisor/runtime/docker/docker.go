@@ -183,24 +183,29 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 		return nil, fmt.Errorf("%w: the create names no image (snapshot) and the daemon has no default ([docker] image)", runtime.ErrImageNotFound)
 	}
 	cfg, host := r.config(ref, spec)
-	// The image is not inspected first: a create that finds none says so
-	// (not found: the image is all a create refers to), and one round
-	// trip is saved on every create.
+	h, err := r.create(ctx, spec, ref, cfg, host)
+	if r.networkGone(err) {
+		// Someone removed the daemon's network (docker network prune)
+		// while it ran: it is made again, and the create tried once more.
+		h, err = r.create(ctx, spec, ref, cfg, host)
+	}
+	if err != nil {
+		return nil, err // not a nil *handle in a non-nil interface
+	}
+	return h, nil
+}
+
+// create makes and starts the container; on error nothing of it remains
+// (or, with the engine away, its removal goes on in the background).
+func (r *Runtime) create(ctx context.Context, spec runtime.Spec, ref string, cfg *container.Config, host *container.HostConfig) (*handle, error) {
 	if err := r.ensureNetwork(ctx); err != nil {
 		return nil, err
 	}
+	// The image is not inspected first: a create that finds none says so
+	// (not found: the image is all a create refers to), and one round
+	// trip is saved on every create.
 	created, err := r.Client.ContainerCreate(ctx, cfg, host, nil, nil, containerName(spec.Marker))
-	if client.IsErrNotFound(err) && strings.Contains(err.Error(), "network "+r.network()) {
-		// Someone removed the daemon's network (docker network prune):
-		// it is made again.
-		r.netMu.Lock()
-		r.netReady = false
-		r.netMu.Unlock()
-		if err = r.ensureNetwork(ctx); err == nil {
-			created, err = r.Client.ContainerCreate(ctx, cfg, host, nil, nil, containerName(spec.Marker))
-		}
-	}
-	if client.IsErrNotFound(err) {
+	if client.IsErrNotFound(err) && !r.networkGone(err) {
 		if err = r.missingImage(ctx, ref); err == nil {
 			created, err = r.Client.ContainerCreate(ctx, cfg, host, nil, nil, containerName(spec.Marker))
 		}
@@ -210,7 +215,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 		// lost (a connection cut mid-create): it goes, by the name
 		// chosen before asking.
 		r.removeLost(ctx, spec.Marker, spec.Seal)
-		if errors.Is(err, runtime.ErrImageNotFound) || errors.Is(err, runtime.ErrUnavailable) {
+		if errors.Is(err, runtime.ErrImageNotFound) || errors.Is(err, runtime.ErrUnavailable) || r.networkGone(err) {
 			return nil, err
 		}
 		return nil, r.engineErr("create container", err)
@@ -219,6 +224,9 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 	if err := r.Client.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		r.untrack(created.ID)
 		r.removeLost(ctx, spec.Marker, spec.Seal)
+		if r.networkGone(err) {
+			return nil, err
+		}
 		return nil, r.engineErr("start container", err)
 	}
 	h.follow(time.Time{})

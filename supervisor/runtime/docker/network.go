@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/network"
@@ -66,4 +67,17 @@ func (r *Runtime) removeNetwork(ctx context.Context) {
 	if err := r.Client.NetworkRemove(ctx, name); err == nil {
 		r.Log.Debug("removed the docker network: no sandbox is on it", "network", name)
 	}
+}
+
+// networkGone reports whether err says the daemon's network does not
+// exist, and if so forgets that it was made, so that the next
+// ensureNetwork makes it again.
+func (r *Runtime) networkGone(err error) bool {
+	if err == nil || !client.IsErrNotFound(err) || !strings.Contains(err.Error(), "network "+r.network()) {
+		return false
+	}
+	r.netMu.Lock()
+	r.netReady = false
+	r.netMu.Unlock()
+	return true
 }
