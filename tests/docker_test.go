@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -524,4 +525,43 @@ func TestDockerNetworkMadeAgain(t *testing.T) {
 	}
 	create(t, d, `{"name":"net2","runtime":"docker","snapshot":"`+stubImage+`"}`)
 	waitState(t, d, "net2", "started")
+}
+
+// The copy of a container's output resumes, after a daemon restart, right
+// after the last line it copied (the engine's time of that line, kept on
+// the log file), so no line is copied twice, and none lost.
+func TestDockerLogsNotCopiedTwiceAcrossARestart(t *testing.T) {
+	c := engine(t)
+	d := dockerDaemon(t, c)
+	const n = 5
+	for i := range n {
+		create(t, d, fmt.Sprintf(`{"name":"log%d","runtime":"docker","snapshot":"%s","envVars":{"STUB_AGENT_PRINT":"printed once by log%d"}}`, i, stubImage, i))
+	}
+	for i := range n {
+		waitState(t, d, fmt.Sprintf("log%d", i), "started")
+		testenv.Eventually(t, "the line copied", func() bool {
+			b, _ := os.ReadFile(filepath.Join(d.Root, fmt.Sprintf("log%d", i), "stdout.log"))
+			return strings.Contains(string(b), fmt.Sprintf("printed once by log%d", i))
+		})
+	}
+	d.Kill()
+	d.Start()
+	for i := range n {
+		id := fmt.Sprintf("log%d", i)
+		waitState(t, d, id, "started")
+		if code, b := call(t, d, "POST", "/v1/sandboxes/"+id+"/stop", ""); code != 200 {
+			t.Fatalf("stop %s: %d %s", id, code, b)
+		}
+	}
+	// Each container is removed only after its copy ended.
+	testenv.Eventually(t, "the containers removed", func() bool { return ourContainers(t, c, d) == 0 })
+	for i := range n {
+		b, _ := os.ReadFile(filepath.Join(d.Root, fmt.Sprintf("log%d", i), "stdout.log"))
+		if got := strings.Count(string(b), fmt.Sprintf("printed once by log%d", i)); got != 1 {
+			t.Errorf("log%d's line is in its log %d times:\n%s", i, got, b)
+		}
+		if regexp.MustCompile(`(?m)^\d{4}-\d\d-\d\dT`).Match(b) {
+			t.Errorf("log%d's log holds the engine's timestamps:\n%s", i, b)
+		}
+	}
 }

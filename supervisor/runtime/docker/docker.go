@@ -24,7 +24,6 @@ import (
 	"log/slog"
 	"math"
 	"net/url"
-	"os"
 	goruntime "runtime"
 	"strconv"
 	"strings"
@@ -40,7 +39,6 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/client"
-	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/docker/go-connections/nat"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/probe"
@@ -403,22 +401,10 @@ func (r *Runtime) Adopt(ctx context.Context, st runtime.State) (runtime.Handle, 
 		h.finish(exitOf(info))
 		return h, nil
 	}
-	h.follow(lastWrite(s.Stdout, s.Stderr))
+	h.follow(loggedUntil(s.Stdout, s.Stderr))
 	// It may have died between the inspect and the tracking.
 	r.died(ctx, s.ID)
 	return h, nil
-}
-
-// lastWrite is the newest modification time of the log files: following
-// resumes from there after a restart.
-func lastWrite(paths ...string) time.Time {
-	var t time.Time
-	for _, p := range paths {
-		if fi, err := os.Stat(p); err == nil && fi.ModTime().After(t) {
-			t = fi.ModTime()
-		}
-	}
-	return t
 }
 
 func decode(st runtime.State) (state, error) {
@@ -514,7 +500,7 @@ func (r *Runtime) watch(ctx context.Context) {
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		sub, cancel := context.WithCancel(ctx)
 		msgs, errs := r.Client.Events(sub, events.ListOptions{
-			Since: strconv.FormatFloat(float64(since.UnixNano())/1e9, 'f', 9, 64),
+			Since: engineTime(since),
 			Filters: filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)),
 				filters.Arg("label", LabelOwner+"="+r.Owner),
 				filters.Arg("event", string(events.ActionDie)), filters.Arg("event", string(events.ActionDestroy))),
@@ -699,58 +685,6 @@ func (h *handle) Usage() (runtime.Usage, error) {
 		MemoryBytes: int64(st.MemoryStats.Usage),
 		Pids:        int64(st.PidsStats.Current),
 	}, nil
-}
-
-// follow copies the container's output, demultiplexed, into the sandbox's
-// log files, from since (zero: from the start) until the container ends or
-// Delete. The supervisor caps, rotates and redacts those files as it does
-// a process's.
-func (h *handle) follow(since time.Time) {
-	if h.stdout == "" {
-		return
-	}
-	// Opened (made) before the copy starts: the supervisor watches them
-	// from the create on.
-	out, err1 := openLog(h.stdout)
-	errf, err2 := openLog(h.stderr)
-	if err := errors.Join(err1, err2); err != nil {
-		h.r.Log.Warn("open sandbox log", "err", err)
-		if out != nil {
-			out.Close()
-		}
-		if errf != nil {
-			errf.Close()
-		}
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	h.mu.Lock()
-	h.unfollow = cancel
-	h.mu.Unlock()
-	h.followed.Go(func() {
-		defer cancel()
-		defer out.Close()
-		defer errf.Close()
-		opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: true}
-		if !since.IsZero() {
-			opts.Since = strconv.FormatFloat(float64(since.UnixNano())/1e9, 'f', 9, 64)
-		}
-		rc, err := h.r.Client.ContainerLogs(ctx, h.id, opts)
-		if err != nil {
-			if ctx.Err() == nil {
-				h.r.Log.Warn("follow container output", "container", h.id[:12], "err", err)
-			}
-			return
-		}
-		defer rc.Close()
-		_, _ = stdcopy.StdCopy(out, errf, rc)
-	})
-}
-
-// openLog opens a sandbox log for appending; a link in its place is
-// refused.
-func openLog(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 }
 
 // BuildImage builds the image tag from a Dockerfile and the files beside
