@@ -134,5 +134,3 @@ func loggedUntil(paths ...string) time.Time {
 func openLog(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 }
-
-
