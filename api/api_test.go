@@ -233,7 +233,7 @@ func TestCRUDOverHTTP(t *testing.T) {
 		created.PreviewURL != wire.PreviewURL(created.Port) || created.AutoStopInterval != 15 || created.AutoDeleteInterval != -1 {
 		t.Fatalf("created %+v", created)
 	}
-	if r := e.do("POST", "/v1/sandboxes", `{"name":"web1"}`); r.code != 409 || r.errCode() != "name_conflict" {
+	if r := e.do("POST", "/v1/sandboxes", `{"name":"web1"}`); r.code != 409 || r.errCode() != "name_conflict" || !strings.Contains(string(r.body), "rm web1") {
 		t.Fatalf("conflict: %d %s", r.code, r.body)
 	}
 	e.do("POST", "/v1/sandboxes", `{"name":"cli1","labels":{"origin":"cli"}}`)

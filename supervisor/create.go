@@ -78,7 +78,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	}
 	if _, taken := s.sandboxes[req.Name]; taken {
 		s.mu.Unlock()
-		return Sandbox{}, fmt.Errorf("%w: %s", ErrConflict, req.Name)
+		return Sandbox{}, fmt.Errorf("%w: %s (a stopped sandbox keeps its name until it is deleted: DELETE /v1/sandboxes/%s, or agent-control-plane rm %s)", ErrConflict, req.Name, req.Name, req.Name)
 	}
 	s.sandboxes[req.Name] = e
 	s.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -703,5 +704,33 @@ stop_grace = "2s"
 	}
 	if code, _, errs := cli(t, d, "stop", "nope"); code == 0 || strings.Contains(errs, "Stopping") || !strings.Contains(errs, "not_found") {
 		t.Errorf("stop nope: %d %q", code, errs)
+	}
+}
+
+// A stopped sandbox shows no stale port in ls or get, and get says when
+// it started and stopped; keepalive says what it did; a typo gets the
+// command meant.
+func TestCLIConventions(t *testing.T) {
+	d := startDaemon(t)
+	if code, out, errs := cli(t, d, "create", "gone", "--wait"); code != 0 {
+		t.Fatalf("create: %d %q %q", code, out, errs)
+	}
+	if code, out, _ := cli(t, d, "keepalive", "gone"); code != 0 || !strings.Contains(out, "Refreshed the activity of gone") {
+		t.Errorf("keepalive: %d %q", code, out)
+	}
+	port := strconv.Itoa(get(t, d, "gone").Port)
+	if code, _, errs := cli(t, d, "stop", "--force", "gone"); code != 0 {
+		t.Fatalf("stop: %d %q", code, errs)
+	}
+	_, out, _ := cli(t, d, "ls")
+	if strings.Contains(out, port) {
+		t.Errorf("ls shows the stopped sandbox's old port %s:\n%s", port, out)
+	}
+	_, out, _ = cli(t, d, "get", "gone")
+	if strings.Contains(out, port) || !strings.Contains(out, "Started:") || !strings.Contains(out, "Stopped:") {
+		t.Errorf("get of a stopped sandbox:\n%s", out)
+	}
+	if code, _, errs := cli(t, d, "lss"); code != 2 || !strings.Contains(errs, "did you mean ls?") {
+		t.Errorf("lss: %d %q", code, errs)
 	}
 }

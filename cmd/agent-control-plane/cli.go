@@ -151,6 +151,14 @@ func nonNegativeFlag[T int64 | float64](fs *flag.FlagSet, name, usage, want stri
 	})
 }
 
+// plural is "1 task", "2 tasks".
+func plural(n int64, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.FormatInt(n, 10) + " " + word + "s"
+}
+
 // memoryString shows GiB as people read them: "512 MiB", "1.5 GiB",
 // "204.8 MiB" (a limit is kept in whole pages, so 0.2 GiB is a little
 // less than 204.8 MiB; the exact bytes are in --json).
@@ -171,7 +179,7 @@ func limitsString(sb wire.SandboxInfo) string {
 		parts = append(parts, memoryString(sb.Memory)+" memory")
 	}
 	if sb.Pids > 0 {
-		parts = append(parts, strconv.FormatInt(sb.Pids, 10)+" tasks")
+		parts = append(parts, plural(sb.Pids, "task"))
 	}
 	if len(parts) == 0 {
 		return "none"
@@ -327,7 +335,11 @@ func (c *cli) table(list []wire.SandboxInfo) {
 	rows := [][]string{{"NAME", "STATE", "PORT", "AGE", "AUTO-STOP", "LABELS", "REASON"}}
 	now := time.Now()
 	for _, sb := range list {
-		rows = append(rows, []string{inert(sb.ID), inert(sb.State), strconv.Itoa(sb.Port), ago(now.Sub(sb.CreatedAt.Time)),
+		port := "-" // a stopped sandbox holds no port: its number is another's now
+		if sb.State == wire.StateStarting || sb.State == wire.StateStarted {
+			port = strconv.Itoa(sb.Port)
+		}
+		rows = append(rows, []string{inert(sb.ID), inert(sb.State), port, ago(now.Sub(sb.CreatedAt.Time)),
 			autoStopIn(sb, now), labelString(sb.Labels), reason(sb)})
 	}
 	// Aligned by hand, not by text/tabwriter: the state's colour codes
@@ -368,14 +380,20 @@ func (c *cli) describe(sb wire.SandboxInfo) {
 	}
 	row("Limits", limitsString(sb))
 	if u := sb.Usage; u != nil {
-		row("Usage", fmt.Sprintf("%.2f CPU seconds, %.1f MiB memory, %d tasks", u.CPUSeconds, float64(u.MemoryBytes)/(1<<20), u.Pids))
+		row("Usage", fmt.Sprintf("%.2f CPU seconds, %.1f MiB memory, %s", u.CPUSeconds, float64(u.MemoryBytes)/(1<<20), plural(u.Pids, "task")))
 	}
-	row("Port", strconv.Itoa(sb.Port))
 	if sb.State == wire.StateStarting || sb.State == wire.StateStarted {
+		row("Port", strconv.Itoa(sb.Port))
 		row("Preview", inert(sb.PreviewURL))
 	}
 	row("Labels", labelString(sb.Labels))
 	row("Created", sb.CreatedAt.Local().Format(time.DateTime))
+	if sb.StartedAt != nil {
+		row("Started", sb.StartedAt.Local().Format(time.DateTime))
+	}
+	if sb.StoppedAt != nil {
+		row("Stopped", sb.StoppedAt.Local().Format(time.DateTime))
+	}
 	row("Last activity", sb.LastActivityAt.Local().Format(time.DateTime))
 	if sb.AutoStopInterval > 0 {
 		row("Auto-stop", strconv.FormatFloat(sb.AutoStopInterval, 'f', -1, 64)+" min idle ("+autoStopIn(sb, time.Now())+")")

@@ -337,6 +337,8 @@ func keepaliveCommand() command {
 				}
 				if c.json {
 					c.printJSON(map[string]any{"id": args[0], "refreshedAt": time.Now().UTC().Format(wire.TimeFormat)})
+				} else {
+					fmt.Fprintf(c.stdout, "Refreshed the activity of %s at %s\n", inert(args[0]), time.Now().Format(time.TimeOnly))
 				}
 				if every <= 0 {
 					return nil

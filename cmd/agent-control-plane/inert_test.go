@@ -30,3 +30,23 @@ func TestMemoryString(t *testing.T) {
 		}
 	}
 }
+
+// A mistyped command gets the nearest one, as git does; a far one none.
+func TestUnknownCommandSuggests(t *testing.T) {
+	for in, want := range map[string]string{
+		"lss":        `unknown command "lss"; did you mean ls?`,
+		"stpo":       `unknown command "stpo"; did you mean stop?`,
+		"dashbaord":  `unknown command "dashbaord"; did you mean dashboard?`,
+		"frobnicate": `unknown command "frobnicate"`,
+	} {
+		if got := unknownCommand(in); got != want {
+			t.Errorf("unknownCommand(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestPlural(t *testing.T) {
+	if plural(1, "task") != "1 task" || plural(0, "task") != "0 tasks" || plural(64, "task") != "64 tasks" {
+		t.Error("plural")
+	}
+}

@@ -93,6 +93,42 @@ func lookup(name string) (command, bool) {
 	return command{}, false
 }
 
+// unknownCommand says a name is no command, and which one was probably
+// meant: the nearest by edit distance, if it is near (as git does).
+func unknownCommand(name string) string {
+	best, dist := "", 3 // at most two edits away
+	for _, cmd := range commands() {
+		if d := editDistance(name, cmd.name); d < dist {
+			best, dist = cmd.name, d
+		}
+	}
+	if best == "" {
+		return fmt.Sprintf("unknown command %q", name)
+	}
+	return fmt.Sprintf("unknown command %q; did you mean %s?", name, best)
+}
+
+// editDistance is the Levenshtein distance between a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
 // usageError is a bad command line: one line, then a hint, exit 2.
 type usageError struct {
 	cmd string // "" for the program itself
@@ -151,14 +187,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		cmd, ok := lookup(args[1])
 		if !ok {
-			return c.report(usagef("", "unknown command %q", args[1]))
+			return c.report(usagef("", "%s", unknownCommand(args[1])))
 		}
 		cmd.usage(stdout, cmd.flagSet(c))
 		return exitOK
 	}
 	cmd, ok := lookup(args[0])
 	if !ok {
-		return c.report(usagef("", "unknown command %q", args[0]))
+		return c.report(usagef("", "%s", unknownCommand(args[0])))
 	}
 	if remote, asJSON := clientFlags(global); !cmd.client && (remote || asJSON && !cmd.json) {
 		takes := "--url, --token or --json"
