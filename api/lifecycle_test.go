@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -202,6 +203,7 @@ func TestMetricsAfterScenario(t *testing.T) {
 		`agent_control_plane_http_requests_total{code="201",route="POST /v1/sandboxes"} 2`,
 		`agent_control_plane_http_requests_total{code="409",route="POST /v1/sandboxes"} 1`,
 		`agent_control_plane_http_requests_total{code="204",route="DELETE /v1/sandboxes/{id}"} 1`,
+		`agent_control_plane_build_info{goversion="` + goruntime.Version() + `",version="test"} 1`,
 	}
 	// A read already shows m2 stopped when its exit is seen; the exit's
 	// bookkeeping (port, event) lands a moment later. Scrape until it has.
@@ -225,6 +227,18 @@ func TestMetricsAfterScenario(t *testing.T) {
 	}
 	if strings.Contains(body, `"m1"`) || strings.Contains(body, "m2") {
 		t.Error("a sandbox id reached a metric label")
+	}
+	// An event stream, once ended, is counted but is no latency.
+	w.close()
+	testenv.Eventually(t, "the ended stream counted", func() bool {
+		body = string(e.do("GET", "/metrics", "").body)
+		return strings.Contains(body, `agent_control_plane_http_requests_total{code="200",route="GET /v1/events"} 1`)
+	})
+	if strings.Contains(body, `http_request_duration_seconds_count{route="GET /v1/events"}`) {
+		t.Error("an event stream's life is in the latency histogram")
+	}
+	if !strings.Contains(body, `http_request_duration_seconds_count{route="POST /v1/sandboxes"}`) {
+		t.Error("requests are not in the latency histogram")
 	}
 }
 

@@ -1,6 +1,7 @@
 package api
 
 import (
+	goruntime "runtime"
 	"strconv"
 	"time"
 
@@ -26,7 +27,7 @@ func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
 		}, []string{"route", "code"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Name: "http_request_duration_seconds",
-			Help:    "HTTP request latency by route pattern (event streams: their whole life).",
+			Help:    "HTTP request latency by route pattern; event streams are left out (their life is no latency).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"route"}),
 	}
@@ -38,9 +39,24 @@ func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
 	return m, nil
 }
 
-func (m *httpMetrics) observe(route string, code int, d time.Duration) {
+func (m *httpMetrics) observe(route string, code int, d time.Duration, stream bool) {
 	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
-	m.latency.WithLabelValues(route).Observe(d.Seconds())
+	if !stream {
+		m.latency.WithLabelValues(route).Observe(d.Seconds())
+	}
+}
+
+// newBuildInfo is agent_control_plane_build_info: 1, labelled with the
+// daemon's version and the Go it was built with, as Prometheus exporters
+// do, so that dashboards can join on it.
+func newBuildInfo(version string) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: ns, Name: "build_info",
+		Help:        "The daemon's version and Go version; always 1.",
+		ConstLabels: prometheus.Labels{"version": version, "goversion": goruntime.Version()},
+	})
+	g.Set(1)
+	return g
 }
 
 // collector reads the supervisor's state at scrape time, so no gauge goes

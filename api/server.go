@@ -151,6 +151,9 @@ func New(sup Supervisor, opts Options) (*Server, error) {
 		if err := opts.Registry.Register(newCollector(sup)); err != nil {
 			return nil, err
 		}
+		if err := opts.Registry.Register(newBuildInfo(opts.Version)); err != nil {
+			return nil, err
+		}
 		mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry}))
 	}
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -312,7 +315,8 @@ func (s *Server) dispatch(path string, methods map[string]route) http.Handler {
 		start := time.Now()
 		rt.handler(s, rec, r)
 		if s.metrics != nil {
-			s.metrics.observe(rt.method+" "+path, rec.code, time.Since(start))
+			stream := rec.Header().Get("Content-Type") == "text/event-stream"
+			s.metrics.observe(rt.method+" "+path, rec.code, time.Since(start), stream)
 		}
 		if rt.mutates && rec.code < 300 {
 			s.log.Info("request", "method", r.Method, "route", path, "id", r.PathValue("id"), "status", rec.code, "by", who.String())
