@@ -199,7 +199,7 @@ func TestTableAlignsWithColour(t *testing.T) {
 	now := time.Now()
 	c.table([]wire.SandboxInfo{
 		{ID: "a", State: wire.StateStarted, Port: 4100, CreatedAt: wire.Time{Time: now}},
-		{ID: "longer-name", State: wire.StateStopped, Port: 4101, CreatedAt: wire.Time{Time: now}},
+		{ID: "longer-name", State: wire.StateStarting, Port: 4101, CreatedAt: wire.Time{Time: now}},
 	})
 	if !strings.Contains(out.String(), "\x1b[32mstarted\x1b[0m") {
 		t.Fatalf("state not coloured:\n%q", out.String())
