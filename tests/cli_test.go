@@ -734,3 +734,29 @@ func TestCLIConventions(t *testing.T) {
 		t.Errorf("lss: %d %q", code, errs)
 	}
 }
+
+// open hands a running sandbox's preview to the browser; a stopped one
+// has none.
+func TestOpenPreview(t *testing.T) {
+	d := startDaemon(t)
+	dir := t.TempDir()
+	opener := filepath.Join(dir, "browser")
+	os.WriteFile(opener, []byte("#!/bin/sh\nprintf '%s\\n' \"$1\" > "+dir+"/opened\n"), 0o755)
+	if code, out, errs := cli(t, d, "create", "web", "--wait"); code != 0 {
+		t.Fatalf("create: %d %q %q", code, out, errs)
+	}
+	cmd := cliCmd(t, d, "open", "web")
+	cmd.Env = append(cmd.Env, "BROWSER="+opener)
+	if code, out, errs := runCmd(t, cmd); code != 0 || !strings.Contains(out, "Opened http://localhost:") {
+		t.Fatalf("open: %d %q %q", code, out, errs)
+	}
+	want := "http://localhost:" + strconv.Itoa(get(t, d, "web").Port)
+	testenv.Eventually(t, "the browser got the preview", func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "opened"))
+		return strings.TrimSpace(string(b)) == want
+	})
+	cli(t, d, "stop", "--force", "web")
+	if code, _, errs := cli(t, d, "open", "web"); code == 0 || !strings.Contains(errs, "no preview") {
+		t.Errorf("open of a stopped sandbox: %d %q", code, errs)
+	}
+}

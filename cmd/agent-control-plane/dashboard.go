@@ -114,15 +114,9 @@ func (c *cli) openDashboard(ctx context.Context, cl *client.Client, link string,
 	if err := os.WriteFile(page, []byte(body), 0o600); err != nil {
 		return err
 	}
-	opener := []string{"xdg-open"}
-	if b := strings.Fields(os.Getenv("BROWSER")); len(b) > 0 {
-		opener = b
+	if err := openBrowser(page); err != nil {
+		return fmt.Errorf("%w; run agent-control-plane dashboard and open the link it prints", err)
 	}
-	cmd := exec.Command(opener[0], append(opener[1:], page)...)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("open a browser (%s): %w; run agent-control-plane dashboard and open the link it prints", opener[0], err)
-	}
-	go cmd.Wait()
 	fmt.Fprintln(c.stderr, "Opening the dashboard in your browser…")
 	// Wait for the browser to use the link, then remove the file.
 	wait, cancel := context.WithDeadline(ctx, l.ExpiresAt.Time)
@@ -147,5 +141,41 @@ func (c *cli) openDashboard(ctx context.Context, cl *client.Client, link string,
 			return errors.New("the browser did not use the link within a minute; run agent-control-plane dashboard and open the link it prints")
 		case <-tick.C:
 		}
+	}
+}
+
+// openBrowser hands target (a URL or a file) to $BROWSER, else xdg-open,
+// and does not wait for it. target must hold no secret: every local user
+// can read a process's argv.
+func openBrowser(target string) error {
+	opener := []string{"xdg-open"}
+	if b := strings.Fields(os.Getenv("BROWSER")); len(b) > 0 {
+		opener = b
+	}
+	cmd := exec.Command(opener[0], append(opener[1:], target)...)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("open a browser (%s): %w", opener[0], err)
+	}
+	go cmd.Wait()
+	return nil
+}
+
+func openCommand() command {
+	return command{
+		name: "open", args: "NAME", summary: "open a running sandbox's preview in a browser ($BROWSER, else xdg-open)", minArgs: 1, maxArgs: 1, client: true,
+		exec: func(ctx context.Context, c *cli, args []string) error {
+			sb, err := c.client().Get(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if sb.State != wire.StateStarting && sb.State != wire.StateStarted {
+				return fmt.Errorf("sandbox %s is %s: it has no preview to open", inert(sb.ID), inert(sb.State))
+			}
+			if err := openBrowser(sb.PreviewURL); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.stdout, "Opened %s\n", inert(sb.PreviewURL))
+			return nil
+		},
 	}
 }

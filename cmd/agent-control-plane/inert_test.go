@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
 
 func TestInert(t *testing.T) {
 	cases := []struct{ in, want, wantLog string }{
@@ -48,5 +52,19 @@ func TestUnknownCommandSuggests(t *testing.T) {
 func TestPlural(t *testing.T) {
 	if plural(1, "task") != "1 task" || plural(0, "task") != "0 tasks" || plural(64, "task") != "64 tasks" {
 		t.Error("plural")
+	}
+}
+
+// Every help text shows flags as typed: --name (-x for one letter).
+func TestHelpShowsTwoDashes(t *testing.T) {
+	for _, cmd := range commands() {
+		var out, errb bytes.Buffer
+		run([]string{cmd.name, "-h"}, &out, &errb)
+		text := out.String() + errb.String()
+		for _, line := range strings.Split(text, "\n") {
+			if strings.HasPrefix(line, "  -") && !strings.HasPrefix(line, "  --") && len(strings.Fields(line)[0]) > 2 {
+				t.Errorf("%s -h shows %q with one dash", cmd.name, line)
+			}
+		}
 	}
 }

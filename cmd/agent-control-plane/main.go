@@ -71,6 +71,7 @@ func commands() []command {
 		snapshotsCommand(),
 		infoCommand(),
 		dashboardCommand(),
+		openCommand(),
 		installCommand(),
 		uninstallCommand(),
 		statusCommand(),
@@ -269,10 +270,30 @@ func (cmd command) usage(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(*flag.Flag) { n++ })
 	if n > 0 {
 		fmt.Fprintln(w, "\nFlags:")
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
+		printFlags(w, fs)
 	}
+}
+
+// printFlags lists the flags as people type them, with two dashes (one
+// for a single letter; Go's PrintDefaults shows one for all), each with
+// its argument, help and default.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		arg, help := flag.UnquoteUsage(f)
+		dashes := "--"
+		if len(f.Name) == 1 {
+			dashes = "-"
+		}
+		line := "  " + dashes + f.Name
+		if arg != "" {
+			line += " " + arg
+		}
+		fmt.Fprintf(w, "%s\n    \t%s", line, strings.ReplaceAll(help, "\n", "\n    \t"))
+		if d := f.DefValue; d != "" && d != "false" && d != "0" && d != "0s" && d != "[]" && d != "map[]" {
+			fmt.Fprintf(w, " (default %s)", d)
+		}
+		fmt.Fprintln(w)
+	})
 }
 
 func upperFirst(s string) string {
