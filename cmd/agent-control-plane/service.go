@@ -51,11 +51,15 @@ const (
 type unitParams struct {
 	Binary    string // absolute path of the installed binary
 	BinarySum string // its sha256, hex: what uninstall checks before it removes it
+	// Path is the PATH the daemon (and so every native sandbox) gets:
+	// the one install ran with, where agents' programs are found. A
+	// user manager's own PATH is short (no ~/.local/bin, no nvm).
+	Path string
 	Config    string // --config for serve; empty for none
 	Listen    string // the socket's address
 }
 
-var serviceTmpl = template.Must(template.New("service").Parse(unitHeader + `
+var serviceTmpl = template.Must(template.New("service").Funcs(template.FuncMap{"unitQuote": unitQuote}).Parse(unitHeader + `
 {{if .BinarySum}}` + binaryLine + `{{.Binary}} sha256:{{.BinarySum}}
 {{end}}[Unit]
 Description=agent-control-plane: the local control plane for AI agent sandboxes
@@ -66,7 +70,10 @@ After=` + socketUnit + `
 [Service]
 Type=notify
 NotifyAccess=main
-ExecStart={{.Binary}} serve{{if .Config}} --config {{.Config}}{{end}}
+{{if .Path}}# The PATH install ran with: edit it here (systemctl --user edit) when
+# an agent's program moves.
+Environment={{unitQuote (print "PATH=" .Path)}}
+{{end}}ExecStart={{.Binary}} serve{{if .Config}} --config {{.Config}}{{end}}
 # reload: the log level, auto-stop defaults, the token and the snapshots.
 ExecReload=/bin/kill -HUP $MAINPID
 Restart=on-failure
@@ -96,6 +103,13 @@ NoDelay=true
 [Install]
 WantedBy=sockets.target
 `))
+
+// unitQuote quotes a value for a unit file: in double quotes, with
+// backslash, quote and the specifier character % escaped.
+func unitQuote(v string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "%", "%%", "\n", " ")
+	return `"` + r.Replace(v) + `"`
+}
 
 func renderUnits(p unitParams) (service, socket []byte) {
 	var a, b bytes.Buffer
@@ -301,7 +315,7 @@ func (c *cli) install(ctx context.Context, o installOptions) error {
 	if err != nil {
 		return fmt.Errorf("read this binary: %w", err)
 	}
-	service, socket := renderUnits(unitParams{Binary: binary, BinarySum: sum, Config: o.config, Listen: cfg.Listen})
+	service, socket := renderUnits(unitParams{Binary: binary, BinarySum: sum, Config: o.config, Listen: cfg.Listen, Path: os.Getenv("PATH")})
 	if o.dry {
 		fmt.Fprintf(c.stdout, "Would copy %s to %s (mode 0755).\n", self, binary)
 		fmt.Fprintf(c.stdout, "Would write %s:\n%s\nWould write %s:\n%s\n", p.socket, socket, p.service, service)
@@ -354,7 +368,22 @@ func (c *cli) install(ctx context.Context, o installOptions) error {
 	if tip := lingerTip(); tip != "" {
 		fmt.Fprintln(c.stdout, tip)
 	}
+	if !onPath(filepath.Dir(binary)) {
+		fmt.Fprintf(c.stdout, "%s is not on your PATH: add it (export PATH=\"%s:$PATH\" in your shell's profile), then run: agent-control-plane status\n", filepath.Dir(binary), filepath.Dir(binary))
+	} else {
+		fmt.Fprintln(c.stdout, "Next: agent-control-plane status")
+	}
 	return nil
+}
+
+// onPath reports whether dir is one of $PATH's directories.
+func onPath(dir string) bool {
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		if filepath.Clean(d) == filepath.Clean(dir) {
+			return true
+		}
+	}
+	return false
 }
 
 // installedBinary returns the binary the service unit at path says

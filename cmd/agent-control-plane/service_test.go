@@ -41,7 +41,13 @@ func TestUnitsVerify(t *testing.T) {
 	}
 	dir := t.TempDir()
 	bin, _ := os.Executable() // any existing executable: verify checks ExecStart's path
-	service, socket := renderUnits(unitParams{Binary: bin, Config: "/etc/hostname", Listen: "127.0.0.1:4025"})
+	// A PATH with what a unit file must escape: a space, a quote, a
+	// specifier's %, a backslash.
+	path := `/usr/bin:/bin:/opt/my tools/bin:/odd"dir%h\x`
+	service, socket := renderUnits(unitParams{Binary: bin, Config: "/etc/hostname", Listen: "127.0.0.1:4025", Path: path})
+	if !bytes.Contains(service, []byte(`Environment="PATH=/usr/bin:/bin:/opt/my tools/bin:/odd\"dir%%h\\x"`)) {
+		t.Fatalf("the PATH is not in the unit as systemd reads it:\n%s", service)
+	}
 	os.WriteFile(filepath.Join(dir, serviceUnit), service, 0o644)
 	os.WriteFile(filepath.Join(dir, socketUnit), socket, 0o644)
 	runtime := t.TempDir()
@@ -121,6 +127,9 @@ func TestInstallUninstall(t *testing.T) {
 	if code := run([]string{"install", "--now", "--prefix", prefix}, &out, &errb); code != 0 {
 		t.Fatalf("install: %d %s", code, errb.String())
 	}
+	if !strings.Contains(out.String(), filepath.Join(prefix, "bin")+" is not on your PATH") {
+		t.Errorf("install did not say its bin directory is not on PATH:\n%s", out.String())
+	}
 	self, _ := os.Executable()
 	want, _ := os.ReadFile(self)
 	got, err := os.ReadFile(filepath.Join(prefix, "bin", "agent-control-plane"))
@@ -129,7 +138,7 @@ func TestInstallUninstall(t *testing.T) {
 		t.Fatalf("installed binary: %v, mode %v", err, fi.Mode())
 	}
 	sum, _ := fileSum(self)
-	service, socket := renderUnits(unitParams{Binary: filepath.Join(prefix, "bin", "agent-control-plane"), BinarySum: sum, Listen: "127.0.0.1:4025"})
+	service, socket := renderUnits(unitParams{Binary: filepath.Join(prefix, "bin", "agent-control-plane"), BinarySum: sum, Listen: "127.0.0.1:4025", Path: os.Getenv("PATH")})
 	for name, want := range map[string][]byte{serviceUnit: service, socketUnit: socket} {
 		if got, _ := os.ReadFile(filepath.Join(unitDir, name)); !bytes.Equal(got, want) {
 			t.Fatalf("%s:\n%s", name, got)
