@@ -54,9 +54,9 @@ type unitParams struct {
 	// Path is the PATH the daemon (and so every native sandbox) gets:
 	// the one install ran with, where agents' programs are found. A
 	// user manager's own PATH is short (no ~/.local/bin, no nvm).
-	Path string
-	Config    string // --config for serve; empty for none
-	Listen    string // the socket's address
+	Path   string
+	Config string // --config for serve; empty for none
+	Listen string // the socket's address
 }
 
 var serviceTmpl = template.Must(template.New("service").Funcs(template.FuncMap{"unitQuote": unitQuote}).Parse(unitHeader + `
