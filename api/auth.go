@@ -25,13 +25,24 @@ func (s *Server) open(r *http.Request) bool {
 	case p == "/metrics":
 		return !s.opts.MetricsAuth
 	}
+	m := r.Method
+	if m == http.MethodHead {
+		m = http.MethodGet
+	}
+	return openRoutes[m+" "+r.URL.Path]
+}
+
+// openRoutes are the routes the table marks open, by "METHOD path" (none
+// has a path parameter).
+var openRoutes = func() map[string]bool {
+	out := map[string]bool{}
 	for _, rt := range routes {
-		if rt.access == open && rt.path == r.URL.Path && (rt.method == r.Method || rt.method == http.MethodGet && r.Method == http.MethodHead) {
-			return true
+		if rt.access == open {
+			out[rt.method+" "+rt.path] = true
 		}
 	}
-	return false
-}
+	return out
+}()
 
 // caller is who made a request: the holder of the token, or a dashboard
 // session.

@@ -17,6 +17,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/api/auth"
 	"github.com/agent-control-plane/agent-control-plane/api/session"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
@@ -240,9 +241,10 @@ func TestDashboardSessionLifetime(t *testing.T) {
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	file := filepath.Join(t.TempDir(), "sessions.json")
+	// Kept as the daemon keeps them: in its root, through the supervisor.
+	file := filepath.Join(e.sup.Root(), supervisor.SessionsFile)
 	start := func(token string) (*Server, string) {
-		s, err := New(e.sup, Options{Token: token, SessionFile: file, SessionTTL: time.Hour, Now: clock})
+		s, err := New(e.sup, Options{Token: token, Sessions: e.sup, SessionTTL: time.Hour, Now: clock})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -266,8 +268,8 @@ func TestDashboardSessionLifetime(t *testing.T) {
 		t.Fatal("the session did not survive a restart")
 	}
 	raw, _ := os.ReadFile(file)
-	if fi, _ := os.Stat(file); fi.Mode().Perm() != 0o600 || strings.Contains(string(raw), secret) || strings.Contains(string(raw), testToken) {
-		t.Fatalf("sessions file: mode %v, %s", fi.Mode(), raw)
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 || len(raw) == 0 || strings.Contains(string(raw), secret) || strings.Contains(string(raw), testToken) {
+		t.Fatalf("sessions file: %v, %s", err, raw)
 	}
 	advance(2 * time.Minute)
 	if ok(url2, secret) {

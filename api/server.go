@@ -85,9 +85,10 @@ type Options struct {
 	ReadyPath      string
 	StartupTimeout time.Duration
 	StopGrace      time.Duration // shown in /v1/info
-	// SessionFile keeps the dashboard's browser sessions across restarts
-	// (mode 0600; only hashes of their secrets); empty: in memory only.
-	SessionFile string
+	// Sessions keeps the dashboard's browser sessions across restarts
+	// (only hashes of their secrets); nil: in memory only. The daemon
+	// gives its supervisor (the file is in the root).
+	Sessions session.Disk
 	// SessionTTL is how long a dashboard session lasts; default 24 h.
 	SessionTTL time.Duration
 	// Now is the sessions' clock; default time.Now (tests move it).
@@ -125,15 +126,14 @@ func New(sup Supervisor, opts Options) (*Server, error) {
 		opts.MaxConns = 1024
 	}
 	s := &Server{sup: sup, opts: opts, log: opts.Logger, startedAt: time.Now()}
-	if err := auth.Validate(opts.Token); err != nil {
-		return nil, fmt.Errorf("api token: %w", err)
-	}
-	s.token.Store(&opts.Token)
-	sessions, err := session.Open(opts.Token, session.Options{Path: opts.SessionFile, TTL: opts.SessionTTL, Now: opts.Now})
+	sessions, err := session.Open(opts.Token, session.Options{Disk: opts.Sessions, TTL: opts.SessionTTL, Now: opts.Now})
 	if err != nil {
 		s.log.Warn("dashboard sessions could not be read back; browsers sign in again", "err", err)
 	}
 	s.sessions = sessions
+	if err := s.SetToken(opts.Token); err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /{$}", http.HandlerFunc(s.home))
 	for _, f := range uiAssets() {

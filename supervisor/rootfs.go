@@ -29,7 +29,8 @@ const (
 	markFormat = 1
 	lockFile   = ".lock"
 	// SessionsFile keeps the dashboard's browser sessions (package
-	// api/session writes it; the supervisor only leaves it alone).
+	// api/session decides what is in it; the supervisor reads and writes
+	// it for it: LoadSessions, SaveSessions).
 	SessionsFile = ".dashboard-sessions.json"
 )
 

@@ -260,3 +260,20 @@ func (l *rootLock) release() {
 	_ = unix.Flock(int(l.f.Fd()), unix.LOCK_UN)
 	l.f.Close()
 }
+
+// maxSessionsFile bounds the dashboard's sessions file.
+const maxSessionsFile = 1 << 20
+
+// LoadSessions reads the dashboard's sessions file (SessionsFile) through
+// the root's own rules: never through a link, only a regular file,
+// bounded.
+func (s *Supervisor) LoadSessions() ([]byte, error) {
+	return s.fs.readFile(SessionsFile, maxSessionsFile)
+}
+
+// SaveSessions replaces the dashboard's sessions file atomically (mode
+// 0600; a temporary file an interrupted write leaves is removed at the
+// next start).
+func (s *Supervisor) SaveSessions(b []byte) error {
+	return s.fs.writeAtomic("", SessionsFile, b, true)
+}

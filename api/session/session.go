@@ -16,8 +16,9 @@
 //
 // Sessions expire (TTL after they were made), can be listed and revoked,
 // and all end when the token rotates. The store keeps only a hash of each
-// secret, in a file of mode 0600, so that sessions survive a restart of
-// the daemon but the file alone signs nobody in.
+// secret, in a file of mode 0600 in the daemon's root (see Disk), so that
+// sessions survive a restart of the daemon but the file alone signs
+// nobody in.
 package session
 
 import (
@@ -30,15 +31,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
+	"io/fs"
 	"slices"
 	"strings"
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Bounds on what an outsider with the token (or with a session) can make
@@ -55,8 +52,6 @@ const (
 	DefaultTTL = 24 * time.Hour
 	// maxUserAgent bounds the browser name kept per session.
 	maxUserAgent = 200
-	// maxFile bounds what is read back from the store's file.
-	maxFile = 1 << 20
 )
 
 // SecretPrefix starts every session secret, so that it is recognisable
@@ -101,7 +96,7 @@ type code struct {
 
 // Store holds the sessions. It is safe for concurrent use.
 type Store struct {
-	path string // "" keeps sessions in memory only
+	disk Disk // nil keeps sessions in memory only
 	ttl  time.Duration
 	now  func() time.Time
 
@@ -111,11 +106,21 @@ type Store struct {
 	codes    map[string]code   // by code hash
 }
 
+// Disk is where the store keeps its file: the daemon's root, whose own
+// file layer opens without following links, reads only regular files and
+// writes atomically with names it can prove at the next start.
+type Disk interface {
+	// LoadSessions returns the file's content; an error wrapping
+	// fs.ErrNotExist when there is none.
+	LoadSessions() ([]byte, error)
+	// SaveSessions replaces the file (mode 0600).
+	SaveSessions([]byte) error
+}
+
 // Options configure a Store.
 type Options struct {
-	// Path is the file sessions persist to (mode 0600); empty: memory
-	// only.
-	Path string
+	// Disk keeps the sessions across restarts; nil: memory only.
+	Disk Disk
 	// TTL is how long a session lasts; default DefaultTTL.
 	TTL time.Duration
 	// Now is the clock; default time.Now.
@@ -127,7 +132,7 @@ type Options struct {
 // dropped. A file that cannot be read is reported and replaced: losing
 // sessions only signs browsers out.
 func Open(token string, o Options) (*Store, error) {
-	s := &Store{path: o.Path, ttl: o.TTL, now: o.Now, sessions: map[string]*entry{}, codes: map[string]code{}}
+	s := &Store{disk: o.Disk, ttl: o.TTL, now: o.Now, sessions: map[string]*entry{}, codes: map[string]code{}}
 	if s.ttl <= 0 {
 		s.ttl = DefaultTTL
 	}
@@ -135,11 +140,11 @@ func Open(token string, o Options) (*Store, error) {
 		s.now = time.Now
 	}
 	s.key = bind(token)
-	if s.path == "" {
+	if s.disk == nil {
 		return s, nil
 	}
 	err := s.load()
-	if errors.Is(err, os.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) {
 		return s, nil
 	}
 	return s, err
@@ -160,25 +165,13 @@ type file struct {
 }
 
 func (s *Store) load() error {
-	f, err := os.OpenFile(s.path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file; it is left alone and sessions are kept in memory", s.path)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxFile+1))
+	b, err := s.disk.LoadSessions()
 	if err != nil {
 		return err
 	}
 	var fl file
-	if len(b) > maxFile || json.Unmarshal(b, &fl) != nil || fl.Format != 1 {
-		return fmt.Errorf("%w %s: it is replaced at the next sign-in", errCorrupted, s.path)
+	if json.Unmarshal(b, &fl) != nil || fl.Format != 1 {
+		return fmt.Errorf("%w: it is replaced at the next sign-in", errCorrupted)
 	}
 	if !hmac.Equal([]byte(fl.Token), []byte(hex.EncodeToString(s.key))) {
 		return nil // made under another token: a rotation ended them
@@ -192,10 +185,9 @@ func (s *Store) load() error {
 	return nil
 }
 
-// save writes the sessions (called with mu held): a temporary file of
-// mode 0600 beside the file, renamed over it.
+// save writes the sessions (called with mu held).
 func (s *Store) save() error {
-	if s.path == "" {
+	if s.disk == nil {
 		return nil
 	}
 	fl := file{Format: 1, Token: hex.EncodeToString(s.key), Sessions: make([]*entry, 0, len(s.sessions))}
@@ -207,29 +199,7 @@ func (s *Store) save() error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(s.path)
-	if fi, err := os.Lstat(s.path); err == nil && !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file; sessions are kept in memory", s.path)
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(s.path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	err = tmp.Chmod(0o600)
-	if err == nil {
-		_, err = tmp.Write(b)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), s.path)
+	return s.disk.SaveSessions(b)
 }
 
 // Rotate binds the store to a new token: every session ends.

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -205,8 +204,8 @@ func serve(cfg conf.Config, src conf.Sources, logw io.Writer) error {
 	srv, err := api.New(sup, api.Options{Version: version, Logger: log, Registry: reg, Heartbeat: cfg.EventHeartbeat, AllowHosts: allow,
 		Token: token, MetricsAuth: cfg.MetricsAuth, BodyTimeout: cfg.BodyTimeout, MaxConns: cfg.MaxConnections,
 		ReadyPath: cfg.ReadyPath, StartupTimeout: cfg.StartupTimeout, StopGrace: cfg.StopGrace,
-		SessionFile: filepath.Join(sup.Root(), supervisor.SessionsFile),
-		Cgroups:     &wire.Cgroups{Mode: string(cgInfo.Mode), Path: cgInfo.Path, Limits: append([]string{}, cgInfo.Limits...), Note: cgInfo.Note}})
+		Sessions: sup,
+		Cgroups:  &wire.Cgroups{Mode: string(cgInfo.Mode), Path: cgInfo.Path, Limits: append([]string{}, cgInfo.Limits...), Note: cgInfo.Note}})
 	if err != nil {
 		sup.Close(context.Background())
 		return err
