@@ -200,7 +200,7 @@ func (s *Server) revokeSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) revokeSessions(w http.ResponseWriter, r *http.Request) {
-	if _, err := s.sessions.RevokeAll(); err != nil {
+	if err := s.sessions.RevokeAll(); err != nil {
 		s.log.Warn("dashboard sessions: the file could not be rewritten", "err", err)
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -125,6 +125,10 @@ const (
 	StateDestroyed = "destroyed"
 )
 
+// Live reports whether a sandbox in state runs (starting or started): it
+// holds its port, and has a preview.
+func Live(state string) bool { return state == StateStarting || state == StateStarted }
+
 // Info is the body of GET /v1/info.
 type Info struct {
 	Name       string `json:"name"`

@@ -325,7 +325,7 @@ func autoStopIn(sb wire.SandboxInfo, now time.Time) string {
 			d = d.Round(time.Minute) // 14m59s reads as 15m
 		}
 		return "in " + ago(d)
-	case sb.AutoStopInterval == 0 && (sb.State == wire.StateStarting || sb.State == wire.StateStarted):
+	case sb.AutoStopInterval == 0 && wire.Live(sb.State):
 		return "off"
 	}
 	return "-"
@@ -336,7 +336,7 @@ func (c *cli) table(list []wire.SandboxInfo) {
 	now := time.Now()
 	for _, sb := range list {
 		port := "-" // a stopped sandbox holds no port: its number is another's now
-		if sb.State == wire.StateStarting || sb.State == wire.StateStarted {
+		if wire.Live(sb.State) {
 			port = strconv.Itoa(sb.Port)
 		}
 		rows = append(rows, []string{inert(sb.ID), inert(sb.State), port, ago(now.Sub(sb.CreatedAt.Time)),
@@ -382,7 +382,7 @@ func (c *cli) describe(sb wire.SandboxInfo) {
 	if u := sb.Usage; u != nil {
 		row("Usage", fmt.Sprintf("%.2f CPU seconds, %.1f MiB memory, %s", u.CPUSeconds, float64(u.MemoryBytes)/(1<<20), plural(u.Pids, "task")))
 	}
-	if sb.State == wire.StateStarting || sb.State == wire.StateStarted {
+	if wire.Live(sb.State) {
 		row("Port", strconv.Itoa(sb.Port))
 		row("Preview", inert(sb.PreviewURL))
 	}

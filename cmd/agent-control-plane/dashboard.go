@@ -168,7 +168,7 @@ func openCommand() command {
 			if err != nil {
 				return err
 			}
-			if sb.State != wire.StateStarting && sb.State != wire.StateStarted {
+			if !wire.Live(sb.State) {
 				return fmt.Errorf("sandbox %s is %s: it has no preview to open", inert(sb.ID), inert(sb.State))
 			}
 			if err := openBrowser(sb.PreviewURL); err != nil {
