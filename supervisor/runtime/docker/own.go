@@ -30,74 +30,62 @@ func (r *Runtime) owns(name string, labels map[string]string, seal string) bool 
 		subtle.ConstantTimeCompare([]byte(labels[LabelSeal]), []byte(seal)) == 1
 }
 
-// ours lists the containers that carry this daemon's owner label.
-func (r *Runtime) ours(ctx context.Context) ([]container.Summary, error) {
-	return r.Client.ContainerList(ctx, container.ListOptions{All: true,
-		Filters: filters.NewArgs(filters.Arg("label", LabelOwner+"="+r.Owner))})
-}
-
-func firstName(c container.Summary) string {
-	if len(c.Names) == 0 {
-		return ""
-	}
-	return c.Names[0]
-}
-
 // Sweep removes this daemon's containers that carry one of markers and
 // prove to be its own.
 func (r *Runtime) Sweep(ctx context.Context, markers []string, own runtime.Owned) {
-	want := map[string]bool{}
-	for _, m := range markers {
-		want[m] = true
-	}
-	list, err := r.ours(ctx)
-	if err != nil {
-		r.Log.Warn("list containers to sweep", "err", err)
-		return
-	}
-	for _, c := range list {
-		m := c.Labels[LabelMarker]
-		if !want[m] {
-			continue
-		}
-		if !r.owns(firstName(c), c.Labels, own.Seal(m)) {
-			r.Log.Warn("leaving alone a container that carries a swept sandbox's labels but not this daemon's seal (run from a committed image?)", "container", c.ID[:12], "name", firstName(c))
-			continue
-		}
-		r.remove(ctx, c.ID, "remove swept container")
-	}
+	want := set(markers)
+	r.removeProven(ctx, own, "sweep", func(m string) bool { return want[m] })
 }
 
 // Prune removes this daemon's containers whose marker is not in keep,
 // where they prove to be its own; the others are logged and left.
 func (r *Runtime) Prune(ctx context.Context, keep []string, own runtime.Owned) {
-	want := map[string]bool{}
-	for _, m := range keep {
-		want[m] = true
+	live := set(keep)
+	if n := r.removeProven(ctx, own, "prune", func(m string) bool { return !live[m] }); n > 0 {
+		r.Log.Info("removed containers no record names", "count", n)
 	}
-	list, err := r.ours(ctx)
+}
+
+// removeProven removes the containers with this daemon's owner label whose
+// marker pick chooses and that prove to be its own (name and seal); it
+// logs and leaves the ones that only look like it, and returns how many
+// it removed.
+func (r *Runtime) removeProven(ctx context.Context, own runtime.Owned, what string, pick func(marker string) bool) int {
+	list, err := r.Client.ContainerList(ctx, container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("label", LabelOwner+"="+r.Owner))})
 	if err != nil {
 		if !client.IsErrConnectionFailed(err) {
-			r.Log.Warn("list containers to prune", "err", err)
+			r.Log.Warn("list containers to "+what, "err", err)
 		}
-		return
+		return 0
 	}
 	removed := 0
 	for _, c := range list {
 		m := c.Labels[LabelMarker]
-		if want[m] {
+		if !pick(m) {
 			continue
 		}
-		if !r.owns(firstName(c), c.Labels, own.Seal(m)) {
-			r.Log.Warn("leaving alone a container with this daemon's labels but not its seal (run from a committed image?)", "container", c.ID[:12], "name", firstName(c))
+		name := ""
+		if len(c.Names) > 0 {
+			name = c.Names[0]
+		}
+		if !r.owns(name, c.Labels, own.Seal(m)) {
+			r.Log.Warn("leaving alone a container with this daemon's labels but not its seal (run from a committed image?)", "container", c.ID[:12], "name", name)
 			continue
 		}
-		r.remove(ctx, c.ID, "remove a container no record names")
-		removed++
+		if r.remove(ctx, c.ID, what+": remove container") == nil {
+			removed++
+		}
 	}
-	if removed > 0 {
-		r.Log.Info("removed containers no record names", "count", removed)
+	return removed
+}
+
+func set(keys []string) map[string]bool {
+	m := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		m[k] = true
 	}
+	return m
 }
 
 func (r *Runtime) remove(ctx context.Context, id, what string) error {
