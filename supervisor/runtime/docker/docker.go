@@ -397,6 +397,8 @@ func (r *Runtime) Adopt(ctx context.Context, st runtime.State) (runtime.Handle, 
 		return nil, fmt.Errorf("%w: container %.12s does not carry this sandbox's labels", runtime.ErrNotOurs, s.ID)
 	}
 	h := r.track(s.ID, s.Marker, s.Stdout, s.Stderr)
+	inForce := limitsOf(info)
+	h.adopted = &inForce
 	if info.State == nil || !info.State.Running {
 		h.finish(exitOf(info))
 		return h, nil
@@ -567,6 +569,8 @@ type handle struct {
 	r              *Runtime
 	id, marker     string
 	stdout, stderr string
+	// adopted: the limits in force when Adopt inspected the container.
+	adopted *runtime.Resources
 
 	once sync.Once
 	done chan struct{}
@@ -647,10 +651,18 @@ func (h *handle) Resize(ctx context.Context, res runtime.Resources) error {
 
 // Limits reads the limits in force from the engine.
 func (h *handle) Limits(ctx context.Context) (runtime.Resources, error) {
+	if h.adopted != nil { // read by Adopt's inspect: no second round trip
+		return *h.adopted, nil
+	}
 	info, err := h.r.Client.ContainerInspect(ctx, h.id)
 	if err != nil {
 		return runtime.Resources{}, h.r.engineErr("inspect container", err)
 	}
+	return limitsOf(info), nil
+}
+
+// limitsOf reads the limits in force from an inspect.
+func limitsOf(info container.InspectResponse) runtime.Resources {
 	var res runtime.Resources
 	if hc := info.HostConfig; hc != nil {
 		res.CPU = runtime.CPUFromQuota(hc.NanoCPUs, 1e9)
@@ -659,7 +671,7 @@ func (h *handle) Limits(ctx context.Context) (runtime.Resources, error) {
 			res.Pids = *hc.PidsLimit
 		}
 	}
-	return res, nil
+	return res
 }
 
 // usageTimeout bounds one stats call: a read of a sandbox must not wait on
