@@ -287,3 +287,21 @@ func TestParseMounts(t *testing.T) {
 		t.Fatalf("hierDir = %q", d)
 	}
 }
+
+// The quota written for a cpu limit is the one that reads back as it
+// (0.3 CPU is 30000 µs, not 30001 from a ceiling of float noise).
+func TestCPUQuotaRoundTrips(t *testing.T) {
+	for _, cpu := range []float64{0.01, 0.12346, 0.3, 0.7, 1, 1.5, 2.33333} {
+		r, err := runtime.NewResources(cpu, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := cpuQuota(r.CPU)
+		if back := runtime.CPUFromQuota(q, period); back != r.CPU {
+			t.Errorf("cpu %v: quota %d reads back as %v", r.CPU, q, back)
+		}
+	}
+	if cpuQuota(0.3) != 30000 || cpuQuota(0) != -1 {
+		t.Errorf("quota of 0.3 CPU: %d, of none: %d", cpuQuota(0.3), cpuQuota(0))
+	}
+}

@@ -320,11 +320,7 @@ func (g *Group) Set(r runtime.Resources) error {
 	if _, ok := g.m.v1[LimitCPU]; ok && r.CPU > 0 && g.v1[LimitCPU] == "" {
 		return fmt.Errorf("%w cpu limits on this sandbox: on a hybrid machine a sandbox gets its cgroup v1 cpu group only when created with a cpu limit", ErrUnsupported)
 	}
-	const period = 100000 // µs, the kernel's default
-	quota := int64(-1)
-	if r.CPU > 0 {
-		quota = max(1000, int64(math.Round(r.CPU*period)))
-	}
+	quota := cpuQuota(r.CPU)
 	set(LimitCPU, func(dir string) error {
 		q := "max"
 		if quota > 0 {
@@ -381,6 +377,19 @@ func (g *Group) Set(r runtime.Resources) error {
 	return nil
 }
 
+// period is the cpu limit's period in µs, the kernel's default.
+const period = 100000
+
+// cpuQuota is the quota per period that enforces cpu CPUs, -1 for none:
+// rounded (a CPU kept at its 1 µs step, times the period, is a whole
+// number give or take float noise), at least the kernel's 1 ms.
+func cpuQuota(cpu float64) int64 {
+	if cpu <= 0 {
+		return -1
+	}
+	return max(1000, int64(math.Round(cpu*period)))
+}
+
 // atLimit runs v2 on the group's cgroup2 directory when limit is a v2
 // controller there, else v1 on the directory of limit's v1 hierarchy, if
 // the group has one; otherwise nothing.
@@ -409,16 +418,16 @@ func (g *Group) Limits() (runtime.Resources, error) {
 		}
 		q, p, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
 		quota, _ := strconv.ParseInt(q, 10, 64) // "max": 0, no limit
-		period, _ := strconv.ParseInt(p, 10, 64)
-		r.CPU = runtime.CPUFromQuota(quota, period)
+		per, _ := strconv.ParseInt(p, 10, 64)
+		r.CPU = runtime.CPUFromQuota(quota, per)
 		return nil
 	}, func(dir string) error {
 		quota, err := readInt(filepath.Join(dir, "cpu.cfs_quota_us"))
 		if err != nil {
 			return err
 		}
-		period, err := readInt(filepath.Join(dir, "cpu.cfs_period_us"))
-		r.CPU = runtime.CPUFromQuota(quota, period)
+		per, err := readInt(filepath.Join(dir, "cpu.cfs_period_us"))
+		r.CPU = runtime.CPUFromQuota(quota, per)
 		return err
 	})
 	read(LimitMemory, func(dir string) error {
