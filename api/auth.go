@@ -8,9 +8,9 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/agent-control-plane/agent-control-plane/api/auth"
 	"github.com/agent-control-plane/agent-control-plane/api/session"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
+	"github.com/agent-control-plane/agent-control-plane/conf/auth"
 )
 
 // open reports whether r may pass without a credential: the routes the

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/limits"
 )
 
 func ptrTime(t time.Time) *wire.Time {
@@ -46,7 +47,7 @@ func ToInfo(sb supervisor.Sandbox) wire.SandboxInfo {
 		r := sb.ErrorReason
 		info.ErrorReason = &r
 	}
-	info.CPU, info.Memory, info.Pids = sb.Resources.CPU, sb.Resources.MemoryGiB(), sb.Resources.Pids
+	info.CPU, info.Memory, info.Pids = sb.Resources.CPU, limits.MemoryGiB(sb.Resources), sb.Resources.Pids
 	if u := sb.Usage; u != nil {
 		info.Usage = &wire.Usage{CPUSeconds: math.Round(u.CPUSeconds*1e6) / 1e6, MemoryBytes: u.MemoryBytes, Pids: u.Pids}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
 )
 
 // routes is the whole API, sorted by path then method (a test keeps it so).
@@ -81,7 +82,7 @@ func (s *Server) snapshots(w http.ResponseWriter, r *http.Request) {
 		ws := wire.Snapshot{
 			Name: p.Name, Runtime: p.Runtime, Image: p.Image, ReadyPath: p.ReadyPath,
 			StartupTimeoutMs: p.StartupTimeout.Milliseconds(), StopGraceMs: p.StopGrace.Milliseconds(),
-			Default: p.Name == supervisor.DefaultSnapshot,
+			Default: p.Name == snapshot.Default,
 		}
 		for k := range p.Env {
 			ws.EnvKeys = append(ws.EnvKeys, k)

@@ -27,11 +27,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/agent-control-plane/agent-control-plane/api/auth"
 	"github.com/agent-control-plane/agent-control-plane/api/session"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
-	"github.com/agent-control-plane/agent-control-plane/conf"
+	"github.com/agent-control-plane/agent-control-plane/conf/auth"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
 )
 
 // Supervisor is what the API needs from the sandbox supervisor. Each
@@ -53,7 +53,7 @@ type Supervisor interface {
 	PortRange() (lo, hi int)
 	Runtimes() []string
 	Unavailable(ctx context.Context) map[string]string
-	Snapshots() []supervisor.Snapshot
+	Snapshots() []snapshot.Snapshot
 }
 
 // Options configure a Server.
@@ -401,7 +401,7 @@ func (s *Server) allowedHost(hostport string) bool {
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h
 	}
-	if conf.IsLoopbackHost(host) {
+	if auth.IsLoopbackHost(host) {
 		return true
 	}
 	for _, a := range s.opts.AllowHosts {

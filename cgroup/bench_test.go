@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"github.com/agent-control-plane/agent-control-plane/proc"
-
-	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
 // BenchmarkCreateRemove is the cgroup cost of one sandbox without a
@@ -18,7 +16,7 @@ func BenchmarkCreateRemove(b *testing.B) {
 	}
 	defer m.Prune()
 	for i := 0; b.Loop(); i++ {
-		g, err := m.Create(fmt.Sprintf("g%d", i), runtime.Resources{})
+		g, err := m.Create(fmt.Sprintf("g%d", i), Limits{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -41,7 +39,7 @@ func BenchmarkSpawn(b *testing.B) {
 		b.Skipf("no cgroups: %s", info.Note)
 	}
 	defer m.Prune()
-	g, err := m.Create("g", runtime.Resources{})
+	g, err := m.Create("g", Limits{})
 	if err != nil {
 		b.Fatal(err)
 	}

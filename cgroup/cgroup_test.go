@@ -14,7 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-control-plane/agent-control-plane/proc"
-	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
 // manager detects this machine's cgroups under a subtree of the test's
@@ -97,7 +96,7 @@ func pidsIn(t *testing.T, file string, n int) []int {
 
 func TestChildIsBornInItsGroupAndNothingEscapesKill(t *testing.T) {
 	m := manager(t)
-	g, err := m.Create("sb1", runtime.Resources{})
+	g, err := m.Create("sb1", Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +167,7 @@ func TestChildIsBornInItsGroupAndNothingEscapesKill(t *testing.T) {
 func TestKillEachWithoutCgroupKill(t *testing.T) {
 	m := manager(t)
 	m.canKill = false // the path of kernels before 5.14
-	g, err := m.Create("sb2", runtime.Resources{})
+	g, err := m.Create("sb2", Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +193,7 @@ func TestKillEachWithoutCgroupKill(t *testing.T) {
 
 func TestEmptyOfAGroupThatIsAlreadyEmpty(t *testing.T) {
 	m := manager(t)
-	g, err := m.Create("sb3", runtime.Resources{})
+	g, err := m.Create("sb3", Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,12 +214,12 @@ func TestLimitsAndUsage(t *testing.T) {
 			t.Skipf("the %s limit is not enforceable here: %s", l, m.Info().Note)
 		}
 	}
-	g, err := m.Create("sb4", runtime.Resources{CPU: 0.5, MemoryBytes: 64 << 20, Pids: 64})
+	g, err := m.Create("sb4", Limits{CPU: 0.5, MemoryBytes: 64 << 20, Pids: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := spawn(t, g, `while :; do :; done`)
-	var u runtime.Usage
+	var u Usage
 	eventually(t, "cpu usage moves", func() bool {
 		u, err = g.Usage()
 		return err == nil && u.CPUSeconds > 0.05
@@ -228,7 +227,7 @@ func TestLimitsAndUsage(t *testing.T) {
 	if u.Pids < 1 || u.MemoryBytes <= 0 {
 		t.Errorf("usage %+v: want pids and memory", u)
 	}
-	if err := g.Set(runtime.Resources{CPU: 1, MemoryBytes: 32 << 20, Pids: 10}); err != nil {
+	if err := g.Set(Limits{CPU: 1, MemoryBytes: 32 << 20, Pids: 10}); err != nil {
 		t.Fatalf("resize a running group: %v", err)
 	}
 	pidsMax := "pids.max"
@@ -262,11 +261,11 @@ func TestOpenRefusesForeignPaths(t *testing.T) {
 
 func TestUnsupportedLimitsAreNamed(t *testing.T) {
 	var m *Manager
-	err := m.Supports(runtime.Resources{MemoryBytes: 1 << 30, Pids: 5})
+	err := m.Supports(Limits{MemoryBytes: 1 << 30, Pids: 5})
 	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "memory, pids") {
 		t.Fatalf("Supports on no cgroups: %v", err)
 	}
-	if err := m.Supports(runtime.Resources{}); err != nil {
+	if err := m.Supports(Limits{}); err != nil {
 		t.Fatalf("no limits asked: %v", err)
 	}
 }
@@ -292,12 +291,9 @@ func TestParseMounts(t *testing.T) {
 // (0.3 CPU is 30000 µs, not 30001 from a ceiling of float noise).
 func TestCPUQuotaRoundTrips(t *testing.T) {
 	for _, cpu := range []float64{0.01, 0.12346, 0.3, 0.7, 1, 1.5, 2.33333} {
-		r, err := runtime.NewResources(cpu, 0, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := Limits{CPU: cpu}
 		q := cpuQuota(r.CPU)
-		if back := runtime.CPUFromQuota(q, period); back != r.CPU {
+		if back := CPUFromQuota(q, period); back != r.CPU {
 			t.Errorf("cpu %v: quota %d reads back as %v", r.CPU, q, back)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-control-plane/agent-control-plane/proc"
-	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
 // ErrUnsupported is wrapped by Create and Set when a limit cannot be
@@ -51,7 +49,7 @@ var _ proc.Placement = (*Group)(nil)
 // Enforceable returns the part of r this machine's cgroups can enforce
 // and, when that is not all of r, an error wrapping ErrUnsupported that
 // names the rest and says why. A nil Manager enforces nothing.
-func (m *Manager) Enforceable(r runtime.Resources) (runtime.Resources, error) {
+func (m *Manager) Enforceable(r Limits) (Limits, error) {
 	info := Info{Mode: ModeOff}
 	if m != nil {
 		info = m.info
@@ -78,7 +76,7 @@ func (m *Manager) Enforceable(r runtime.Resources) (runtime.Resources, error) {
 
 // Supports is nil when the machine can enforce every limit in r, else
 // Enforceable's error.
-func (m *Manager) Supports(r runtime.Resources) error {
+func (m *Manager) Supports(r Limits) error {
 	_, err := m.Enforceable(r)
 	return err
 }
@@ -90,7 +88,7 @@ func validName(name string) bool {
 
 // Create makes the group called name under the daemon's subtree, with the
 // limits r. On error nothing of it remains.
-func (m *Manager) Create(name string, r runtime.Resources) (g *Group, err error) {
+func (m *Manager) Create(name string, r Limits) (g *Group, err error) {
 	if !validName(name) {
 		return nil, fmt.Errorf("cgroup name %q", name)
 	}
@@ -307,164 +305,6 @@ func (g *Group) Enter() (leave func() error, err error) {
 	return leave, nil
 }
 
-// Set applies the limits r, zero fields lifting a limit. It may be called
-// while the group runs.
-func (g *Group) Set(r runtime.Resources) error {
-	if err := g.m.Supports(r); err != nil {
-		return err
-	}
-	var errs []error
-	set := func(limit string, v2 func(dir string) error, v1 func(dir string) error) {
-		errs = append(errs, g.atLimit(limit, v2, v1))
-	}
-	if _, ok := g.m.v1[LimitCPU]; ok && r.CPU > 0 && g.v1[LimitCPU] == "" {
-		return fmt.Errorf("%w cpu limits on this sandbox: on a hybrid machine a sandbox gets its cgroup v1 cpu group only when created with a cpu limit", ErrUnsupported)
-	}
-	quota := cpuQuota(r.CPU)
-	set(LimitCPU, func(dir string) error {
-		q := "max"
-		if quota > 0 {
-			q = strconv.FormatInt(quota, 10)
-		}
-		return writeFile(filepath.Join(dir, "cpu.max"), q+" "+strconv.Itoa(period))
-	}, func(dir string) error {
-		if err := writeFile(filepath.Join(dir, "cpu.cfs_period_us"), strconv.Itoa(period)); err != nil {
-			return err
-		}
-		return writeFile(filepath.Join(dir, "cpu.cfs_quota_us"), strconv.FormatInt(quota, 10))
-	})
-	set(LimitMemory, func(dir string) error {
-		v := maxOr(r.MemoryBytes)
-		if err := writeFile(filepath.Join(dir, "memory.max"), v); err != nil {
-			return err
-		}
-		// The limit is on memory, not memory plus swap: with swap a hog
-		// would crawl instead of ending.
-		if sw := filepath.Join(dir, "memory.swap.max"); exists(sw) {
-			if r.MemoryBytes > 0 {
-				return writeFile(sw, "0")
-			}
-			return writeFile(sw, "max")
-		}
-		return nil
-	}, func(dir string) error {
-		v := "-1"
-		if r.MemoryBytes > 0 {
-			v = strconv.FormatInt(r.MemoryBytes, 10)
-		}
-		mem, memsw := filepath.Join(dir, "memory.limit_in_bytes"), filepath.Join(dir, "memory.memsw.limit_in_bytes")
-		if !exists(memsw) {
-			return writeFile(mem, v)
-		}
-		// memory ≤ memory+swap at every step: lowering sets memory
-		// first, raising memory+swap first.
-		if err := writeFile(mem, v); err != nil {
-			if err2 := writeFile(memsw, v); err2 != nil {
-				return err2
-			}
-			return writeFile(mem, v)
-		}
-		return writeFile(memsw, v)
-	})
-	set(LimitPids, func(dir string) error {
-		return writeFile(filepath.Join(dir, "pids.max"), maxOr(r.Pids))
-	}, func(dir string) error {
-		return writeFile(filepath.Join(dir, "pids.max"), maxOr(r.Pids))
-	})
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("set cgroup limits: %w", err)
-	}
-	return nil
-}
-
-// period is the cpu limit's period in µs, the kernel's default.
-const period = 100000
-
-// cpuQuota is the quota per period that enforces cpu CPUs, -1 for none:
-// rounded (a CPU kept at its 1 µs step, times the period, is a whole
-// number give or take float noise), at least the kernel's 1 ms.
-func cpuQuota(cpu float64) int64 {
-	if cpu <= 0 {
-		return -1
-	}
-	return max(1000, int64(math.Round(cpu*period)))
-}
-
-// atLimit runs v2 on the group's cgroup2 directory when limit is a v2
-// controller there, else v1 on the directory of limit's v1 hierarchy, if
-// the group has one; otherwise nothing.
-func (g *Group) atLimit(limit string, v2, v1 func(dir string) error) error {
-	switch {
-	case g.m.v2limits[limit]:
-		return v2(g.m.dir(g.path))
-	case g.v1[limit] != "":
-		return v1(g.m.v1[limit].dir(g.v1[limit]))
-	}
-	return nil
-}
-
-// Limits reads the limits in force in the group: what the kernel
-// enforces, whatever a record says.
-func (g *Group) Limits() (runtime.Resources, error) {
-	var r runtime.Resources
-	var errs []error
-	read := func(limit string, v2 func(dir string) error, v1 func(dir string) error) {
-		errs = append(errs, g.atLimit(limit, v2, v1))
-	}
-	read(LimitCPU, func(dir string) error {
-		b, err := os.ReadFile(filepath.Join(dir, "cpu.max"))
-		if err != nil {
-			return err
-		}
-		q, p, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
-		quota, _ := strconv.ParseInt(q, 10, 64) // "max": 0, no limit
-		per, _ := strconv.ParseInt(p, 10, 64)
-		r.CPU = runtime.CPUFromQuota(quota, per)
-		return nil
-	}, func(dir string) error {
-		quota, err := readInt(filepath.Join(dir, "cpu.cfs_quota_us"))
-		if err != nil {
-			return err
-		}
-		per, err := readInt(filepath.Join(dir, "cpu.cfs_period_us"))
-		r.CPU = runtime.CPUFromQuota(quota, per)
-		return err
-	})
-	read(LimitMemory, func(dir string) error {
-		r.MemoryBytes = readMax(filepath.Join(dir, "memory.max"))
-		return nil
-	}, func(dir string) error {
-		v, err := readInt(filepath.Join(dir, "memory.limit_in_bytes"))
-		if v > 0 && v < 1<<62 { // "no limit" reads as a huge number
-			r.MemoryBytes = v
-		}
-		return err
-	})
-	pids := func(dir string) error {
-		r.Pids = readMax(filepath.Join(dir, "pids.max"))
-		return nil
-	}
-	read(LimitPids, pids, pids)
-	return r, errors.Join(errs...)
-}
-
-// readMax reads a cgroup value that is a number or "max" (0).
-func readMax(path string) int64 {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	v, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	return v
-}
-
-func maxOr(v int64) string {
-	if v <= 0 {
-		return "max"
-	}
-	return strconv.FormatInt(v, 10)
-}
-
 // Kill ends every process in the group, however it was started: with
 // cgroup.kill, or by freezing the group and killing each member. It does
 // not wait; Empty reports when they are gone.
@@ -527,44 +367,6 @@ func killIfMember(pid int, path string) {
 	_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 }
 
-// Usage reads what the group's processes consume now.
-func (g *Group) Usage() (runtime.Usage, error) {
-	var u runtime.Usage
-	dir := g.m.dir(g.path)
-	stat, err := readKeyed(filepath.Join(dir, "cpu.stat"))
-	if err != nil {
-		return u, err
-	}
-	u.CPUSeconds = float64(stat["usage_usec"]) / 1e6
-	if g.m.v2limits[LimitMemory] {
-		u.MemoryBytes, _ = readInt(filepath.Join(dir, "memory.current"))
-	} else if p := g.v1[LimitMemory]; p != "" {
-		u.MemoryBytes, _ = readInt(filepath.Join(g.m.v1[LimitMemory].dir(p), "memory.usage_in_bytes"))
-	}
-	if g.m.v2limits[LimitPids] {
-		u.Pids, _ = readInt(filepath.Join(dir, "pids.current"))
-	} else if p := g.v1[LimitPids]; p != "" {
-		u.Pids, _ = readInt(filepath.Join(g.m.v1[LimitPids].dir(p), "pids.current"))
-	} else if threads, err := readLines(filepath.Join(dir, "cgroup.threads")); err == nil {
-		u.Pids = int64(len(threads))
-	}
-	return u, nil
-}
-
-// OOMKills is how many processes the kernel killed in the group for
-// exceeding its memory limit.
-func (g *Group) OOMKills() int64 {
-	if g.m.v2limits[LimitMemory] {
-		ev, _ := readKeyed(filepath.Join(g.m.dir(g.path), "memory.events"))
-		return ev["oom_kill"]
-	}
-	if p := g.v1[LimitMemory]; p != "" {
-		ev, _ := readKeyed(filepath.Join(g.m.v1[LimitMemory].dir(p), "memory.oom_control"))
-		return ev["oom_kill"]
-	}
-	return 0
-}
-
 // Remove deletes the group's directories. The group must be empty: a
 // group with processes in it is left alone (the kernel refuses). A group
 // already gone is not an error.
@@ -606,31 +408,4 @@ func (g *Group) Populated() (bool, error) {
 		return false, err
 	}
 	return ev["populated"] != 0, nil
-}
-
-// readKeyed reads a flat-keyed cgroup file ("key value" lines).
-func readKeyed(path string) (map[string]int64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]int64{}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
-		}
-		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
-			out[k] = n
-		}
-	}
-	return out, nil
-}
-
-func readInt(path string) (int64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 }

@@ -12,7 +12,6 @@ import (
 	"io"
 	"math"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,9 +19,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agent-control-plane/agent-control-plane/api/auth"
-	"github.com/agent-control-plane/agent-control-plane/supervisor"
+	"github.com/agent-control-plane/agent-control-plane/conf/auth"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
 )
 
 // EnvPrefix starts every environment variable the daemon reads.
@@ -93,7 +92,7 @@ type Config struct {
 
 	// Snapshots are the [snapshots.NAME] tables, by name; the one named
 	// default comes from [native] when the file defines none.
-	Snapshots map[string]supervisor.Snapshot
+	Snapshots map[string]snapshot.Snapshot
 
 	// File is the config file read, or "" when none was.
 	File string
@@ -261,8 +260,8 @@ func Load(src Sources) (Config, error) {
 			c.Origins[s.key] = "flag --" + s.name
 		}
 	}
-	if _, ok := c.Snapshots[supervisor.DefaultSnapshot]; ok && len(c.NativeCommand) > 0 {
-		return Config{}, fmt.Errorf("[snapshots.%s] and native.command both say what runs by default; keep one", supervisor.DefaultSnapshot)
+	if _, ok := c.Snapshots[snapshot.Default]; ok && len(c.NativeCommand) > 0 {
+		return Config{}, fmt.Errorf("[snapshots.%s] and native.command both say what runs by default; keep one", snapshot.Default)
 	}
 	c.withDefaultSnapshot()
 	if err := c.Validate(); err != nil {
@@ -376,7 +375,7 @@ func (c *Config) Validate() error {
 	if err != nil || p < 0 || p > 65535 {
 		return fmt.Errorf("listen %q: bad port", c.Listen)
 	}
-	if !c.AllowNonLoopback && !IsLoopbackHost(host) {
+	if !c.AllowNonLoopback && !auth.IsLoopbackHost(host) {
 		return fmt.Errorf("listen %q is not a loopback address; set allow_non_loopback = true in the config file to expose the daemon (its bearer token then travels unencrypted)", c.Listen)
 	}
 	if p >= c.Ports.Lo && p <= c.Ports.Hi {
@@ -471,15 +470,6 @@ func (c *Config) Validate() error {
 func InstanceName(root string) string {
 	sum := sha256.Sum256([]byte(root))
 	return "agent-control-plane-" + hex.EncodeToString(sum[:6])
-}
-
-// IsLoopbackHost reports whether host is "localhost" or a loopback IP.
-func IsLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	a, err := netip.ParseAddr(strings.Trim(host, "[]"))
-	return err == nil && a.IsLoopback()
 }
 
 // ReadEnvFile reads KEY=VALUE lines (blank lines and # comments skipped,

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agent-control-plane/agent-control-plane/supervisor"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
 )
 
 func env(m map[string]string) func(string) string {
@@ -183,13 +183,13 @@ func TestDiffNamesEveryField(t *testing.T) {
 		case "File", "Origins":
 			continue // where settings came from, not settings
 		case "Snapshots":
-			changed.Snapshots = map[string]supervisor.Snapshot{"web": {Command: []string{"x"}}}
+			changed.Snapshots = map[string]snapshot.Snapshot{"web": {Command: []string{"x"}}}
 			if keys := Diff(base, changed); !slices.Equal(keys, []string{"snapshots.web"}) {
 				t.Errorf("a snapshot added: Diff named %v", keys)
 			}
-			changed.Snapshots = map[string]supervisor.Snapshot{"web": {Command: []string{"x"}, Env: map[string]string{"A": "1"}}}
+			changed.Snapshots = map[string]snapshot.Snapshot{"web": {Command: []string{"x"}, Env: map[string]string{"A": "1"}}}
 			base2 := base
-			base2.Snapshots = map[string]supervisor.Snapshot{"web": {Command: []string{"x"}, Env: map[string]string{"A": "2"}}}
+			base2.Snapshots = map[string]snapshot.Snapshot{"web": {Command: []string{"x"}, Env: map[string]string{"A": "2"}}}
 			if keys := Diff(base2, changed); !slices.Equal(keys, []string{"snapshots.web"}) {
 				t.Errorf("a snapshot's env value changed: Diff named %v", keys)
 			}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/agent-control-plane/agent-control-plane/supervisor"
-	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/limits"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
 )
 
 // fileConfig is the TOML file's shape. Pointers tell "absent" from zero.
@@ -145,16 +145,16 @@ func (c *Config) applyFile(path string) error {
 	}
 	for name, p := range f.Snapshots {
 		if c.Snapshots == nil {
-			c.Snapshots = map[string]supervisor.Snapshot{}
+			c.Snapshots = map[string]snapshot.Snapshot{}
 		}
 		c.Snapshots[name] = p.snapshot(name)
 	}
 	set(&c.LimitsUnsupported, f.Limits.Unsupported)
-	cpu, mem, pids := c.Limits.CPU, c.Limits.MemoryGiB(), c.Limits.Pids
+	cpu, mem, pids := c.Limits.CPU, limits.MemoryGiB(c.Limits), c.Limits.Pids
 	set(&cpu, f.Limits.CPU)
 	set(&mem, f.Limits.Memory)
 	set(&pids, f.Limits.Pids)
-	r, err := runtime.NewResources(cpu, mem, pids)
+	r, err := limits.New(cpu, mem, pids)
 	if err != nil {
 		return fmt.Errorf("config %s: limits: %w", path, err)
 	}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/limits"
 )
 
 // Setting is one configuration key and its value in force, written as in
@@ -61,7 +63,7 @@ func (c Config) Settings() []Setting {
 	add("max_connections", c.MaxConnections)
 	add("cgroups", c.Cgroups)
 	add("limits.cpu", c.Limits.CPU)
-	add("limits.memory", c.Limits.MemoryGiB())
+	add("limits.memory", limits.MemoryGiB(c.Limits))
 	add("limits.pids", c.Limits.Pids)
 	add("limits.unsupported", c.LimitsUnsupported)
 	add("native.command", c.NativeCommand)

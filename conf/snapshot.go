@@ -1,8 +1,6 @@
 package conf
 
-import (
-	"github.com/agent-control-plane/agent-control-plane/supervisor"
-)
+import "github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
 
 // snapshotFile is a [snapshots.NAME] table as written.
 type snapshotFile struct {
@@ -17,8 +15,8 @@ type snapshotFile struct {
 
 // snapshot is the table named name. The daemon checks it against its
 // runtimes when it starts or reloads (supervisor.New, SetSnapshots).
-func (f snapshotFile) snapshot(name string) supervisor.Snapshot {
-	p := supervisor.Snapshot{Name: name}
+func (f snapshotFile) snapshot(name string) snapshot.Snapshot {
+	p := snapshot.Snapshot{Name: name}
 	set(&p.Runtime, f.Runtime)
 	p.Command = f.Command
 	set(&p.Image, f.Image)
@@ -35,14 +33,14 @@ func (f snapshotFile) snapshot(name string) supervisor.Snapshot {
 // withDefaultSnapshot adds the snapshot named default from the [native]
 // table when the configuration defines none.
 func (c *Config) withDefaultSnapshot() {
-	const name = supervisor.DefaultSnapshot
+	const name = snapshot.Default
 	if _, ok := c.Snapshots[name]; ok {
 		return
 	}
 	if c.Snapshots == nil {
-		c.Snapshots = map[string]supervisor.Snapshot{}
+		c.Snapshots = map[string]snapshot.Snapshot{}
 	}
-	c.Snapshots[name] = supervisor.Snapshot{Name: name, Runtime: "native", Command: c.NativeCommand, ReadyPath: c.ReadyPath}
+	c.Snapshots[name] = snapshot.Snapshot{Name: name, Runtime: "native", Command: c.NativeCommand, ReadyPath: c.ReadyPath}
 	for _, k := range []string{"command", "ready_path"} {
 		if o, ok := c.Origins["native."+k]; ok {
 			c.Origins["snapshots."+name+"."+k] = o

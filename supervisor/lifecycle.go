@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agent-control-plane/agent-control-plane/supervisor/probe"
+	"github.com/agent-control-plane/agent-control-plane/proc/probe"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 

@@ -6,34 +6,10 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
 )
-
-// DefaultSnapshot names the snapshot a create runs when it names none.
-const DefaultSnapshot = "default"
-
-// Snapshot is Daytona's word for what a sandbox runs: a named profile with
-// its runtime, its program, how it is probed and how it is stopped. A
-// create names one; what a sandbox was created from is kept in its record,
-// so that a restart adopts and tears it down as it was made, whatever the
-// configuration says by then.
-type Snapshot struct {
-	Name    string
-	Runtime string // empty: the registry's default
-	// Command is the argv, with environment references ("${PORT}") that
-	// the runtime expands (runtime.ExpandArgv); empty: the runtime's
-	// default.
-	Command []string
-	Image   string            // for a runtime that runs images; empty: its default
-	Env     map[string]string // under the request's own variables
-	// ReadyPath, StartupTimeout and StopGrace override the daemon's
-	// defaults when set.
-	ReadyPath      string
-	StartupTimeout time.Duration
-	StopGrace      *time.Duration
-}
 
 // ErrUnknownSnapshot is a create that names a snapshot this daemon does
 // not have.
@@ -41,8 +17,8 @@ var ErrUnknownSnapshot = errors.New("unknown snapshot")
 
 // checkSnapshots fills the snapshots' defaults from opts and checks them
 // against the registered runtimes.
-func checkSnapshots(opts *Options) (map[string]Snapshot, error) {
-	out := map[string]Snapshot{}
+func checkSnapshots(opts *Options) (map[string]snapshot.Snapshot, error) {
+	out := map[string]snapshot.Snapshot{}
 	for _, p := range opts.Snapshots {
 		switch {
 		case !validName(p.Name):
@@ -62,7 +38,7 @@ func checkSnapshots(opts *Options) (map[string]Snapshot, error) {
 		switch {
 		case p.Image != "" && !images:
 			return nil, fmt.Errorf("snapshot %q: the %s runtime runs no images", p.Name, p.Runtime)
-		case len(p.Command) == 0 && !images && p.Name != DefaultSnapshot:
+		case len(p.Command) == 0 && !images && p.Name != snapshot.Default:
 			return nil, fmt.Errorf("snapshot %q: a %s snapshot needs a command", p.Name, p.Runtime)
 		case slices.Contains(p.Command, ""):
 			return nil, fmt.Errorf("snapshot %q: its command has an empty argument", p.Name)
@@ -100,9 +76,9 @@ func checkSnapshots(opts *Options) (map[string]Snapshot, error) {
 func hasNUL(s string) bool { return strings.IndexByte(s, 0) >= 0 }
 
 // Snapshots lists the snapshots this daemon runs, by name.
-func (s *Supervisor) Snapshots() []Snapshot {
+func (s *Supervisor) Snapshots() []snapshot.Snapshot {
 	snaps := *s.snapshots.Load()
-	out := make([]Snapshot, 0, len(snaps))
+	out := make([]snapshot.Snapshot, 0, len(snaps))
 	for _, name := range slices.Sorted(maps.Keys(snaps)) {
 		out = append(out, snaps[name])
 	}
@@ -112,7 +88,7 @@ func (s *Supervisor) Snapshots() []Snapshot {
 // SetSnapshots replaces the snapshots creates may name (a reload), after
 // checking them as New does; on error the old ones stay. Sandboxes made
 // from a snapshot keep what it said: their records hold it.
-func (s *Supervisor) SetSnapshots(list []Snapshot) error {
+func (s *Supervisor) SetSnapshots(list []snapshot.Snapshot) error {
 	opts := s.opts
 	opts.Snapshots = list
 	snaps, err := checkSnapshots(&opts)
@@ -129,11 +105,11 @@ func (s *Supervisor) SetSnapshots(list []Snapshot) error {
 // runs images, and unknown otherwise. No snapshot runs the profile named
 // default when it is for the runtime in question, else the runtime's own
 // default.
-func (s *Supervisor) resolve(req CreateRequest) (Snapshot, error) {
+func (s *Supervisor) resolve(req CreateRequest) (snapshot.Snapshot, error) {
 	snaps := *s.snapshots.Load()
 	if p, ok := snaps[req.Snapshot]; ok { // no snapshot is named ""
 		if req.Runtime != "" && req.Runtime != p.Runtime {
-			return Snapshot{}, invalid("snapshot %s runs on runtime %s, not %s", p.Name, p.Runtime, Clip(req.Runtime, MaxQuoted))
+			return snapshot.Snapshot{}, invalid("snapshot %s runs on runtime %s, not %s", p.Name, p.Runtime, Clip(req.Runtime, MaxQuoted))
 		}
 		return p, nil
 	}
@@ -143,12 +119,12 @@ func (s *Supervisor) resolve(req CreateRequest) (Snapshot, error) {
 	}
 	rt, ok := s.opts.Runtimes.Get(rtName)
 	if !ok {
-		return Snapshot{}, fmt.Errorf("%w: %q: this daemon runs %s", ErrUnsupportedRuntime, Clip(rtName, MaxQuoted), strings.Join(s.opts.Runtimes.Names(), ", "))
+		return snapshot.Snapshot{}, fmt.Errorf("%w: %q: this daemon runs %s", ErrUnsupportedRuntime, Clip(rtName, MaxQuoted), strings.Join(s.opts.Runtimes.Names(), ", "))
 	}
 	grace := s.opts.StopGrace
-	plain := Snapshot{Runtime: rtName, ReadyPath: s.opts.ReadyPath, StartupTimeout: s.opts.StartupTimeout, StopGrace: &grace}
+	plain := snapshot.Snapshot{Runtime: rtName, ReadyPath: s.opts.ReadyPath, StartupTimeout: s.opts.StartupTimeout, StopGrace: &grace}
 	if req.Snapshot == "" {
-		if p, ok := snaps[DefaultSnapshot]; ok && p.Runtime == rtName {
+		if p, ok := snaps[snapshot.Default]; ok && p.Runtime == rtName {
 			return p, nil
 		}
 		return plain, nil
@@ -161,5 +137,5 @@ func (s *Supervisor) resolve(req CreateRequest) (Snapshot, error) {
 	if len(snaps) > 0 {
 		known = strings.Join(slices.Sorted(maps.Keys(snaps)), ", ")
 	}
-	return Snapshot{}, fmt.Errorf("%w: %q; this daemon has %s (the %s runtime runs only these)", ErrUnknownSnapshot, Clip(req.Snapshot, MaxQuoted), known, rtName)
+	return snapshot.Snapshot{}, fmt.Errorf("%w: %q; this daemon has %s (the %s runtime runs only these)", ErrUnknownSnapshot, Clip(req.Snapshot, MaxQuoted), known, rtName)
 }

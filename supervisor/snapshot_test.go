@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
@@ -20,7 +21,7 @@ import (
 func TestSnapshots(t *testing.T) {
 	grace := 300 * time.Millisecond
 	stub := testenv.StubArgv(t)
-	snapshots := []Snapshot{
+	snapshots := []snapshot.Snapshot{
 		{Name: "default", ReadyPath: "/api/info"},
 		{
 			Name: "sh",
@@ -95,20 +96,20 @@ func TestSnapshots(t *testing.T) {
 
 func TestSnapshotsChecked(t *testing.T) {
 	for _, tc := range []struct {
-		snap Snapshot
+		snap snapshot.Snapshot
 		want string
 	}{
-		{Snapshot{Name: "../x", Command: []string{"a"}}, "must match"},
-		{Snapshot{Name: "x", Runtime: "vm", Command: []string{"a"}}, `runtime "vm"`},
-		{Snapshot{Name: "x"}, "needs a command"},
-		{Snapshot{Name: "x", Command: []string{"a"}, Image: "img"}, "runs no images"},
-		{Snapshot{Name: "x", Command: []string{"a", ""}}, "empty argument"},
-		{Snapshot{Name: "x", Command: []string{"a"}, ReadyPath: "health"}, "must start with /"},
-		{Snapshot{Name: "x", Command: []string{"a"}, Env: map[string]string{runtime.MarkerEnv: "m"}}, "not a variable it may set"},
-		{Snapshot{Name: "x", Command: []string{"a\x00b"}}, "NUL byte"},
-		{Snapshot{Name: "x", Command: []string{"a"}, Env: map[string]string{"K": "s3cret\x00"}}, "env K has a NUL byte"},
+		{snapshot.Snapshot{Name: "../x", Command: []string{"a"}}, "must match"},
+		{snapshot.Snapshot{Name: "x", Runtime: "vm", Command: []string{"a"}}, `runtime "vm"`},
+		{snapshot.Snapshot{Name: "x"}, "needs a command"},
+		{snapshot.Snapshot{Name: "x", Command: []string{"a"}, Image: "img"}, "runs no images"},
+		{snapshot.Snapshot{Name: "x", Command: []string{"a", ""}}, "empty argument"},
+		{snapshot.Snapshot{Name: "x", Command: []string{"a"}, ReadyPath: "health"}, "must start with /"},
+		{snapshot.Snapshot{Name: "x", Command: []string{"a"}, Env: map[string]string{runtime.MarkerEnv: "m"}}, "not a variable it may set"},
+		{snapshot.Snapshot{Name: "x", Command: []string{"a\x00b"}}, "NUL byte"},
+		{snapshot.Snapshot{Name: "x", Command: []string{"a"}, Env: map[string]string{"K": "s3cret\x00"}}, "env K has a NUL byte"},
 	} {
-		opts := Options{Snapshots: []Snapshot{tc.snap}, Runtimes: registry(nil), ReadyPath: "/", StartupTimeout: time.Second}
+		opts := Options{Snapshots: []snapshot.Snapshot{tc.snap}, Runtimes: registry(nil), ReadyPath: "/", StartupTimeout: time.Second}
 		if _, err := checkSnapshots(&opts); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.snap, err, tc.want)
 		}

@@ -11,9 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agent-control-plane/agent-control-plane/proc/probe"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
-	"github.com/agent-control-plane/agent-control-plane/supervisor/probe"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
 )
 
 // Options configure a Supervisor. Zero values take the defaults noted.
@@ -25,9 +26,9 @@ type Options struct {
 	// serves creates that name none.
 	Runtimes *runtime.Registry
 
-	// Snapshots are the named profiles creates may pick (see Snapshot);
+	// Snapshots are the named profiles creates may pick (see snapshot.Snapshot);
 	// the one named "default" runs when a create names none.
-	Snapshots []Snapshot
+	Snapshots []snapshot.Snapshot
 
 	ReadyPath      string        // default /api/info
 	StartupTimeout time.Duration // default 60s
@@ -76,7 +77,7 @@ type Supervisor struct {
 	stats  *stats
 	probe  *probe.HTTP
 
-	snapshots atomic.Pointer[map[string]Snapshot] // by name; SetSnapshots replaces them
+	snapshots atomic.Pointer[map[string]snapshot.Snapshot] // by name; SetSnapshots replaces them
 
 	// Naming: a function whose name ends in "Locked" is called with mu
 	// held; one that runs under a sandbox's op lock says so in its doc.

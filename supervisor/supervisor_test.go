@@ -19,6 +19,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/proc"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/native"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
@@ -170,7 +171,7 @@ func TestStartupFailures(t *testing.T) {
 			h := newHarness(t, func(o *Options) {
 				o.StartupTimeout, o.ReadyPath = tc.timeout, tc.readyPath
 				if tc.command != nil {
-					o.Snapshots = []Snapshot{{Name: DefaultSnapshot, Command: tc.command}}
+					o.Snapshots = []snapshot.Snapshot{{Name: snapshot.Default, Command: tc.command}}
 				}
 			})
 			h.create(tc.name, tc.env, nil)

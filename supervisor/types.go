@@ -9,6 +9,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/agent-control-plane/agent-control-plane/supervisor/limits"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
@@ -124,7 +125,7 @@ type Limits struct {
 
 // over applies l to base, checking each value.
 func (l Limits) over(base runtime.Resources) (runtime.Resources, error) {
-	cpu, mem, pids := base.CPU, base.MemoryGiB(), base.Pids
+	cpu, mem, pids := base.CPU, limits.MemoryGiB(base), base.Pids
 	if l.CPU != nil {
 		cpu = *l.CPU
 	}
@@ -134,7 +135,7 @@ func (l Limits) over(base runtime.Resources) (runtime.Resources, error) {
 	if l.Pids != nil {
 		pids = *l.Pids
 	}
-	r, err := runtime.NewResources(cpu, mem, pids)
+	r, err := limits.New(cpu, mem, pids)
 	if err != nil {
 		return r, invalid(err.Error())
 	}

@@ -20,8 +20,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agent-control-plane/agent-control-plane/api/auth"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
+	"github.com/agent-control-plane/agent-control-plane/conf/auth"
 )
 
 // DefaultURL is where the daemon listens unless told otherwise.

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
-	"github.com/agent-control-plane/agent-control-plane/supervisor/probe"
+	"github.com/agent-control-plane/agent-control-plane/proc/probe"
 )
 
 // Watch follows /v1/events for sandboxes whose labels match all of labels

@@ -13,12 +13,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agent-control-plane/agent-control-plane/api/auth"
 	"github.com/agent-control-plane/agent-control-plane/cgroup"
 	"github.com/agent-control-plane/agent-control-plane/conf"
+	"github.com/agent-control-plane/agent-control-plane/conf/auth"
 	"github.com/agent-control-plane/agent-control-plane/proc"
+	"github.com/agent-control-plane/agent-control-plane/proc/probe"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
-	"github.com/agent-control-plane/agent-control-plane/supervisor/probe"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/native"
 )
 

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agent-control-plane/agent-control-plane/supervisor/probe"
+	"github.com/agent-control-plane/agent-control-plane/proc/probe"
 )
 
 func benchReady(c config, d *daemon, r *results) error {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agent-control-plane/agent-control-plane/api/client"
 	"github.com/agent-control-plane/agent-control-plane/conf"
+	"github.com/agent-control-plane/agent-control-plane/conf/auth"
 )
 
 // unitName is the systemd user unit that runs the daemon, when installed.
@@ -48,7 +49,7 @@ func (c *cli) ensure(ctx context.Context, timeout time.Duration) error {
 		return fmt.Errorf("something else is listening at %s: %v", cl.URL(), err)
 	}
 	u, perr := url.Parse(cl.URL())
-	if perr != nil || u.Scheme != "http" || !conf.IsLoopbackHost(u.Hostname()) || u.Port() == "" {
+	if perr != nil || u.Scheme != "http" || !auth.IsLoopbackHost(u.Hostname()) || u.Port() == "" {
 		return fmt.Errorf("no daemon at %s, and it can only start one on a loopback http://HOST:PORT address", cl.URL())
 	}
 	started, how, err := startDaemon(net.JoinHostPort(u.Hostname(), u.Port()))

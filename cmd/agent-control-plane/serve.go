@@ -23,10 +23,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/agent-control-plane/agent-control-plane/api"
-	"github.com/agent-control-plane/agent-control-plane/api/auth"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/cgroup"
 	"github.com/agent-control-plane/agent-control-plane/conf"
+	"github.com/agent-control-plane/agent-control-plane/conf/auth"
 	"github.com/agent-control-plane/agent-control-plane/proc"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
@@ -198,7 +198,7 @@ func serve(cfg conf.Config, src conf.Sources, logw io.Writer) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var allow []string
-	if host, _, _ := net.SplitHostPort(cfg.Listen); !conf.IsLoopbackHost(host) {
+	if host, _, _ := net.SplitHostPort(cfg.Listen); !auth.IsLoopbackHost(host) {
 		allow = append(allow, host)
 	}
 	srv, err := api.New(sup, api.Options{Version: version, Logger: log, Registry: reg, Heartbeat: cfg.EventHeartbeat, AllowHosts: allow,
@@ -364,7 +364,7 @@ func logCgroups(log *slog.Logger, cgroups *cgroup.Manager, info cgroup.Info, def
 	} else {
 		log.Warn("sandboxes are contained by their process group only: a process that leaves it outlives its sandbox, and no limit can be enforced", "cgroups", string(info.Mode), "why", info.Note)
 	}
-	if err := cgroups.Supports(defaults); err != nil {
+	if err := cgroups.Supports(cgroup.Limits(defaults)); err != nil {
 		log.Warn(`default limits this machine cannot enforce: native creates that take them are refused unless limits.unsupported = "ignore"`, "why", err.Error())
 	}
 }

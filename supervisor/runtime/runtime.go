@@ -130,69 +130,20 @@ type Resources struct {
 // IsZero reports whether r sets no limit.
 func (r Resources) IsZero() bool { return r == Resources{} }
 
-// GiB is the unit of Daytona's memory field.
-const GiB = 1 << 30
-
-// Bounds of the limits a sandbox may be given, and what the kernel can
-// enforce: a cpu limit is a quota of a 100 ms period, counted in whole
-// microseconds and at least 1 ms of it (so 0.01 CPU is the least and
-// 0.00001 the step); a memory limit is counted in whole pages.
+// What the kernel can enforce, which every runtime on Linux shares: a cpu
+// limit is a quota of a period counted in whole microseconds (of a 100 ms
+// period: steps of 0.00001 CPU); memory is counted in whole pages.
 const (
-	MaxCPU       = 1024
-	MinCPU       = 0.01
-	CPUStep      = 1e-5
-	MinMemory    = 16 << 20 // below this a workload cannot even exec
-	MaxMemoryGiB = 1 << 20
-	MaxPids      = 1 << 22
-	PageSize     = 4096
+	PageSize = 4096
+	cpuSteps = 1e5 // per CPU
 )
 
-// NewResources checks limits given in Daytona's units (CPUs, GiB of
-// memory) plus a number of tasks; zero means no limit. Its errors name the
-// field at fault.
-func NewResources(cpu, memoryGiB float64, pids int64) (Resources, error) {
-	switch {
-	case math.IsNaN(cpu) || cpu < 0 || cpu > MaxCPU:
-		return Resources{}, fmt.Errorf("cpu must be between 0 (no limit) and %d CPUs; fractions are allowed", MaxCPU)
-	case math.IsNaN(memoryGiB) || memoryGiB < 0 || memoryGiB > MaxMemoryGiB:
-		return Resources{}, fmt.Errorf("memory must be between 0 (no limit) and %d GiB; fractions are allowed (0.25 is 256 MiB)", MaxMemoryGiB)
-	case pids < 0 || pids > MaxPids:
-		return Resources{}, fmt.Errorf("pids must be between 0 (no limit) and %d", MaxPids)
-	}
-	// One rule: a value is refused when it is below what can be
-	// enforced, never turned into "no limit"; what is kept (and
-	// reported) is what is enforced.
-	if cpu > 0 && cpu < MinCPU {
-		return Resources{}, fmt.Errorf("cpu must be 0 (no limit) or at least %g CPUs: the kernel enforces no less", MinCPU)
-	}
-	if memoryGiB > 0 && memoryGiB*GiB < MinMemory {
-		return Resources{}, fmt.Errorf("memory must be 0 (no limit) or at least %g GiB (16 MiB)", float64(MinMemory)/GiB)
-	}
-	return Resources{
-		CPU:         cpu,
-		MemoryBytes: int64(memoryGiB*GiB) / PageSize * PageSize,
-		Pids:        pids,
-	}.normalized(), nil
-}
-
-// normalized rounds the CPU to its step so that a value read back from
+// Normalized rounds the CPU to its step so that a value read back from
 // the kernel and one computed compare equal.
-func (r Resources) normalized() Resources {
-	r.CPU = math.Round(r.CPU*1e5) / 1e5
+func (r Resources) Normalized() Resources {
+	r.CPU = math.Round(r.CPU*cpuSteps) / cpuSteps
 	return r
 }
-
-// CPUFromQuota is the CPU limit a quota of quotaMicros per periodMicros
-// enforces.
-func CPUFromQuota(quotaMicros, periodMicros int64) float64 {
-	if quotaMicros <= 0 || periodMicros <= 0 {
-		return 0
-	}
-	return Resources{CPU: float64(quotaMicros) / float64(periodMicros)}.normalized().CPU
-}
-
-// MemoryGiB is the memory limit in Daytona's unit.
-func (r Resources) MemoryGiB() float64 { return float64(r.MemoryBytes) / GiB }
 
 // Limiter is a Runtime that can enforce limits. A Runtime that is not one
 // enforces none.

@@ -73,31 +73,3 @@ func TestExpandArgv(t *testing.T) {
 
 // One rule for limits: a value below what can be enforced is refused,
 // never read as "no limit"; what is kept is what the kernel enforces.
-func TestNewResourcesOneRule(t *testing.T) {
-	for _, c := range []struct {
-		cpu, mem float64
-		pids     int64
-		ok       bool
-	}{
-		{1e-12, 0, 0, false}, {0.009, 0, 0, false}, {0.01, 0, 0, true},
-		{0, 1e-10, 0, false}, {0, 0.001, 0, false}, {0, 1.0 / 64, 0, true},
-		{0, 0, 0, true}, {-1, 0, 0, false}, {0, -1, 0, false}, {0, 0, -1, false},
-		{MaxCPU + 1, 0, 0, false},
-	} {
-		_, err := NewResources(c.cpu, c.mem, c.pids)
-		if (err == nil) != c.ok {
-			t.Errorf("NewResources(%g, %g, %d): %v, want ok %v", c.cpu, c.mem, c.pids, err, c.ok)
-		}
-	}
-	r, err := NewResources(0.123456789, 0.2, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.CPU != 0.12346 || r.MemoryBytes%PageSize != 0 || float64(r.MemoryBytes) > 0.2*GiB || float64(r.MemoryBytes) <= 0.2*GiB-PageSize {
-		t.Errorf("kept %+v: want the cpu at its 1 µs step and memory in whole pages", r)
-	}
-	// What the kernel reports reads back as the value kept.
-	if got := CPUFromQuota(12346, 100000); got != r.CPU {
-		t.Errorf("quota 12346/100000 reads as %v, kept %v", got, r.CPU)
-	}
-}

@@ -25,7 +25,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agent-control-plane/agent-control-plane/supervisor/probe"
+	"github.com/agent-control-plane/agent-control-plane/proc/probe"
 )
 
 var (

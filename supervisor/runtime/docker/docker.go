@@ -41,7 +41,8 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/go-connections/nat"
 
-	"github.com/agent-control-plane/agent-control-plane/supervisor/probe"
+	"github.com/agent-control-plane/agent-control-plane/proc/probe"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/limits"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
@@ -129,7 +130,7 @@ func (r *Runtime) RunsImages() bool { return true }
 // to the CPUs of its machine (this one: the engine is local).
 func (r *Runtime) Enforceable(res runtime.Resources) (runtime.Resources, error) {
 	if n := goruntime.NumCPU(); res.CPU > float64(n) {
-		return runtime.Resources{}, fmt.Errorf("%w: cpu %g: the docker engine takes %g to %d CPUs (the CPUs of this machine)", runtime.ErrLimitsUnsupported, res.CPU, runtime.MinCPU, n)
+		return runtime.Resources{}, fmt.Errorf("%w: cpu %g: the docker engine takes %g to %d CPUs (the CPUs of this machine)", runtime.ErrLimitsUnsupported, res.CPU, limits.MinCPU, n)
 	}
 	return res, nil
 }
@@ -665,7 +666,7 @@ func (h *handle) Limits(ctx context.Context) (runtime.Resources, error) {
 func limitsOf(info container.InspectResponse) runtime.Resources {
 	var res runtime.Resources
 	if hc := info.HostConfig; hc != nil {
-		res.CPU = runtime.CPUFromQuota(hc.NanoCPUs, 1e9)
+		res.CPU = runtime.Resources{CPU: float64(hc.NanoCPUs) / 1e9}.Normalized().CPU
 		res.MemoryBytes = hc.Memory
 		if hc.PidsLimit != nil && *hc.PidsLimit > 0 {
 			res.Pids = *hc.PidsLimit

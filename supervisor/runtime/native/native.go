@@ -75,7 +75,7 @@ func (n *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 	var g *cgroup.Group
 	if n.Cgroups != nil {
 		var err error
-		if g, err = n.Cgroups.Create(spec.Marker, spec.Resources); err != nil {
+		if g, err = n.Cgroups.Create(spec.Marker, cgroup.Limits(spec.Resources)); err != nil {
 			return nil, err
 		}
 	}
@@ -111,11 +111,11 @@ func (n *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 // Enforceable is r without the limits the machine's cgroups cannot
 // enforce.
 func (n *Runtime) Enforceable(r runtime.Resources) (runtime.Resources, error) {
-	got, err := n.Cgroups.Enforceable(r)
+	got, err := n.Cgroups.Enforceable(cgroup.Limits(r))
 	if err != nil {
-		return got, fmt.Errorf("%w: %v", runtime.ErrLimitsUnsupported, err)
+		return runtime.Resources(got), fmt.Errorf("%w: %v", runtime.ErrLimitsUnsupported, err)
 	}
-	return got, nil
+	return runtime.Resources(got), nil
 }
 
 func (n *Runtime) newHandle(p *proc.Process, id proc.Identity, g *cgroup.Group) *handle {
@@ -332,7 +332,7 @@ func (h *handle) Delete(ctx context.Context) error {
 func (h *handle) Resize(ctx context.Context, r runtime.Resources) error {
 	err := errors.New("the sandbox has no cgroup")
 	if h.g != nil {
-		err = h.g.Set(r)
+		err = h.g.Set(cgroup.Limits(r))
 	}
 	if h.g == nil || errors.Is(err, cgroup.ErrUnsupported) {
 		return fmt.Errorf("%w: %v", runtime.ErrLimitsUnsupported, err)
@@ -346,7 +346,8 @@ func (h *handle) Limits(context.Context) (runtime.Resources, error) {
 	if h.g == nil {
 		return runtime.Resources{}, nil
 	}
-	return h.g.Limits()
+	l, err := h.g.Limits()
+	return runtime.Resources(l), err
 }
 
 // Usage reads the sandbox's cgroup.
@@ -354,7 +355,8 @@ func (h *handle) Usage() (runtime.Usage, error) {
 	if h.g == nil {
 		return runtime.Usage{}, errors.New("the sandbox has no cgroup")
 	}
-	return h.g.Usage()
+	u, err := h.g.Usage()
+	return runtime.Usage(u), err
 }
 
 // CgroupPath returns the cgroup2 path a native handle's state names, or ""

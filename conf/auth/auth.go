@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -213,4 +214,15 @@ func Equal(presented, want string) bool {
 	}
 	a, b := sha256.Sum256([]byte(presented)), sha256.Sum256([]byte(want))
 	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
+}
+
+// IsLoopbackHost reports whether host is "localhost" or a loopback IP:
+// the hosts where the token is what stands between a caller and the
+// daemon (a listen address, a Host header, a daemon URL).
+func IsLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	return err == nil && a.IsLoopback()
 }

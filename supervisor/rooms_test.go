@@ -1,0 +1,125 @@
+package supervisor
+
+import (
+	"go/build"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/agent-control-plane/agent-control-plane/"
+
+// room is one rule of the module's layering: the package Pkg must not
+// depend, directly or through another of the module's packages, on any
+// package Not matches, unless But matches it. A pattern is a package path
+// below the module, "X/..." for X and every package below it, or "..."
+// for every package.
+type room struct {
+	Pkg, Why string
+	Not, But []string
+}
+
+var runtimeRule = room{Not: []string{"supervisor", "api/...", "conf/...", "cmd/..."},
+	Why: "a runtime implements the contract; it knows no policy, no HTTP, no configuration"}
+
+var rooms = []room{
+	{Pkg: "supervisor/runtime", Not: []string{"..."}, Why: "the contract is a leaf: every runtime and the supervisor import it, it imports nothing of ours"},
+	{Pkg: "supervisor", Not: []string{"proc/...", "cgroup/...", "supervisor/runtime/native", "supervisor/runtime/docker", "api/...", "conf/...", "cmd/..."}, But: []string{"proc/probe"},
+		Why: "the supervisor drives workloads only through the contract; runtimes are wired in by the daemon"},
+	withPkg(runtimeRule, "supervisor/runtime/native"),
+	withPkg(runtimeRule, "supervisor/runtime/docker"),
+	{Pkg: "cgroup", Not: []string{"supervisor/...", "api/...", "conf/...", "cmd/..."}, Why: "cgroup knows kernels, not sandboxes: it declares its own limit and usage types"},
+	{Pkg: "proc", Not: []string{"..."}, Why: "proc knows one OS process, nothing above it"},
+	{Pkg: "proc/probe", Not: []string{"..."}, Why: "the one backoff and probe: imported by the daemon and the client alike"},
+	{Pkg: "conf", Not: []string{"api/...", "supervisor", "cmd/...", "proc/...", "cgroup/..."},
+		Why: "configuration reads files into values; it imports the vocabulary it fills, never the policy that uses it"},
+	{Pkg: "conf/auth", Not: []string{"..."}, Why: "the token is read by the daemon and every client: standard library only"},
+	{Pkg: "api/client", Not: []string{"supervisor/...", "conf", "proc", "cgroup/...", "api"}, Why: "the Go client is a small library: the wire shapes, the token, the backoff"},
+	{Pkg: "api/wire", Not: []string{"..."}, Why: "the wire shapes are shared with every client: standard library only"},
+	{Pkg: "api", Not: []string{"supervisor/runtime/native", "supervisor/runtime/docker", "proc", "cgroup/...", "conf", "cmd/..."},
+		Why: "the API serves the supervisor; runtimes and configuration are the daemon's wiring"},
+}
+
+func withPkg(r room, pkg string) room { r.Pkg = pkg; return r }
+
+// Each room's rule holds for its package, also through the module's other
+// packages.
+func TestRooms(t *testing.T) {
+	imports := modulePackages(t)
+	for _, r := range rooms {
+		if _, ok := imports[r.Pkg]; !ok {
+			t.Errorf("rule for %s: no such package", r.Pkg)
+		}
+		for _, dep := range closure(imports, r.Pkg) {
+			if dep != r.Pkg && matchAny(dep, r.Not) && !matchAny(dep, r.But) {
+				t.Errorf("%s depends on %s: %s", r.Pkg, dep, r.Why)
+			}
+		}
+	}
+}
+
+func matchAny(pkg string, patterns []string) bool {
+	for _, p := range patterns {
+		if base, ok := strings.CutSuffix(p, "/..."); ok && (pkg == base || strings.HasPrefix(pkg, base+"/")) || p == "..." || p == pkg {
+			return true
+		}
+	}
+	return false
+}
+
+// modulePackages maps each of the module's non-test packages (by path
+// below the module) to the module packages it imports.
+func modulePackages(t *testing.T) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel("..", path)
+		rel = filepath.ToSlash(rel)
+		if strings.HasPrefix(d.Name(), ".") && rel != "." || d.Name() == "testdata" || rel == "tests" || strings.HasPrefix(rel, "tests/") {
+			return filepath.SkipDir
+		}
+		pkg, err := build.ImportDir(path, 0)
+		if err != nil {
+			return nil // no Go files here
+		}
+		var deps []string
+		for _, imp := range pkg.Imports {
+			if p, ok := strings.CutPrefix(imp, module); ok {
+				deps = append(deps, p)
+			}
+		}
+		out[rel] = deps
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// closure is pkg and every module package it depends on.
+func closure(imports map[string][]string, pkg string) []string {
+	seen := map[string]bool{}
+	var walk func(string)
+	walk = func(p string) {
+		if seen[p] {
+			return
+		}
+		seen[p] = true
+		for _, d := range imports[p] {
+			walk(d)
+		}
+	}
+	walk(pkg)
+	out := make([]string, 0, len(seen))
+	for p := range seen {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}
