@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	goruntime "runtime"
 	"strconv"
 	"time"
@@ -126,7 +127,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.portsInUse, prometheus.GaugeValue, float64(st.PortsInUse))
 	ch <- prometheus.MustNewConstMetric(c.portsTotal, prometheus.GaugeValue, float64(st.PortsTotal))
 	ch <- prometheus.MustNewConstMetric(c.subs, prometheus.GaugeValue, float64(st.Subscribers))
-	for runtime, u := range st.Usage {
+	ctx, cancel := context.WithTimeout(context.Background(), supervisor.UsageTimeout)
+	defer cancel()
+	for runtime, u := range c.sup.UsageByRuntime(ctx) {
 		ch <- prometheus.MustNewConstMetric(c.cpu, prometheus.GaugeValue, u.CPUSeconds, runtime)
 		ch <- prometheus.MustNewConstMetric(c.memory, prometheus.GaugeValue, float64(u.MemoryBytes), runtime)
 		ch <- prometheus.MustNewConstMetric(c.pids, prometheus.GaugeValue, float64(u.Pids), runtime)

@@ -154,7 +154,30 @@ const listPageSize = 1000
 
 // listOptions reads the list's query: label filters, states=a,b (also
 // repeated), limit, cursor and usage.
-func listOptions(q map[string][]string) (supervisor.ListOptions, error) {
+// listQuery is what a list asks for: a page, and whether usage is shown.
+type listQuery struct {
+	supervisor.ListOptions
+	Usage bool
+}
+
+func listOptions(q map[string][]string) (listQuery, error) {
+	var lq listQuery
+	o, err := pageOptions(q)
+	if err != nil {
+		return lq, err
+	}
+	lq.ListOptions = o
+	if v := firstOf(q, "usage"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return lq, errors.New("usage must be true or false")
+		}
+		lq.Usage = b
+	}
+	return lq, nil
+}
+
+func pageOptions(q map[string][]string) (supervisor.ListOptions, error) {
 	f, err := labelFilter(q)
 	if err != nil {
 		return supervisor.ListOptions{}, err
@@ -185,13 +208,6 @@ func listOptions(q map[string][]string) (supervisor.ListOptions, error) {
 			return o, err
 		}
 		o.After = &c
-	}
-	if v := firstOf(q, "usage"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return o, errors.New("usage must be true or false")
-		}
-		o.Usage = b
 	}
 	return o, nil
 }
@@ -227,13 +243,21 @@ func decodeCursor(v string) (supervisor.Cursor, error) {
 // listPageSize as it goes: memory per reader does not grow with the
 // registry, however many readers and however slow.
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
-	o, err := listOptions(r.URL.Query())
+	lq, err := listOptions(r.URL.Query())
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
 		return
 	}
-	if o.Limit > 0 {
+	o := lq.ListOptions
+	page := func() ([]supervisor.Sandbox, bool) {
 		page, more := s.sup.ListPage(o)
+		if lq.Usage {
+			s.sup.Meter(r.Context(), page)
+		}
+		return page, more
+	}
+	if o.Limit > 0 {
+		page, more := page()
 		out := wire.ListResponse{Sandboxes: make([]wire.SandboxInfo, 0, len(page))}
 		for _, sb := range page {
 			out.Sandboxes = append(out.Sandboxes, ToInfo(sb))
@@ -253,7 +277,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	o.Limit = listPageSize
 	first := true
 	for {
-		page, more := s.sup.ListPage(o)
+		page, more := page()
 		for _, sb := range page {
 			if !first {
 				bw.WriteByte(',')
@@ -279,7 +303,9 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		s.writeSupervisorError(w, err, "internal")
 		return
 	}
-	writeJSON(w, http.StatusOK, ToInfo(sb))
+	one := []supervisor.Sandbox{sb}
+	s.sup.Meter(r.Context(), one)
+	writeJSON(w, http.StatusOK, ToInfo(one[0]))
 }
 
 // minutesToDuration converts a wire interval in minutes.

@@ -31,6 +31,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/conf/auth"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
 )
 
@@ -49,6 +50,8 @@ type Supervisor interface {
 	FollowLogs(ctx context.Context, id string, tail int, emit func(supervisor.LogChunk) error) (supervisor.Sandbox, error)
 	Subscribe(f supervisor.Filter, after *uint64) (*supervisor.Subscription, []supervisor.Event)
 	Stats() supervisor.Stats
+	Meter(ctx context.Context, sbs []supervisor.Sandbox)
+	UsageByRuntime(ctx context.Context) map[string]runtime.Usage
 	Root() string
 	PortRange() (lo, hi int)
 	Runtimes() []string

@@ -169,10 +169,11 @@ func (m *Manager) Open(ref Ref, name string) (*Group, error) {
 // Sweep kills and removes the groups named by names under the daemon's
 // subtree: those of sandboxes whose create was interrupted, or whose
 // leader is gone. It waits for each to empty until ctx ends.
-func (m *Manager) Sweep(ctx context.Context, names []string) {
+func (m *Manager) Sweep(ctx context.Context, names []string) error {
 	if m == nil {
-		return
+		return nil
 	}
+	var errs []error
 	for _, name := range names {
 		if !validName(name) {
 			continue
@@ -190,13 +191,14 @@ func (m *Manager) Sweep(ctx context.Context, names []string) {
 			select {
 			case <-empty:
 			case <-ctx.Done():
-				return
+				return errors.Join(append(errs, fmt.Errorf("sweep cgroup %s: %w", g.path, ctx.Err()))...)
 			}
 		}
 		if err := g.Remove(); err != nil {
-			m.log.Warn("remove the cgroup of a swept sandbox", "cgroup", g.path, "err", err)
+			errs = append(errs, fmt.Errorf("remove the cgroup of a swept sandbox: %w", err))
 		}
 	}
+	return errors.Join(errs...)
 }
 
 // RemoveEmpty removes the daemon's groups whose name is in known (names
@@ -205,10 +207,11 @@ func (m *Manager) Sweep(ctx context.Context, names []string) {
 // if that empties it. A group whose name is not known is logged and left.
 // It must not run while a group may be created (the daemon calls it at
 // start).
-func (m *Manager) RemoveEmpty(keep []string, known map[string]bool) {
+func (m *Manager) RemoveEmpty(keep []string, known map[string]bool) error {
 	if m == nil {
-		return
+		return nil
 	}
+	var errs []error
 	want := map[string]bool{}
 	for _, k := range keep {
 		want[k] = true
@@ -218,7 +221,10 @@ func (m *Manager) RemoveEmpty(keep []string, known map[string]bool) {
 		dirs = append(dirs, h.dir(h.base))
 	}
 	for _, base := range dirs {
-		ents, _ := os.ReadDir(base)
+		ents, err := os.ReadDir(base)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
 		for _, e := range ents {
 			if !e.IsDir() || want[e.Name()] {
 				continue
@@ -235,6 +241,7 @@ func (m *Manager) RemoveEmpty(keep []string, known map[string]bool) {
 		}
 	}
 	m.Prune()
+	return errors.Join(errs...)
 }
 
 // ownedPath: p is clean, absolute, and ends in name.
@@ -274,6 +281,37 @@ func (g *Group) Close() {
 		g.fd = -1
 	}
 }
+
+// Into opens the group for one more spawn into it (an exec into a
+// running sandbox): a proc.Placement of its own, released by its Close, so
+// that the group's own descriptor stays closed.
+func (g *Group) Into() (*Entry, error) {
+	fd, err := unix.Open(g.m.dir(g.path), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open cgroup: %w", err)
+	}
+	return &Entry{g: g, fd: fd}, nil
+}
+
+// Entry is a group opened for one spawn (Into).
+type Entry struct {
+	g  *Group
+	fd int
+}
+
+var _ proc.Placement = (*Entry)(nil)
+
+// FD is the open cgroup2 directory.
+func (e *Entry) FD() int { return e.fd }
+
+// Path is the group's cgroup2 path.
+func (e *Entry) Path() string { return e.g.path }
+
+// Enter is the group's Enter.
+func (e *Entry) Enter() (func() error, error) { return e.g.Enter() }
+
+// Close releases the descriptor.
+func (e *Entry) Close() { unix.Close(e.fd) }
 
 // Enter moves the calling thread into the group's v1 cgroups, so that a
 // child it forks is born in them, and returns how to move it back (see

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -36,8 +37,10 @@ func (g *Group) Empty() (<-chan struct{}, error) {
 type emptyWatcher struct {
 	f *os.File
 
-	mu   sync.Mutex
-	byWD map[int32]*emptyWait
+	mu sync.Mutex
+	// byWD holds the waits of each watch: two Groups of one cgroup (an
+	// adopted sandbox's, and a sweep's) share its watch descriptor.
+	byWD map[int32][]*emptyWait
 }
 
 type emptyWait struct {
@@ -54,7 +57,7 @@ func (m *Manager) watcher() (*emptyWatcher, error) {
 		}
 		// Non-blocking, so reads park in the runtime's poller and Close
 		// ends them.
-		w := &emptyWatcher{f: os.NewFile(uintptr(fd), "inotify"), byWD: map[int32]*emptyWait{}}
+		w := &emptyWatcher{f: os.NewFile(uintptr(fd), "inotify"), byWD: map[int32][]*emptyWait{}}
 		m.watch = w
 		go w.loop()
 	})
@@ -77,7 +80,7 @@ func (w *emptyWatcher) add(g *Group) error {
 		wd, werr = unix.InotifyAddWatch(int(fd), events, unix.IN_MODIFY)
 	})
 	if cerr == nil && werr == nil {
-		w.byWD[int32(wd)] = ew
+		w.byWD[int32(wd)] = append(w.byWD[int32(wd)], ew)
 	}
 	w.mu.Unlock()
 	switch {
@@ -90,24 +93,40 @@ func (w *emptyWatcher) add(g *Group) error {
 		return fmt.Errorf("inotify_add_watch %s: %w", events, werr)
 	}
 	// Emptied before the watch was in place: no event will come.
-	w.check(int32(wd), ew)
+	w.check(int32(wd))
 	return nil
 }
 
-// check closes the group's channel, and drops the watch, if it is empty.
-func (w *emptyWatcher) check(wd int32, ew *emptyWait) {
-	if populated, err := ew.g.Populated(); err == nil && populated {
+// check closes the channels of watch wd's groups, and drops the watch,
+// if the cgroup is empty.
+func (w *emptyWatcher) check(wd int32) {
+	w.mu.Lock()
+	waits := w.byWD[wd]
+	w.mu.Unlock()
+	if len(waits) == 0 {
 		return
 	}
-	ew.once.Do(func() {
-		w.mu.Lock()
-		delete(w.byWD, wd)
-		w.mu.Unlock()
+	if populated, err := waits[0].g.Populated(); err == nil && populated {
+		return
+	}
+	w.done(wd, true)
+}
+
+// done closes the channels of watch wd's groups and forgets the watch,
+// removing it from the kernel unless the kernel did (IN_IGNORED).
+func (w *emptyWatcher) done(wd int32, rm bool) {
+	w.mu.Lock()
+	waits := w.byWD[wd]
+	delete(w.byWD, wd)
+	w.mu.Unlock()
+	if rm && len(waits) > 0 {
 		if rc, err := w.f.SyscallConn(); err == nil {
 			_ = rc.Control(func(fd uintptr) { _, _ = unix.InotifyRmWatch(int(fd), uint32(wd)) })
 		}
-		close(ew.g.empty)
-	})
+	}
+	for _, ew := range waits {
+		ew.once.Do(func() { close(ew.g.empty) })
+	}
 }
 
 func (w *emptyWatcher) loop() {
@@ -125,30 +144,19 @@ func (w *emptyWatcher) loop() {
 			if mask&unix.IN_Q_OVERFLOW != 0 {
 				// Events were lost: look at every watched group again.
 				w.mu.Lock()
-				all := maps.Clone(w.byWD)
+				wds := slices.Collect(maps.Keys(w.byWD))
 				w.mu.Unlock()
-				for wd, ew := range all {
-					w.check(wd, ew)
+				for _, wd := range wds {
+					w.check(wd)
 				}
-				continue
-			}
-			w.mu.Lock()
-			ew := w.byWD[wd]
-			w.mu.Unlock()
-			if ew == nil {
 				continue
 			}
 			if mask&unix.IN_IGNORED != 0 {
 				// The group was removed: empty by definition.
-				ew.once.Do(func() {
-					w.mu.Lock()
-					delete(w.byWD, wd)
-					w.mu.Unlock()
-					close(ew.g.empty)
-				})
+				w.done(wd, false)
 				continue
 			}
-			w.check(wd, ew)
+			w.check(wd)
 		}
 	}
 }

@@ -95,7 +95,11 @@ func TestExitStatus(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p := spawnT(t, w, shSpec(t, tc.script))
-			if got := waitDone(t, p); got != tc.want {
+			got := waitDone(t, p)
+			if got.At.IsZero() {
+				t.Fatalf("status %+v has no exit time", got)
+			}
+			if got.At = (time.Time{}); got != tc.want {
 				t.Fatalf("status %+v, want %+v", got, tc.want)
 			}
 		})
@@ -262,7 +266,7 @@ func TestAdoptRefusesForeignProcess(t *testing.T) {
 			}
 		})
 	}
-	if n := KillMarked("m", ""); n != 0 {
+	if n, _ := KillMarked("m", ""); n != 0 {
 		t.Fatalf("KillMarked signalled %d processes; none carries the marker", n)
 	}
 	if !alive(foreign) {
@@ -294,7 +298,7 @@ func TestAdoptRefusesPlantedGroup(t *testing.T) {
 	if !alive(stranger) || !alive(id.PID) {
 		t.Fatal("a process was signalled")
 	}
-	if n := KillMarked(id.Marker); n != 1 {
+	if n, _ := KillMarked(id.Marker); n != 1 {
 		t.Fatalf("KillMarked signalled %d processes, want our child only", n)
 	}
 	waitDone(t, p)
@@ -335,7 +339,8 @@ func TestKillMarked(t *testing.T) {
 	// While sh execs sleep, environ is briefly empty: poll.
 	killed := 0
 	testenv.Eventually(t, "marked processes killed", func() bool {
-		killed += KillMarked(a.Marker, b.Marker)
+		n, _ := KillMarked(a.Marker, b.Marker)
+		killed += n
 		return exited(pa) && exited(pb)
 	})
 	if killed != 2 {

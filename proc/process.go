@@ -24,6 +24,8 @@ type ExitStatus struct {
 	Known  bool
 	Code   int            // exit code when Signal is 0
 	Signal syscall.Signal // terminating signal, or 0
+	// At is when the exit was seen (the pidfd became readable).
+	At time.Time
 }
 
 // Process is one pinned process: our child, or one adopted after a restart.
@@ -53,6 +55,39 @@ func (p *Process) Status() ExitStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.status
+}
+
+// maxEnviron bounds what Environ reads.
+const maxEnviron = 1 << 20
+
+// Environ returns the process's initial environment, as KEY=VALUE
+// entries, read while the process is pinned and checked to be its own
+// (the marker it was spawned with is in it). It returns ErrExited once
+// the process is gone.
+func (p *Process) Environ() ([]string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reaped || p.pidfd < 0 || pidfdReadable(p.pidfd) {
+		return nil, ErrExited
+	}
+	b, err := readProc(p.id.PID, "environ")
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, ErrExited
+	case err != nil:
+		return nil, err
+	case len(b) > maxEnviron:
+		return nil, fmt.Errorf("environment of %d: more than %d bytes", p.id.PID, maxEnviron)
+	case markerIn(b) != p.id.Marker:
+		return nil, fmt.Errorf("%w: environment of %d lacks its marker", ErrIdentity, p.id.PID)
+	}
+	var out []string
+	for _, kv := range strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00") {
+		if kv != "" {
+			out = append(out, kv)
+		}
+	}
+	return out, nil
 }
 
 // SignalGroup sends sig to the process's whole group. It returns ErrExited
@@ -116,6 +151,7 @@ func (p *Process) Stop(ctx context.Context, grace time.Duration) (ExitStatus, er
 // leader, releases the pidfd and closes done. For an adopted process it
 // closes done first and then kills leftovers found by marker.
 func (p *Process) finish() {
+	at := time.Now()
 	p.mu.Lock()
 	if p.child {
 		// The leader is a zombie until reaped, so its PGID cannot have been
@@ -127,6 +163,7 @@ func (p *Process) finish() {
 			p.status = si.status()
 		}
 	}
+	p.status.At = at
 	p.reaped = true
 	_ = unix.Close(p.pidfd)
 	p.pidfd = -1
@@ -181,10 +218,10 @@ func pidfdReadable(fd int) bool {
 // disk, and the leftovers of ones whose leader is gone. Each candidate is
 // pinned with a pidfd and its marker read again before the signal; a
 // process without one of the markers is never signalled.
-func KillMarked(markers ...string) int { return killMarked(0, markers...) }
+func KillMarked(markers ...string) (int, error) { return killMarked(0, markers...) }
 
 // killMarked is KillMarked limited to process group pgid (0: any group).
-func killMarked(pgid int, markers ...string) int {
+func killMarked(pgid int, markers ...string) (int, error) {
 	want := make(map[string]bool, len(markers))
 	for _, m := range markers {
 		if m != "" {
@@ -192,11 +229,11 @@ func killMarked(pgid int, markers ...string) int {
 		}
 	}
 	if len(want) == 0 {
-		return 0
+		return 0, nil
 	}
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0
+		return 0, err
 	}
 	killed := 0
 	for _, e := range ents {
@@ -208,7 +245,7 @@ func killMarked(pgid int, markers ...string) int {
 			killed++
 		}
 	}
-	return killed
+	return killed, nil
 }
 
 func killIfMarked(pid, pgid int, want map[string]bool) bool {
@@ -245,6 +282,10 @@ type Spec struct {
 	Dir    string
 	Stdout string // appended to, created 0600
 	Stderr string // appended to, created 0600
+	// Stdio, when set, are the child's stdin, stdout and stderr instead
+	// of /dev/null and the two logs (pipes of an exec); the caller
+	// closes them after Spawn.
+	Stdio  []*os.File
 	Marker string // unique per process; recorded in Identity
 	// Cgroup, when set, places the child in its cgroups at birth: no
 	// instant of its life is spent outside them.
@@ -308,6 +349,12 @@ func clearNonblock(f *os.File) error {
 }
 
 func spawnFiles(spec Spec) (files []*os.File, err error) {
+	if spec.Stdio != nil {
+		if len(spec.Stdio) != 3 {
+			return nil, errors.New("stdio: want stdin, stdout and stderr")
+		}
+		return nil, nil
+	}
 	defer func() {
 		if err != nil {
 			closeAll(files)
@@ -326,6 +373,15 @@ func spawnFiles(spec Spec) (files []*os.File, err error) {
 		files = append(files, f)
 	}
 	return files, nil
+}
+
+// fds are the descriptors of the child's stdio: stdio when set, else
+// files.
+func fds(files, stdio []*os.File) []uintptr {
+	if stdio != nil {
+		files = stdio
+	}
+	return []uintptr{files[0].Fd(), files[1].Fd(), files[2].Fd()}
 }
 
 func closeAll(files []*os.File) {
@@ -369,7 +425,7 @@ func spawn(spec Spec) (*Process, error) {
 	attr := &syscall.ProcAttr{
 		Dir:   spec.Dir,
 		Env:   env,
-		Files: []uintptr{files[0].Fd(), files[1].Fd(), files[2].Fd()},
+		Files: fds(files, spec.Stdio),
 		Sys:   &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd},
 	}
 	pid, err := forkExec(path, spec, attr)

@@ -34,9 +34,7 @@ func (s *Supervisor) SetAutoStop(id string, interval time.Duration) (Sandbox, er
 // runtime cannot enforce is ErrLimitsUnsupported (or dropped, when the
 // daemon ignores such limits); nothing changes on error.
 func (s *Supervisor) Resize(ctx context.Context, id string, l Limits) (Sandbox, error) {
-	var h runtime.Handle
 	sb, err := s.mutate(id, func(sb *Sandbox, handle runtime.Handle) error {
-		h = handle
 		res, err := l.over(sb.Resources)
 		if err != nil {
 			return err
@@ -57,9 +55,6 @@ func (s *Supervisor) Resize(ctx context.Context, id string, l Limits) (Sandbox, 
 		sb.Resources, sb.UpdatedAt = res, s.clock()
 		return nil
 	})
-	if err == nil {
-		withUsage(&sb, h)
-	}
 	return sb, err
 }
 

@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"maps"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
@@ -97,12 +96,15 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 		}
 	}()
 
-	port, err := s.ports.lease(req.Name)
-	if err != nil {
-		return Sandbox{}, err
+	caps := rt.Capabilities()
+	port := 0
+	if caps.LocalPort {
+		if port, err = s.ports.lease(req.Name); err != nil {
+			return Sandbox{}, err
+		}
+		undo = append(undo, func() { s.ports.release(port, req.Name) })
+		e.info.Port = port
 	}
-	undo = append(undo, func() { s.ports.release(port, req.Name) })
-	e.info.Port = port
 
 	// The directory is built under a staging name that proves it is ours
 	// (see rootFS.tempName) and appears under its own name, complete with
@@ -123,7 +125,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 		return Sandbox{}, fmt.Errorf("create workspace: %w", err)
 	}
 	policy := s.opts.Env
-	if iso, ok := rt.(runtime.Isolated); ok && iso.Isolated() {
+	if caps.Isolation {
 		policy.Base = nil // the host's PATH, HOME, … mean nothing there
 	}
 	reqEnv := req.Env
@@ -131,11 +133,9 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 		reqEnv = maps.Clone(snap.Env)
 		maps.Copy(reqEnv, req.Env)
 	}
-	env := policy.Build(reqEnv, map[string]string{
-		"PORT":                strconv.Itoa(port),
-		"AGENT_SANDBOX_ID":    req.Name,
-		"AGENT_WORKSPACE_DIR": workspace,
-	})
+	// The variables only: the runtime adds the sandbox's facts (its id,
+	// port, workspace) as its workload sees them.
+	env := policy.Build(reqEnv, nil)
 	envJSON, err := json.MarshalIndent(env, "", "  ")
 	if err != nil {
 		return Sandbox{}, err
@@ -155,7 +155,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	if err := s.fs.createFile(made+"/"+RecordFile, append(intent, '\n')); err != nil {
 		return Sandbox{}, fmt.Errorf("write %s: %w", RecordFile, err)
 	}
-	if err := s.fs.renameNoReplace(made, req.Name); err != nil {
+	if err := s.fs.RenameNoReplace(made, req.Name); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return Sandbox{}, fmt.Errorf("%w: %s: the root holds an entry of that name that is not a sandbox; it is left alone", ErrConflict, req.Name)
 		}
@@ -163,10 +163,10 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	}
 	made = req.Name
 	h, err := rt.Start(context.WithoutCancel(ctx), runtime.Spec{
-		ID: req.Name, Env: childenv.List(env), Dir: e.dir, Workspace: workspace,
+		ID: req.Name, Vars: childenv.List(env), Dir: e.dir, Workspace: workspace,
 		Stdout: filepath.Join(e.dir, StdoutFile), Stderr: filepath.Join(e.dir, StderrFile),
 		Port: port, Marker: e.marker, Seal: s.fs.seal(e.marker), Command: snap.Command, Image: snap.Image, Labels: cloneMap(req.Labels),
-		Resources: res, ReadyURL: readyURL(port, e.readyPath),
+		Resources: res,
 	})
 	if err != nil {
 		return Sandbox{}, fmt.Errorf("start workload: %w", err)
@@ -181,6 +181,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 			s.log.Error("runtime delete after a failed create", "sandbox", req.Name, "err", err)
 		}
 	})
+	e.info.Endpoint = h.Endpoint()
 	if err := s.writeRecord(e.id, s.toRecord(e, e.info, h.State()), true); err != nil {
 		return Sandbox{}, fmt.Errorf("write %s: %w", RecordFile, err)
 	}

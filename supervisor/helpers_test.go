@@ -13,6 +13,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/proc"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/fake"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/native"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
@@ -25,7 +26,12 @@ type harness struct {
 	opts    Options
 	sup     *Supervisor
 	watcher *proc.Watcher
+	// real runs the stub agent as real processes (the native runtime);
+	// otherwise the fake runtime runs it in memory, on machine, which
+	// outlives restarts as a machine's processes do.
+	real    bool
 	native  *native.Runtime
+	machine *fake.Machine
 }
 
 // registry registers rt as the runtime named "native".
@@ -37,12 +43,26 @@ func registry(rt runtime.Runtime) *runtime.Registry {
 	return r
 }
 
-// newHarness starts an in-process supervisor that spawns the real stub
-// agent. Periodic work never runs by itself: tests call Check.
+// newHarness starts an in-process supervisor over the fake runtime: the
+// state machine, locks, records and events, in milliseconds. Periodic
+// work never runs by itself: tests call Check.
 func newHarness(t *testing.T, tweak func(*Options)) *harness {
 	t.Helper()
+	return startHarness(t, false, tweak)
+}
+
+// realHarness is newHarness with the real stub agent, spawned by the
+// native runtime: for what only real processes show (pids, signals,
+// cgroups, what a child writes).
+func realHarness(t *testing.T, tweak func(*Options)) *harness {
+	t.Helper()
+	return startHarness(t, true, tweak)
+}
+
+func startHarness(t *testing.T, real bool, tweak func(*Options)) *harness {
+	t.Helper()
 	lo, hi := portBlock.Next()
-	h := &harness{t: t, opts: Options{
+	h := &harness{t: t, real: real, machine: fake.NewMachine(), opts: Options{
 		Root: t.TempDir(), PortLo: lo, PortHi: hi,
 		StopGrace: 2 * time.Second, StartupTimeout: 30 * time.Second,
 		CheckInterval: time.Hour, AutoStop: 0,
@@ -67,9 +87,11 @@ func (h *harness) start() {
 		h.t.Fatal(err)
 	}
 	opts := h.opts
-	if opts.Runtimes == nil {
+	if opts.Runtimes == nil && h.real {
 		h.native = &native.Runtime{Watcher: w, Argv: testenv.StubArgv(h.t)}
 		opts.Runtimes = registry(h.native)
+	} else if opts.Runtimes == nil {
+		opts.Runtimes = registry(&fake.Runtime{M: h.machine, LocalPort: true})
 	}
 	sup, err := New(context.Background(), opts)
 	if err != nil {
@@ -118,11 +140,17 @@ func (h *harness) waitState(id string, want State) Sandbox {
 }
 
 func (h *harness) pid(id string) int {
+	if !h.real {
+		h.t.Fatal("pid: only a realHarness has processes") // kill(0) would hit the test's own group
+	}
 	h.sup.mu.Lock()
 	defer h.sup.mu.Unlock()
 	var state struct{ PID int }
 	if err := json.Unmarshal(h.sup.sandboxes[id].handle.State().Data, &state); err != nil {
 		h.t.Fatal(err)
+	}
+	if state.PID <= 0 {
+		h.t.Fatalf("pid of %s: %d", id, state.PID)
 	}
 	return state.PID
 }
@@ -170,7 +198,7 @@ func (h *harness) offline() *Supervisor {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.t.Cleanup(func() { rfs.close() })
+	h.t.Cleanup(func() { rfs.Close() })
 	return &Supervisor{fs: rfs, opts: h.opts}
 }
 
@@ -188,21 +216,3 @@ func (h *harness) editRecord(id string, edit func(*Record)) {
 		h.t.Fatal(err)
 	}
 }
-
-// idleRuntime's workloads never exit and are never verified: enough to
-// measure the registry or to open a root.
-type idleRuntime struct{}
-type idleHandle struct{ done chan struct{} }
-
-func (idleRuntime) Start(context.Context, runtime.Spec) (runtime.Handle, error) {
-	return idleHandle{make(chan struct{})}, nil
-}
-func (idleRuntime) Adopt(context.Context, runtime.State) (runtime.Handle, error) {
-	return nil, runtime.ErrGone
-}
-func (idleRuntime) Sweep(context.Context, []string, runtime.Owned) {}
-func (h idleHandle) State() runtime.State                          { return runtime.State{Version: 1, Data: []byte(`{}`)} }
-func (h idleHandle) Done() <-chan struct{}                         { return h.done }
-func (h idleHandle) Exit() runtime.Exit                            { return runtime.Exit{Unknown: true} }
-func (h idleHandle) Stop(context.Context, time.Duration) error     { return nil }
-func (h idleHandle) Delete(context.Context) error                  { return nil }

@@ -34,7 +34,7 @@ func (s *Supervisor) watch(e *sandbox, h runtime.Handle, timeout time.Duration) 
 // exits, the deadline passes or the supervisor closes.
 func (s *Supervisor) awaitReady(e *sandbox, h runtime.Handle, timeout time.Duration) {
 	s.mu.Lock()
-	state, url := e.info.State, readyURL(e.info.Port, e.readyPath)
+	state, url := e.info.State, e.info.Endpoint.URL(e.readyPath)
 	s.mu.Unlock()
 	if state != Starting {
 		return

@@ -1,18 +1,21 @@
 package supervisor
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
-// Get returns one sandbox by id or name. Reads and events agree: a
-// workload that has exited shows as stopped once its exit is committed
-// (record written, port released, event published), never before.
+// Get returns one sandbox by id or name, without usage (Meter adds it).
+// Reads and events agree: a workload that has exited shows as stopped
+// once its exit is committed (record written, port released, event
+// published), never before.
 func (s *Supervisor) Get(id string) (Sandbox, error) {
 	s.mu.Lock()
 	e, ok := s.sandboxes[id]
@@ -20,22 +23,81 @@ func (s *Supervisor) Get(id string) (Sandbox, error) {
 		s.mu.Unlock()
 		return Sandbox{}, fmt.Errorf("%w: %s", ErrNotFound, Clip(id, MaxQuoted))
 	}
-	sb, h := e.info, e.handle
+	sb := e.info
 	s.mu.Unlock()
-	withUsage(&sb, h)
 	return sb, nil
 }
 
-// withUsage reads what a live sandbox's workload consumes, where its
-// runtime can say. It reads files (cgroups): call it without mu.
-func withUsage(sb *Sandbox, h runtime.Handle) {
-	m, ok := h.(runtime.Meter)
-	if !ok || !sb.State.Live() {
-		return
+// UsageTimeout bounds how long one metering waits on a runtime (an engine
+// asked over a socket): a sandbox whose usage does not come in time is
+// shown without it.
+const UsageTimeout = 2 * time.Second
+
+// maxMeters is how many usage reads run at once.
+const maxMeters = 8
+
+// Meter fills the Usage of each live sandbox in sbs whose runtime can say
+// what it consumes, reading a few at once, and returns when all have
+// answered, ctx has ended or UsageTimeout has passed: a sandbox whose
+// usage did not come is left without. It never holds the supervisor's
+// lock while a runtime is asked.
+func (s *Supervisor) Meter(ctx context.Context, sbs []Sandbox) {
+	meters := make([]runtime.Meter, len(sbs))
+	s.mu.Lock()
+	for i, sb := range sbs {
+		if e, ok := s.sandboxes[sb.ID]; ok && sb.State.Live() && e.handle != nil {
+			meters[i], _ = e.handle.(runtime.Meter)
+		}
 	}
-	if u, err := m.Usage(); err == nil {
-		sb.Usage = &u
+	s.mu.Unlock()
+	usage := meterAll(ctx, meters)
+	for i := range sbs {
+		sbs[i].Usage = usage[i]
 	}
+}
+
+// meterAll asks each non-nil meter for its usage, maxMeters at once, and
+// returns what came within ctx and UsageTimeout (nil for the rest).
+func meterAll(ctx context.Context, meters []runtime.Meter) []*runtime.Usage {
+	ctx, cancel := context.WithTimeout(ctx, UsageTimeout)
+	defer cancel()
+	out := make([]*runtime.Usage, len(meters))
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, maxMeters)
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i, m := range meters {
+			if m == nil {
+				continue
+			}
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			wg.Go(func() {
+				defer func() { <-slots }()
+				if u, err := m.Usage(ctx); err == nil {
+					mu.Lock()
+					out[i] = &u
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		// A meter that ignores its ctx is left to finish on its own.
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return append([]*runtime.Usage(nil), out...)
 }
 
 // List returns the sandboxes whose labels match f, oldest first.
@@ -63,9 +125,6 @@ type ListOptions struct {
 	States []State // any of these; empty: every state
 	After  *Cursor // only sandboxes after this position; nil: from the start
 	Limit  int     // at most this many; 0 or less: all
-	// Usage fills each live sandbox's Usage. It reads a few files per
-	// sandbox (cgroups), so lists leave it out unless asked.
-	Usage bool
 }
 
 // ListPage returns the sandboxes that match o in list order (oldest first,
@@ -76,22 +135,8 @@ type ListOptions struct {
 // size.
 func (s *Supervisor) ListPage(o ListOptions) (page []Sandbox, more bool) {
 	s.mu.Lock()
-	page, more = s.listPageLocked(o)
-	if !o.Usage {
-		s.mu.Unlock()
-		return page, more
-	}
-	handles := make([]runtime.Handle, len(page))
-	for i, sb := range page {
-		if sb.State.Live() {
-			handles[i] = s.sandboxes[sb.ID].handle
-		}
-	}
-	s.mu.Unlock()
-	for i := range page {
-		withUsage(&page[i], handles[i])
-	}
-	return page, more
+	defer s.mu.Unlock()
+	return s.listPageLocked(o)
 }
 
 func (s *Supervisor) listPageLocked(o ListOptions) (page []Sandbox, more bool) {

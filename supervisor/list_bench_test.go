@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/fake"
 )
 
 // Listing 800 sandboxes: the registry's share of GET /v1/sandboxes (the
 // whole request is measured by acp-bench against real children).
 func BenchmarkList800(b *testing.B) {
 	s, err := New(context.Background(), Options{Root: b.TempDir(), PortLo: 20000, PortHi: 20999,
-		Runtimes: registry(idleRuntime{}), ReadyPath: "/x", StartupTimeout: time.Hour})
+		Runtimes: registry(&fake.Runtime{M: fake.NewMachine()}), ReadyPath: "/x", StartupTimeout: time.Hour})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -104,7 +104,7 @@ func (lc *logCap) close() {
 func (lc *logCap) watch(id string) {
 	for _, name := range []string{StdoutFile, StderrFile} {
 		rel := id + "/" + name
-		wd, err := unix.InotifyAddWatch(lc.fd, lc.fs.abs(rel), unix.IN_MODIFY|unix.IN_DONT_FOLLOW)
+		wd, err := unix.InotifyAddWatch(lc.fd, lc.fs.Abs(rel), unix.IN_MODIFY|unix.IN_DONT_FOLLOW)
 		if err != nil {
 			lc.log.Warn("watch log for its cap", "sandbox", id, "log", name, "err", err)
 			continue
@@ -213,7 +213,7 @@ func (lc *logCap) readFrom(rel string, pos int64, n int) (b []byte, next int64, 
 	lc.rotating.RLock()
 	defer lc.rotating.RUnlock()
 	shift := lc.shift[rel]
-	f, fi, err := lc.fs.openRegular(rel)
+	f, fi, err := lc.fs.OpenRegular(rel, unix.O_RDONLY)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, pos, false, nil
 	}
@@ -250,7 +250,7 @@ func (lc *logCap) readFrom(rel string, pos int64, n int) (b []byte, next int64, 
 
 // readAt reads up to n bytes of file rel at off.
 func (lc *logCap) readAt(rel string, off, n int64) ([]byte, error) {
-	f, _, err := lc.fs.openRegular(rel)
+	f, _, err := lc.fs.OpenRegular(rel, unix.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +270,7 @@ func (lc *logCap) tailFrom(rel string, tail int64) (pos int64, mid bool, err err
 	lc.rotating.RLock()
 	defer lc.rotating.RUnlock()
 	shift := lc.shift[rel]
-	f, fi, err := lc.fs.openRegular(rel)
+	f, fi, err := lc.fs.OpenRegular(rel, unix.O_RDONLY)
 	if errors.Is(err, os.ErrNotExist) {
 		return shift, false, nil
 	}
@@ -312,7 +312,7 @@ func dataStart(f *os.File, size int64) int64 {
 func (lc *logCap) rotate(rel string) {
 	lc.rotating.Lock()
 	defer lc.rotating.Unlock()
-	f, fi, err := lc.fs.openRegularFlags(rel, unix.O_RDWR)
+	f, fi, err := lc.fs.OpenRegular(rel, unix.O_RDWR)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			lc.warn(rel, "rotate log: cannot open it", err)

@@ -45,7 +45,7 @@ func TestLogCap(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cutMode.Store(c.how)
 			defer cutMode.Store(cutCollapse)
-			h := newHarness(t, func(o *Options) { o.LogMaxBytes = capBytes })
+			h := realHarness(t, func(o *Options) { o.LogMaxBytes = capBytes })
 			h.create("chatty", map[string]string{"STUB_AGENT_SPAM_BYTES": "100000000"}, nil)
 			h.waitState("chatty", Started)
 			dir := filepath.Join(h.opts.Root, "chatty")
@@ -106,7 +106,7 @@ func TestLogCapFullDisk(t *testing.T) {
 	t.Cleanup(func() { exec.Command("umount", "-l", root).Run() })
 	defer cutMode.Store(cutCollapse)
 	var logBuf syncBuffer
-	h := newHarness(t, func(o *Options) {
+	h := realHarness(t, func(o *Options) {
 		o.Root = root
 		o.LogMaxBytes = 4 << 20
 		o.Logger = slog.New(slog.NewTextHandler(&logBuf, nil))

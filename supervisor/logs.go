@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/redact"
+	"golang.org/x/sys/unix"
 )
 
 // Logs are a sandbox's entrypoint logs, redacted.
@@ -58,7 +59,7 @@ func (s *Supervisor) EntrypointLogs(ctx context.Context, id string, tail int) (L
 // every forwarded credential.
 func (s *Supervisor) secretsOf(e *sandbox) []string {
 	out := s.opts.Env.Secrets()
-	b, err := s.fs.readFile(e.id+"/"+EnvFile, maxEnvBytes)
+	b, err := s.fs.ReadFile(e.id+"/"+EnvFile, maxEnvBytes)
 	if err != nil {
 		s.log.Warn("read sandbox environment for redaction", "sandbox", e.id, "err", err)
 		return out
@@ -107,7 +108,7 @@ func (s *Supervisor) readTail(rel string, tail int) (string, error) {
 // readEnd returns the last n bytes of file rel (none if it does not
 // exist) and how many bytes of the file's data come before them.
 func (s *Supervisor) readEnd(rel string, n int64) ([]byte, int64, error) {
-	f, fi, err := s.fs.openRegular(rel)
+	f, fi, err := s.fs.OpenRegular(rel, unix.O_RDONLY)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, 0, nil
 	}

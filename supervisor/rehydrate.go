@@ -90,7 +90,9 @@ func (s *Supervisor) sweep(ctx context.Context, markers map[string][]string) {
 	own := s.owned()
 	for name, m := range markers {
 		if rt, ok := s.opts.Runtimes.Get(name); ok {
-			rt.Sweep(ctx, m, own)
+			if err := rt.Sweep(ctx, m, own); err != nil {
+				s.log.Error("sweep the leftovers of sandboxes that must not survive", "runtime", name, "err", err)
+			}
 		}
 	}
 }
@@ -124,7 +126,9 @@ func (s *Supervisor) prune(ctx context.Context) {
 	for _, name := range s.opts.Runtimes.Names() {
 		if rt, _ := s.opts.Runtimes.Get(name); rt != nil {
 			if p, ok := rt.(runtime.Pruner); ok {
-				p.Prune(ctx, keep[name], own)
+				if err := p.Prune(ctx, keep[name], own); err != nil {
+					s.log.Error("prune what the runtime made for sandboxes no live record names", "runtime", name, "err", err)
+				}
 			}
 		}
 	}
@@ -206,8 +210,14 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name string) (rtName, mar
 		if !haveRuntime {
 			reason = "runtime " + r.Runtime + " not available after restart"
 		} else if h, err := rt.Adopt(ctx, *r.Handle); err == nil {
-			if s.ports.claim(e.info.Port, e.id) {
+			if e.info.Port == 0 || s.ports.claim(e.info.Port, e.id) {
 				e.handle = h
+				e.info.Endpoint = h.Endpoint()
+				if e.info.Endpoint.IsZero() && e.info.Port != 0 {
+					// A handle state written before runtimes reported
+					// endpoints: the workload serves on its leased port.
+					e.info.Endpoint = runtime.Loopback(e.info.Port)
+				}
 				s.reconcileLimits(ctx, e, name, h.State())
 				s.register(e)
 				log.Info("sandbox re-adopted", "port", e.info.Port, "state", e.info.State)

@@ -13,9 +13,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"time"
 
+	"github.com/agent-control-plane/agent-control-plane/supervisor/securefs"
 	"golang.org/x/sys/unix"
 )
 
@@ -67,10 +67,9 @@ type rootMark struct {
 //     staging and trash directories whose names carry a tag derived from
 //     the root's id (see tempName). Anything else is left alone.
 type rootFS struct {
-	path   string   // absolute
-	dir    *os.File // the root, open for the daemon's life
-	id     string   // the mark's rootId: proof of ownership
-	secret []byte   // the mark's secret: keys seals
+	*securefs.Dir        // the root, open for the daemon's life
+	id            string // the mark's rootId: proof of ownership
+	secret        []byte // the mark's secret: keys seals
 }
 
 // openRoot opens path as the daemon's root. A directory that does not exist
@@ -88,22 +87,22 @@ func openRoot(path string) (_ *rootFS, err error) {
 	}
 	// The root itself is the operator's choice and may be reached through
 	// a link; nothing beneath it is.
-	d, err := os.OpenFile(path, os.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	d, err := securefs.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open root: %w", err)
 	}
-	r := &rootFS{path: path, dir: d}
+	r := &rootFS{Dir: d}
 	defer func() {
 		if err != nil {
 			d.Close()
 		}
 	}()
 	if created {
-		if err := d.Chmod(0o700); err != nil {
+		if err := os.Chmod(path, 0o700); err != nil {
 			return nil, fmt.Errorf("create root: %w", err)
 		}
 	}
-	b, err := r.readFile(MarkFile, 4096)
+	b, err := r.ReadFile(MarkFile, 4096)
 	switch {
 	case err == nil:
 		var m rootMark
@@ -128,7 +127,7 @@ func openRoot(path string) (_ *rootFS, err error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("root %s: %s: %w", path, MarkFile, err)
 	}
-	names, err := d.Readdirnames(-1)
+	names, err := d.Names()
 	if err != nil {
 		return nil, fmt.Errorf("read root: %w", err)
 	}
@@ -166,182 +165,13 @@ func sealWith(secret []byte, name string) string {
 	return hex.EncodeToString(m.Sum(nil)[:16])
 }
 
-func (r *rootFS) close() error { return r.dir.Close() }
-
-// abs returns the absolute path of rel.
-func (r *rootFS) abs(rel string) string { return filepath.Join(r.path, rel) }
-
-// useOpenat2 is cleared the first time the kernel says it has no openat2
-// (before Linux 5.6, or a seccomp filter that refuses it).
-var useOpenat2 atomic.Bool
-
-func init() { useOpenat2.Store(true) }
-
-// open opens rel beneath the root without following any link.
-func (r *rootFS) open(rel string, flags int, perm uint32) (*os.File, error) {
-	comps, err := splitRel(rel)
-	if err != nil {
-		return nil, err
-	}
-	flags |= unix.O_CLOEXEC | unix.O_NOFOLLOW
-	if len(comps) == 0 {
-		comps = []string{"."}
-	}
-	if useOpenat2.Load() {
-		how := unix.OpenHow{Flags: uint64(flags), Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS}
-		if flags&unix.O_CREAT != 0 {
-			how.Mode = uint64(perm)
-		}
-		fd, err := unix.Openat2(int(r.dir.Fd()), strings.Join(comps, "/"), &how)
-		if err == nil {
-			return os.NewFile(uintptr(fd), r.abs(rel)), nil
-		}
-		if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM) {
-			return nil, pathErr("open", rel, err)
-		}
-		useOpenat2.Store(false)
-	}
-	return r.openWalk(rel, comps, flags, perm)
-}
-
-// openWalk is open for kernels without openat2: each directory on the way
-// is opened with O_NOFOLLOW. Relative paths never hold "..", so the walk
-// cannot leave the root.
-func (r *rootFS) openWalk(rel string, comps []string, flags int, perm uint32) (*os.File, error) {
-	cur := int(r.dir.Fd())
-	for _, c := range comps[:len(comps)-1] {
-		fd, err := unix.Openat(cur, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if cur != int(r.dir.Fd()) {
-			unix.Close(cur)
-		}
-		if err != nil {
-			return nil, pathErr("open", rel, err)
-		}
-		cur = fd
-	}
-	fd, err := unix.Openat(cur, comps[len(comps)-1], flags, perm)
-	if cur != int(r.dir.Fd()) {
-		unix.Close(cur)
-	}
-	if err != nil {
-		return nil, pathErr("open", rel, err)
-	}
-	return os.NewFile(uintptr(fd), r.abs(rel)), nil
-}
-
-func splitRel(rel string) ([]string, error) {
-	if rel == "" || rel == "." {
-		return nil, nil
-	}
-	if filepath.IsAbs(rel) {
-		return nil, fmt.Errorf("%s: not relative to the root", rel)
-	}
-	comps := strings.Split(rel, "/")
-	for _, c := range comps {
-		if c == "" || c == "." || c == ".." {
-			return nil, fmt.Errorf("%s: not a clean path beneath the root", rel)
-		}
-	}
-	return comps, nil
-}
-
-// pathErr names what went wrong in words a person reads: a link or a
-// non-regular file planted where the daemon's own file should be.
-func pathErr(op, rel string, err error) error {
-	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
-		return &fs.PathError{Op: op, Path: rel, Err: errNotOwnFile("is a symbolic link or leads out of the root; not followed")}
-	}
-	return &fs.PathError{Op: op, Path: rel, Err: err}
-}
-
-type errNotOwnFile string
-
-func (e errNotOwnFile) Error() string { return string(e) }
-
-// ErrNotOwnFile matches errors for a link or a non-regular file found where
-// the daemon's own file should be.
-var ErrNotOwnFile = errors.New("not the daemon's own file")
-
-func (e errNotOwnFile) Is(target error) bool { return target == ErrNotOwnFile }
-
-// openRegular opens rel for reading, non-blocking, and checks that it is a
-// regular file.
-func (r *rootFS) openRegular(rel string) (*os.File, os.FileInfo, error) {
-	return r.openRegularFlags(rel, unix.O_RDONLY)
-}
-
-// openRegularFlags is openRegular with other access flags (O_RDWR).
-func (r *rootFS) openRegularFlags(rel string, flags int) (*os.File, os.FileInfo, error) {
-	f, err := r.open(rel, flags|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, nil, &fs.PathError{Op: "open", Path: rel, Err: errNotOwnFile("is not a regular file (" + fi.Mode().Type().String() + "); not read")}
-	}
-	return f, fi, nil
-}
-
-// readFile reads a regular file of at most limit bytes.
-func (r *rootFS) readFile(rel string, limit int64) ([]byte, error) {
-	f, fi, err := r.openRegular(rel)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if fi.Size() > limit {
-		return nil, fmt.Errorf("%s: %d bytes, more than the %d allowed", rel, fi.Size(), limit)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err == nil && int64(len(b)) > limit {
-		err = fmt.Errorf("%s: more than the %d bytes allowed", rel, limit)
-	}
-	return b, err
-}
-
 // mkdir makes directory rel, mode 0700 whatever the umask. It fails if
 // anything already has that name.
-func (r *rootFS) mkdir(rel string) error {
-	parent, name := filepath.Split(rel)
-	d, err := r.open(strings.TrimSuffix(parent, "/"), unix.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := unix.Mkdirat(int(d.Fd()), name, 0o700); err != nil {
-		return &fs.PathError{Op: "mkdir", Path: rel, Err: err}
-	}
-	fd, err := unix.Openat(int(d.Fd()), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return &fs.PathError{Op: "mkdir", Path: rel, Err: err}
-	}
-	defer unix.Close(fd)
-	return unix.Fchmod(fd, 0o700)
-}
+func (r *rootFS) mkdir(rel string) error { return r.Mkdir(rel, 0o700) }
 
 // createFile writes a new file rel (mode 0600, which it has before any
 // content), failing if anything already has that name. Not fsynced.
-func (r *rootFS) createFile(rel string, data []byte) error {
-	f, err := r.open(rel, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+func (r *rootFS) createFile(rel string, data []byte) error { return r.CreateFile(rel, data, 0o600) }
 
 // writeAtomic replaces file name in directory dir (relative; "" is the
 // root) so that a reader, or the daemon after a crash of its own process
@@ -359,62 +189,8 @@ func (r *rootFS) writeAtomic(dir, name string, data []byte, durable bool) error 
 }
 
 // writeAtomicFunc is writeAtomic with the content written by fill.
-func (r *rootFS) writeAtomicFunc(dir, name string, durable bool, fill func(io.Writer) error) (err error) {
-	d, err := r.open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	dfd := int(d.Fd())
-	tmp := r.tempFileName(name)
-	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return &fs.PathError{Op: "create", Path: filepath.Join(dir, tmp), Err: err}
-	}
-	f := os.NewFile(uintptr(fd), tmp)
-	defer func() {
-		if err != nil {
-			f.Close()
-			_ = unix.Unlinkat(dfd, tmp, 0)
-		}
-	}()
-	if err = f.Chmod(0o600); err != nil {
-		return err
-	}
-	if err = fill(f); err != nil {
-		return err
-	}
-	if durable {
-		if err = f.Sync(); err != nil {
-			return err
-		}
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = unix.Renameat(dfd, tmp, dfd, name); err != nil {
-		return &fs.PathError{Op: "rename", Path: filepath.Join(dir, name), Err: err}
-	}
-	if durable {
-		return d.Sync()
-	}
-	return nil
-}
-
-// renameNoReplace renames entry old of the root to new, failing with
-// fs.ErrExist if new exists (never replacing it, even an empty directory).
-func (r *rootFS) renameNoReplace(old, new string) error {
-	if strings.Contains(old, "/") || strings.Contains(new, "/") {
-		return fmt.Errorf("rename %s to %s: not entries of the root", old, new)
-	}
-	dfd := int(r.dir.Fd())
-	if err := unix.Renameat2(dfd, old, dfd, new, unix.RENAME_NOREPLACE); err != nil {
-		if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {
-			return &fs.PathError{Op: "rename", Path: new, Err: fs.ErrExist}
-		}
-		return &fs.PathError{Op: "rename", Path: new, Err: err}
-	}
-	return nil
+func (r *rootFS) writeAtomicFunc(dir, name string, durable bool, fill func(io.Writer) error) error {
+	return r.WriteAtomic(dir, name, r.tempFileName(name), 0o600, durable, fill)
 }
 
 // Staging and trash directories are entries of the root named
@@ -464,7 +240,7 @@ func (r *rootFS) ownTempFile(name string) bool {
 // files an interrupted write left (a rotation or a record write cut by a
 // crash). Only regular files whose names prove them the daemon's go.
 func (r *rootFS) removeTempFiles(dir string) {
-	d, err := r.open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	d, err := r.OpenFile(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return
 	}
@@ -502,15 +278,15 @@ func (r *rootFS) removeAll(name string) error {
 	trash := name
 	if !r.ownTemp(name) {
 		trash = r.tempName(kindTrash)
-		if err := r.renameNoReplace(name, trash); err != nil {
+		if err := r.RenameNoReplace(name, trash); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil
 			}
 			return err
 		}
-		_ = r.dir.Sync()
+		_ = r.Sync()
 	}
-	return os.RemoveAll(r.abs(trash))
+	return r.Remove(trash, true)
 }
 
 func nonce() string {

@@ -33,8 +33,7 @@ func checkSnapshots(opts *Options) (map[string]snapshot.Snapshot, error) {
 		if !ok {
 			return nil, fmt.Errorf("snapshot %q: runtime %q: this daemon runs %s", p.Name, p.Runtime, strings.Join(opts.Runtimes.Names(), ", "))
 		}
-		ir, _ := rt.(runtime.ImageRunner)
-		images := ir != nil && ir.RunsImages()
+		images := rt.Capabilities().Images
 		switch {
 		case p.Image != "" && !images:
 			return nil, fmt.Errorf("snapshot %q: the %s runtime runs no images", p.Name, p.Runtime)
@@ -129,7 +128,7 @@ func (s *Supervisor) resolve(req CreateRequest) (snapshot.Snapshot, error) {
 		}
 		return plain, nil
 	}
-	if ir, ok := rt.(runtime.ImageRunner); ok && ir.RunsImages() {
+	if rt.Capabilities().Images {
 		plain.Name, plain.Image = req.Snapshot, req.Snapshot
 		return plain, nil
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/fake"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
@@ -31,7 +32,7 @@ func TestSnapshots(t *testing.T) {
 			ReadyPath: "/api/info?ready=1", StopGrace: &grace, StartupTimeout: 20 * time.Second,
 		},
 	}
-	h := newHarness(t, func(o *Options) { o.Snapshots = snapshots })
+	h := realHarness(t, func(o *Options) { o.Snapshots = snapshots })
 	ctx := context.Background()
 
 	sb, err := h.sup.Create(ctx, CreateRequest{Name: "s1", Snapshot: "sh", Env: map[string]string{"GREETING": "from-request"}})
@@ -109,7 +110,7 @@ func TestSnapshotsChecked(t *testing.T) {
 		{snapshot.Snapshot{Name: "x", Command: []string{"a\x00b"}}, "NUL byte"},
 		{snapshot.Snapshot{Name: "x", Command: []string{"a"}, Env: map[string]string{"K": "s3cret\x00"}}, "env K has a NUL byte"},
 	} {
-		opts := Options{Snapshots: []snapshot.Snapshot{tc.snap}, Runtimes: registry(nil), ReadyPath: "/", StartupTimeout: time.Second}
+		opts := Options{Snapshots: []snapshot.Snapshot{tc.snap}, Runtimes: registry(&fake.Runtime{M: fake.NewMachine()}), ReadyPath: "/", StartupTimeout: time.Second}
 		if _, err := checkSnapshots(&opts); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.snap, err, tc.want)
 		}

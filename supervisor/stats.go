@@ -1,10 +1,12 @@
 package supervisor
 
 import (
+	"context"
 	"errors"
-	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"maps"
 	"sync"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
 // Create results, for metrics.
@@ -85,22 +87,16 @@ type Stats struct {
 	PortsInUse  int
 	PortsTotal  int
 	Subscribers int
-	// Usage sums what the live sandboxes of each runtime consume, over
-	// those whose runtime can say.
-	Usage map[string]runtime.Usage
 }
 
-// Stats returns the current counters and gauges.
+// Stats returns the current counters and gauges. It asks no runtime
+// anything (usage is UsageByRuntime's), so the watchdog and a status
+// line never wait on one.
 func (s *Supervisor) Stats() Stats {
 	out := Stats{Sandboxes: map[string]map[State]int{}}
 	for _, name := range s.opts.Runtimes.Names() {
 		out.Sandboxes[name] = map[State]int{Starting: 0, Started: 0, Stopped: 0}
 	}
-	type metered struct {
-		runtime string
-		m       runtime.Meter
-	}
-	var meters []metered
 	s.mu.Lock()
 	for _, e := range s.sandboxes {
 		if e.pending {
@@ -111,38 +107,8 @@ func (s *Supervisor) Stats() Stats {
 			out.Sandboxes[sb.Runtime] = map[State]int{}
 		}
 		out.Sandboxes[sb.Runtime][sb.State]++
-		if m, ok := e.handle.(runtime.Meter); ok && sb.State.Live() {
-			meters = append(meters, metered{sb.Runtime, m})
-		}
 	}
 	s.mu.Unlock()
-	// Read outside mu: usage comes from files or an engine, so a few
-	// readers at once (a scrape must not take one engine call per
-	// sandbox in a row).
-	out.Usage = map[string]runtime.Usage{}
-	var (
-		sumMu sync.Mutex
-		wg    sync.WaitGroup
-		slots = make(chan struct{}, 8)
-	)
-	for _, m := range meters {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			u, err := m.m.Usage()
-			if err != nil {
-				return
-			}
-			sumMu.Lock()
-			sum := out.Usage[m.runtime]
-			sum.CPUSeconds += u.CPUSeconds
-			sum.MemoryBytes += u.MemoryBytes
-			sum.Pids += u.Pids
-			out.Usage[m.runtime] = sum
-			sumMu.Unlock()
-		})
-	}
-	wg.Wait()
 	st := s.stats
 	st.mu.Lock()
 	out.Creates = maps.Clone(st.creates)
@@ -153,5 +119,33 @@ func (s *Supervisor) Stats() Stats {
 	out.PortsInUse = s.ports.inUse()
 	out.PortsTotal = s.opts.PortHi - s.opts.PortLo + 1
 	out.Subscribers = s.events.subscribers()
+	return out
+}
+
+// UsageByRuntime sums what the live sandboxes of each runtime consume,
+// over those whose runtime says so within ctx and UsageTimeout.
+func (s *Supervisor) UsageByRuntime(ctx context.Context) map[string]runtime.Usage {
+	var (
+		names  []string
+		meters []runtime.Meter
+	)
+	s.mu.Lock()
+	for _, e := range s.sandboxes {
+		if m, ok := e.handle.(runtime.Meter); ok && !e.pending && e.info.State.Live() {
+			names, meters = append(names, e.info.Runtime), append(meters, m)
+		}
+	}
+	s.mu.Unlock()
+	out := map[string]runtime.Usage{}
+	for i, u := range meterAll(ctx, meters) {
+		if u == nil {
+			continue
+		}
+		sum := out[names[i]]
+		sum.CPUSeconds += u.CPUSeconds
+		sum.MemoryBytes += u.MemoryBytes
+		sum.Pids += u.Pids
+		out[names[i]] = sum
+	}
 	return out
 }

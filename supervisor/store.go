@@ -152,7 +152,7 @@ func (r *Record) validate(dirName, rootID string) error {
 
 // readRecord reads and validates the record of sandbox directory name.
 func (s *Supervisor) readRecord(name string) (Record, error) {
-	b, err := s.fs.readFile(name+"/"+RecordFile, maxRecordBytes)
+	b, err := s.fs.ReadFile(name+"/"+RecordFile, maxRecordBytes)
 	if err != nil {
 		return Record{}, err
 	}
@@ -219,13 +219,13 @@ func (e *ErrRootLocked) Error() string {
 // own (no link followed, non-blocking, regular files only) and is
 // truncated only once the lock is held.
 func lockRoot(r *rootFS) (*rootLock, error) {
-	f, err := r.open(lockFile, unix.O_RDWR|unix.O_CREAT|unix.O_NONBLOCK, 0o600)
+	f, err := r.OpenFile(lockFile, unix.O_RDWR|unix.O_CREAT|unix.O_NONBLOCK, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open root lock: %w", err)
 	}
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, fmt.Errorf("open root lock: %s is not a regular file", r.abs(lockFile))
+		return nil, fmt.Errorf("open root lock: %s is not a regular file", r.Abs(lockFile))
 	}
 	// A daemon killed while it was forking a child leaves that child
 	// holding a copy of the lock until it execs (the lock is close-on-exec)
@@ -246,7 +246,7 @@ func lockRoot(r *rootFS) (*rootLock, error) {
 		}
 		f.Close()
 		if err == unix.EWOULDBLOCK {
-			return nil, &ErrRootLocked{Root: r.path, PID: pid}
+			return nil, &ErrRootLocked{Root: r.Path(), PID: pid}
 		}
 		return nil, fmt.Errorf("lock root: %w", err)
 	}
@@ -268,7 +268,7 @@ const maxSessionsFile = 1 << 20
 // the root's own rules: never through a link, only a regular file,
 // bounded.
 func (s *Supervisor) LoadSessions() ([]byte, error) {
-	return s.fs.readFile(SessionsFile, maxSessionsFile)
+	return s.fs.ReadFile(SessionsFile, maxSessionsFile)
 }
 
 // SaveSessions replaces the dashboard's sessions file atomically (mode

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -194,13 +193,13 @@ func New(ctx context.Context, opts Options) (*Supervisor, error) {
 	}
 	lock, err := lockRoot(rfs)
 	if err != nil {
-		rfs.close()
+		rfs.Close()
 		return nil, err
 	}
 	logs, err := newLogCap(rfs, opts.LogMaxBytes, opts.Logger)
 	if err != nil {
 		lock.release()
-		rfs.close()
+		rfs.Close()
 		return nil, fmt.Errorf("log cap: %w", err)
 	}
 	lifetime, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -250,11 +249,6 @@ func (s *Supervisor) Unavailable(ctx context.Context) map[string]string {
 		}
 	}
 	return out
-}
-
-// readyURL is the readiness URL of a workload serving on port.
-func readyURL(port int, path string) string {
-	return "http://127.0.0.1:" + strconv.Itoa(port) + path
 }
 
 func (s *Supervisor) clock() time.Time { return s.now().UTC().Truncate(time.Millisecond) }
@@ -355,7 +349,7 @@ func (s *Supervisor) Close(ctx context.Context) error {
 	s.events.closeAll()
 	s.logs.close()
 	s.lock.release()
-	s.fs.close()
+	s.fs.Close()
 	return err
 }
 

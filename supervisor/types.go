@@ -61,7 +61,11 @@ type Sandbox struct {
 	Labels   map[string]string
 	Snapshot string
 	Public   bool
+	// Port is the host port leased for the sandbox (0: its runtime
+	// serves elsewhere); Endpoint is where its workload serves, as its
+	// runtime reports it.
 	Port     int
+	Endpoint runtime.Endpoint
 
 	CreatedAt      time.Time
 	UpdatedAt      time.Time

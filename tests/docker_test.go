@@ -7,12 +7,10 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,56 +22,16 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/conf"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/docker"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/docker/dockertest"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
-// stubImage is the image the docker tests run: the project's own binary,
-// built static, FROM scratch (no registry is needed).
-const stubImage = "agent-control-plane-stub:test"
-
-var (
-	imageOnce sync.Once
-	imageErr  error
-)
+// stubImage is the image the docker tests run.
+const stubImage = dockertest.StubImage
 
 // engine returns a client of the local Docker engine with the stub image
 // built, or skips saying why there is none.
-func engine(t *testing.T) *client.Client {
-	t.Helper()
-	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		t.Skipf("no docker client: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := c.Ping(ctx); err != nil {
-		t.Skipf("no docker engine reachable at %s: %v", c.DaemonHost(), err)
-	}
-	imageOnce.Do(func() { imageErr = buildStubImage(c) })
-	if imageErr != nil {
-		t.Fatalf("build the stub image: %v", imageErr)
-	}
-	return c
-}
-
-func buildStubImage(c *client.Client) error {
-	dir, err := os.MkdirTemp("", "acp-stub-image-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "agent-control-plane")
-	cmd := exec.Command("go", "build", "-o", bin, "../cmd/agent-control-plane")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	b, err := os.ReadFile(bin)
-	if err != nil {
-		return err
-	}
-	return docker.BuildImage(context.Background(), c, stubImage, docker.StubDockerfile, map[string][]byte{"agent-control-plane": b})
-}
+func engine(t *testing.T) *client.Client { return dockertest.Engine(t) }
 
 // dockerDaemon starts a daemon whose docker runtime runs the stub image;
 // its containers are removed when the test ends.

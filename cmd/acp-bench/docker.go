@@ -12,6 +12,7 @@ import (
 	"github.com/docker/go-connections/nat"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/docker"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/docker/dockertest"
 )
 
 // benchImage is the stub image the docker step builds and runs.
@@ -38,7 +39,7 @@ func benchDocker(c config, d *daemon, r *results) error {
 		r.Docker.Skipped = "no static binary for the image (make bench builds " + c.staticBin + "): " + err.Error()
 		return nil
 	}
-	if err := docker.BuildImage(ctx, cli, benchImage, docker.StubDockerfile, map[string][]byte{"agent-control-plane": bin}); err != nil {
+	if err := dockertest.BuildImage(ctx, cli, benchImage, dockertest.StubDockerfile, map[string][]byte{"agent-control-plane": bin}); err != nil {
 		return fmt.Errorf("build %s: %w", benchImage, err)
 	}
 	workspace, err := os.MkdirTemp("", "acp-bench-workspace-")

@@ -76,6 +76,7 @@ func commands() []command {
 		uninstallCommand(),
 		statusCommand(),
 		stubCommand(),
+		stubExecCommand(),
 		configCommand(),
 		completionCommand(),
 		{name: "version", summary: "print the version", exec: func(_ context.Context, c *cli, _ []string) error {

@@ -15,12 +15,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"maps"
 	"math"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -30,8 +30,11 @@ import (
 // Runtime starts and re-adopts workloads. Its methods are safe for
 // concurrent use.
 type Runtime interface {
+	// Capabilities says what this runtime offers; it never changes.
+	Capabilities() Capabilities
 	// Start launches the workload and returns once it exists; readiness is
-	// the supervisor's business. On error nothing of the workload remains.
+	// the supervisor's business, probed at the handle's Endpoint. On
+	// error nothing of the workload remains.
 	Start(ctx context.Context, spec Spec) (Handle, error)
 	// Adopt reattaches to a workload started by an earlier daemon from the
 	// State its Handle reported. It verifies identity before it returns a
@@ -46,8 +49,37 @@ type Runtime interface {
 	// just before a daemon died, whose handle never reached disk, and
 	// leftovers of ones whose leader is gone. One call covers every
 	// marker, so a restart looks at the machine once. It removes only
-	// what own proves is the daemon's.
-	Sweep(ctx context.Context, markers []string, own Owned)
+	// what own proves is the daemon's; an error says what it could not
+	// look at or end (the rest was still swept).
+	Sweep(ctx context.Context, markers []string, own Owned) error
+}
+
+// Capabilities say what a runtime offers, for the supervisor to decide by
+// and the API to show. Behaviour stays in interfaces (Limiter, Execer,
+// Files, …); a capability that says a runtime has one must be backed by
+// it, which runtimetest checks.
+type Capabilities struct {
+	// LocalPort: the workload serves on a host port the daemon leases
+	// for it (Spec.Port). Without it Spec.Port is 0 and the handle's
+	// Endpoint alone says where the workload serves.
+	LocalPort bool
+	// Exec: handles run commands inside the workload (Execer).
+	Exec bool
+	// Files: handles read and write the workload's files (Files).
+	Files bool
+	// Limits: the runtime enforces limits (Limiter; handles Resizer).
+	Limits bool
+	// Isolation: workloads do not run on the host (a container): they get
+	// none of the host's base environment (PATH, HOME, …), only the
+	// request's variables and those the daemon adds on purpose.
+	Isolation bool
+	// Remote: workloads run on another machine; their files and
+	// processes are nothing the daemon can see on this one.
+	Remote bool
+	// Images: a create may name an image directly as its snapshot (a
+	// container engine). Other runtimes run only the snapshots the daemon
+	// is configured with.
+	Images bool
 }
 
 // Owned is what the daemon can prove it made, for a runtime that must
@@ -72,6 +104,9 @@ type Handle interface {
 	// State is persisted with the sandbox and handed to Runtime.Adopt
 	// after a restart.
 	State() State
+	// Endpoint is where the workload serves: what the supervisor probes
+	// for readiness, the preview URL and the data plane.
+	Endpoint() Endpoint
 	// Done is closed when the workload has ended.
 	Done() <-chan struct{}
 	// Exit says how the workload ended. Call it after Done.
@@ -88,9 +123,51 @@ type Handle interface {
 	Delete(ctx context.Context) error
 }
 
-// Spec is what a runtime needs to start one sandbox.
+// Endpoint is where a workload serves HTTP: a host (a name or an IP) and
+// a port, reached over Scheme ("http" when empty).
+type Endpoint struct {
+	Scheme string `json:"scheme,omitempty"`
+	Host   string `json:"host"`
+	Port   int    `json:"port"`
+}
+
+// Loopback is the endpoint of a workload that serves on port of this
+// machine's loopback.
+func Loopback(port int) Endpoint { return Endpoint{Host: "127.0.0.1", Port: port} }
+
+// IsZero reports whether e names no place.
+func (e Endpoint) IsZero() bool { return e.Host == "" || e.Port == 0 }
+
+// URL is the endpoint's URL for path (which starts with "/", or is empty).
+func (e Endpoint) URL(path string) string {
+	scheme := e.Scheme
+	if scheme == "" {
+		scheme = "http"
+	}
+	return scheme + "://" + net.JoinHostPort(e.Host, strconv.Itoa(e.Port)) + path
+}
+
+// Spec is what a runtime needs to start one sandbox: facts about it, which
+// the runtime turns into what its workload sees (a path inside a
+// container, a port, environment variables), and what the request asked
+// for.
 type Spec struct {
-	ID string
+	// Facts.
+	ID        string
+	Dir       string // the sandbox directory, on this machine
+	Workspace string // the workspace directory, on this machine
+	Stdout    string // log file paths, on this machine
+	Stderr    string
+	// Port is the leased host port, for a runtime with
+	// Capabilities.LocalPort; 0 otherwise.
+	Port   int
+	Marker string // unique per sandbox; the workload carries it in MarkerEnv
+	// Seal is Owned.Seal of the marker, for a runtime that labels what
+	// it makes with a proof of ownership.
+	Seal string
+
+	// The request.
+	//
 	// Command is the workload's argv, with environment references in
 	// the manner of systemd's ExecStart (see ExpandArgv) still to be
 	// expanded against the environment the workload gets; empty: the
@@ -98,22 +175,44 @@ type Spec struct {
 	Command []string
 	// Image is what a runtime that runs images starts; empty: its
 	// default.
-	Image     string
-	Env       []string // KEY=VALUE, complete: nothing else is inherited
-	Dir       string   // the sandbox directory
-	Workspace string   // the working directory
-	Stdout    string   // log file paths
-	Stderr    string
-	Port      int               // the leased host port the workload serves on
-	Marker    string            // unique per sandbox; the workload carries it in MarkerEnv
+	Image string
+	// Vars are the workload's variables as KEY=VALUE: the request's,
+	// the snapshot's, the forwarded ones and, for a runtime without
+	// Capabilities.Isolation, the host's base. The runtime adds the
+	// facts (Environ) as its workload sees them.
+	Vars      []string
 	Labels    map[string]string // the request's labels
-	// Seal is Owned.Seal of the marker, for a runtime that labels what
-	// it makes with a proof of ownership.
-	Seal      string
 	Resources Resources
-	// ReadyURL is what the supervisor probes for readiness; a runtime that
-	// serves the workload elsewhere reports that through its Handle.
-	ReadyURL string
+}
+
+// Variables the workload is told its facts in. A request may set none of
+// them.
+const (
+	EnvSandboxID = "AGENT_SANDBOX_ID"
+	EnvPort      = "PORT"
+	EnvHost      = "HOST"
+	EnvWorkspace = "AGENT_WORKSPACE_DIR"
+)
+
+// Environ is the environment a workload sees: spec's Vars, then its id
+// and marker, then facts (port, host, workspace as the runtime gives
+// them), each replacing a variable of its name.
+func (spec Spec) Environ(facts map[string]string) []string {
+	own := map[string]string{EnvSandboxID: spec.ID, MarkerEnv: spec.Marker}
+	for k, v := range facts {
+		own[k] = v
+	}
+	out := make([]string, 0, len(spec.Vars)+len(own))
+	for _, kv := range spec.Vars {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, mine := own[k]; !mine {
+			out = append(out, kv)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(own)) {
+		out = append(out, k+"="+own[k])
+	}
+	return out
 }
 
 // MarkerEnv is the environment variable through which a workload carries
@@ -161,23 +260,9 @@ type Pruner interface {
 	// Prune releases whatever the runtime made for this daemon whose
 	// marker is not in keep and that own proves is the daemon's; what
 	// only looks like it is logged and left. It is called once at
-	// start, before any create.
-	Prune(ctx context.Context, keep []string, own Owned)
-}
-
-// Isolated is a Runtime whose workloads do not run on the host (a
-// container): they get no share of the host's base environment (PATH,
-// HOME, …), only the request's variables and those the daemon adds on
-// purpose.
-type Isolated interface {
-	Isolated() bool
-}
-
-// ImageRunner is a Runtime whose create may name an image directly as its
-// snapshot (a container engine). Other runtimes run only the snapshots the
-// daemon is configured with.
-type ImageRunner interface {
-	RunsImages() bool
+	// start, before any create. An error says what it could not look at
+	// or release.
+	Prune(ctx context.Context, keep []string, own Owned) error
 }
 
 // Checker is a Runtime that can say whether it works right now (an engine
@@ -202,9 +287,10 @@ type LimitReader interface {
 	Limits(ctx context.Context) (Resources, error)
 }
 
-// Meter is a Handle that can say what its workload consumes.
+// Meter is a Handle that can say what its workload consumes. Usage may
+// block (an engine asked over a socket): callers bound it with ctx.
 type Meter interface {
-	Usage() (Usage, error)
+	Usage(ctx context.Context) (Usage, error)
 }
 
 // Usage is what a workload consumes: CPU time so far, memory and tasks
@@ -224,13 +310,22 @@ type Exit struct {
 	Signal  syscall.Signal // the terminating signal, or 0
 	// OOMKilled: the workload was killed for exceeding its memory limit.
 	OOMKilled bool
+	// Reason is what ended it when that was not the workload's own
+	// doing and Code and Signal do not say it: "timeout" for an exec
+	// past its time, or a runtime's own word ("evicted", "archived").
+	Reason string
+	// At is when it ended, or the zero time when the runtime cannot
+	// tell (a process adopted after it ended).
+	At time.Time
 }
 
 // String says how it ended, as errorReason shows it: "exit code 3",
 // "killed by signal SIGKILL", "killed: out of memory (signal SIGKILL)" or
-// "exited; status unknown".
+// "exited; status unknown", or its Reason.
 func (e Exit) String() string {
 	switch {
+	case e.Reason != "":
+		return e.Reason
 	case e.OOMKilled && e.Signal != 0:
 		return "killed: out of memory (signal " + unix.SignalName(e.Signal) + ")"
 	case e.OOMKilled:
@@ -270,136 +365,3 @@ var (
 	// reached now (a container engine that is down); nothing was started.
 	ErrUnavailable = errors.New("runtime unavailable")
 )
-
-// Registry holds the runtimes this daemon offers, by name, in the order
-// they were registered; the first is the default. It is safe for
-// concurrent use.
-type Registry struct {
-	mu     sync.Mutex
-	byName map[string]Runtime
-	names  []string
-}
-
-// Register adds rt under name. Names are lower-case words.
-func (r *Registry) Register(name string, rt Runtime) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if name == "" || !validName(name) {
-		return fmt.Errorf("runtime name %q: want a lower-case word", name)
-	}
-	if _, dup := r.byName[name]; dup {
-		return fmt.Errorf("runtime %q registered twice", name)
-	}
-	if r.byName == nil {
-		r.byName = map[string]Runtime{}
-	}
-	r.byName[name] = rt
-	r.names = append(r.names, name)
-	return nil
-}
-
-// Get returns the runtime registered under name.
-func (r *Registry) Get(name string) (Runtime, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	rt, ok := r.byName[name]
-	return rt, ok
-}
-
-// Names lists the registered names, the default first.
-func (r *Registry) Names() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.names)
-}
-
-// Default is the name of the first runtime registered, or "".
-func (r *Registry) Default() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.names) == 0 {
-		return ""
-	}
-	return r.names[0]
-}
-
-func validName(s string) bool {
-	for _, c := range s {
-		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
-			return false
-		}
-	}
-	return s[0] >= 'a' && s[0] <= 'z'
-}
-
-// ExpandArgv expands environment references in argv as systemd does in
-// ExecStart: "${NAME}" anywhere in an argument is replaced by NAME's value;
-// an argument that is exactly "$NAME" is replaced by NAME's value split at
-// whitespace (no words when it is empty); "$$" is a literal "$". An
-// unset variable expands to nothing. Any other "$" stays as it is. env
-// holds KEY=VALUE entries; the last one of a key wins.
-func ExpandArgv(argv, env []string) []string {
-	vars := make(map[string]string, len(env))
-	for _, kv := range env {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			vars[k] = v
-		}
-	}
-	out := make([]string, 0, len(argv))
-	for _, a := range argv {
-		if name, ok := strings.CutPrefix(a, "$"); ok && ValidEnvName(name) {
-			out = append(out, strings.Fields(vars[name])...)
-			continue
-		}
-		out = append(out, expandWord(a, vars))
-	}
-	return out
-}
-
-// expandWord replaces "${NAME}" and "$$" in s.
-func expandWord(s string, vars map[string]string) string {
-	if !strings.Contains(s, "$") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' || i+1 == len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch {
-		case s[i+1] == '$':
-			b.WriteByte('$')
-			i++
-		case s[i+1] == '{':
-			end := strings.IndexByte(s[i+2:], '}')
-			if end < 0 || !ValidEnvName(s[i+2:i+2+end]) {
-				b.WriteByte('$')
-				continue
-			}
-			b.WriteString(vars[s[i+2:i+2+end]])
-			i += 2 + end
-		default:
-			b.WriteByte('$')
-		}
-	}
-	return b.String()
-}
-
-// ValidEnvName reports whether s is a portable environment variable name
-// (letters, digits and underscores, not starting with a digit; at most 256
-// bytes).
-func ValidEnvName(s string) bool {
-	if s == "" || len(s) > 256 {
-		return false
-	}
-	for i, r := range s {
-		switch {
-		case r == '_', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z':
-		case r >= '0' && r <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
-}

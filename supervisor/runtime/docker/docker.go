@@ -14,8 +14,6 @@
 package docker
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,16 +30,12 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/events"
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/client"
 	"github.com/docker/go-connections/nat"
 
-	"github.com/agent-control-plane/agent-control-plane/proc/probe"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/limits"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
@@ -68,6 +62,11 @@ const stateVersion = 1
 type state struct {
 	ID     string `json:"id"`
 	Marker string `json:"marker"`
+	// The published host port and the workspace on this machine; a
+	// state from before they were recorded has neither (no endpoint,
+	// no files).
+	Port      int    `json:"port,omitempty"`
+	Workspace string `json:"workspace,omitempty"`
 	// The sandbox's log files, which the container's output is copied
 	// to; a restarted daemon resumes the copy there.
 	Stdout string `json:"stdout"`
@@ -110,21 +109,21 @@ type Runtime struct {
 var (
 	_ runtime.Runtime     = (*Runtime)(nil)
 	_ runtime.Limiter     = (*Runtime)(nil)
-	_ runtime.Isolated    = (*Runtime)(nil)
-	_ runtime.ImageRunner = (*Runtime)(nil)
 	_ runtime.Checker     = (*Runtime)(nil)
 	_ runtime.Pruner      = (*Runtime)(nil)
 	_ runtime.Resizer     = (*handle)(nil)
 	_ runtime.Meter       = (*handle)(nil)
 	_ runtime.LimitReader = (*handle)(nil)
+	_ runtime.Execer      = (*handle)(nil)
+	_ runtime.Files       = (*handle)(nil)
 )
 
-// Isolated: a container gets none of the host's base environment.
-func (r *Runtime) Isolated() bool { return true }
-
-// RunsImages: a create's snapshot that names no configured one is an
-// image reference.
-func (r *Runtime) RunsImages() bool { return true }
+// Capabilities: a container publishes its port on the host's loopback,
+// gets none of the host's base environment, runs images; exec through
+// the engine, files in its bind-mounted workspace; limits.
+func (r *Runtime) Capabilities() runtime.Capabilities {
+	return runtime.Capabilities{LocalPort: true, Exec: true, Files: true, Limits: true, Isolation: true, Images: true}
+}
 
 // Enforceable: the engine enforces cpu, memory and pids, a cpu limit up
 // to the CPUs of its machine (this one: the engine is local).
@@ -219,7 +218,7 @@ func (r *Runtime) create(ctx context.Context, spec runtime.Spec, ref string, cfg
 		}
 		return nil, r.engineErr("create container", err)
 	}
-	h := r.track(created.ID, spec.Marker, spec.Stdout, spec.Stderr)
+	h := r.track(state{ID: created.ID, Marker: spec.Marker, Stdout: spec.Stdout, Stderr: spec.Stderr, Port: spec.Port, Workspace: spec.Workspace})
 	if err := r.Client.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		r.untrack(created.ID)
 		r.removeLost(ctx, spec.Marker, spec.Seal)
@@ -329,34 +328,27 @@ func resources(res runtime.Resources) container.Resources {
 
 // env is the container's environment: the request's and the daemon's
 // variables (the supervisor gives an isolated runtime no host base), with
-// the container's own port and workspace, and loopback URLs pointed at
-// the host.
+// loopback URLs pointed at the host, and the sandbox's facts as the
+// container sees them.
 func (r *Runtime) env(spec runtime.Spec) []string {
 	rewrite := map[string]bool{}
 	for _, k := range r.Rewrite {
 		rewrite[k] = true
 	}
-	own := map[string]string{
-		"PORT":                strconv.Itoa(r.Port),
-		"HOST":                "0.0.0.0",
-		"AGENT_WORKSPACE_DIR": WorkspaceDir,
-		runtime.MarkerEnv:     spec.Marker,
-	}
-	out := make([]string, 0, len(spec.Env)+len(own))
-	for _, kv := range spec.Env {
+	vars := make([]string, 0, len(spec.Vars))
+	for _, kv := range spec.Vars {
 		k, v, _ := strings.Cut(kv, "=")
-		if _, mine := own[k]; mine {
-			continue
-		}
 		if rewrite[k] {
 			v = RewriteLoopback(v)
 		}
-		out = append(out, k+"="+v)
+		vars = append(vars, k+"="+v)
 	}
-	for k, v := range own {
-		out = append(out, k+"="+v)
-	}
-	return out
+	spec.Vars = vars
+	return spec.Environ(map[string]string{
+		runtime.EnvPort:      strconv.Itoa(r.Port),
+		runtime.EnvHost:      "0.0.0.0",
+		runtime.EnvWorkspace: WorkspaceDir,
+	})
 }
 
 // RewriteLoopback points a URL at the host's loopback (localhost,
@@ -397,7 +389,7 @@ func (r *Runtime) Adopt(ctx context.Context, st runtime.State) (runtime.Handle, 
 	if info.Config == nil || info.Config.Labels[LabelOwner] != r.Owner || info.Config.Labels[LabelMarker] != s.Marker {
 		return nil, fmt.Errorf("%w: container %.12s does not carry this sandbox's labels", runtime.ErrNotOurs, s.ID)
 	}
-	h := r.track(s.ID, s.Marker, s.Stdout, s.Stderr)
+	h := r.track(s)
 	inForce := limitsOf(info)
 	h.adopted = &inForce
 	if info.State == nil || !info.State.Running {
@@ -450,301 +442,10 @@ func exitOf(info container.InspectResponse) runtime.Exit {
 	if info.State == nil {
 		return runtime.Exit{Unknown: true}
 	}
-	e := runtime.Exit{Code: info.State.ExitCode, OOMKilled: info.State.OOMKilled}
-	if c := info.State.ExitCode; c > 128 && c < 128+65 {
-		e.Signal = syscall.Signal(c - 128)
+	e := exitFromCode(info.State.ExitCode)
+	e.OOMKilled = info.State.OOMKilled
+	if t, err := time.Parse(time.RFC3339Nano, info.State.FinishedAt); err == nil && t.Year() > 1 {
+		e.At = t
 	}
 	return e
 }
-
-// track registers a container whose end the event stream reports.
-func (r *Runtime) track(id, marker, stdout, stderr string) *handle {
-	h := &handle{r: r, id: id, marker: marker, stdout: stdout, stderr: stderr, done: make(chan struct{})}
-	r.mu.Lock()
-	if r.handles == nil {
-		r.handles = map[string]*handle{}
-	}
-	r.handles[id] = h
-	r.mu.Unlock()
-	return h
-}
-
-func (r *Runtime) untrack(id string) {
-	r.mu.Lock()
-	delete(r.handles, id)
-	r.mu.Unlock()
-}
-
-// startWatch subscribes to the engine's container events once.
-func (r *Runtime) startWatch() {
-	r.once.Do(func() {
-		ctx, cancel := context.WithCancel(context.Background())
-		r.mu.Lock()
-		r.life, r.cancel = ctx, cancel
-		r.mu.Unlock()
-		r.watched.Go(func() { r.watch(ctx) })
-	})
-}
-
-// lifetime is a context that ends at Close.
-func (r *Runtime) lifetime() context.Context {
-	r.startWatch()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.life
-}
-
-// watch follows the engine's die events for this daemon's containers. A
-// stream that drops is subscribed again from the time of the last event
-// seen, so nothing is lost; each (re)subscription also inspects every
-// tracked container, for what happened while there was none.
-func (r *Runtime) watch(ctx context.Context) {
-	since := time.Now()
-	for attempt := 0; ctx.Err() == nil; attempt++ {
-		sub, cancel := context.WithCancel(ctx)
-		msgs, errs := r.Client.Events(sub, events.ListOptions{
-			Since: engineTime(since),
-			Filters: filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)),
-				filters.Arg("label", LabelOwner+"="+r.Owner),
-				filters.Arg("event", string(events.ActionDie)), filters.Arg("event", string(events.ActionDestroy))),
-		})
-		r.reconcile(ctx)
-	stream:
-		for {
-			select {
-			case m := <-msgs:
-				attempt = 0
-				if m.TimeNano > 0 {
-					since = time.Unix(0, m.TimeNano)
-				}
-				r.died(ctx, m.Actor.ID)
-			case err := <-errs:
-				if ctx.Err() == nil {
-					r.Log.Warn("docker event stream dropped; subscribing again", "err", err)
-				}
-				break stream
-			}
-		}
-		cancel()
-		select {
-		case <-ctx.Done():
-		case <-time.After(probe.Reconnect.Delay(attempt)):
-		}
-	}
-}
-
-// died finishes the handle of a container that has stopped running.
-func (r *Runtime) died(ctx context.Context, id string) {
-	r.mu.Lock()
-	h := r.handles[id]
-	r.mu.Unlock()
-	if h == nil {
-		return
-	}
-	info, err := r.Client.ContainerInspect(ctx, id)
-	switch {
-	case client.IsErrNotFound(err):
-		h.finish(runtime.Exit{Unknown: true})
-	case err != nil:
-		return // the next reconcile looks again
-	case info.State == nil || !info.State.Running:
-		h.finish(exitOf(info))
-	}
-}
-
-// reconcile inspects every tracked container.
-func (r *Runtime) reconcile(ctx context.Context) {
-	r.mu.Lock()
-	ids := make([]string, 0, len(r.handles))
-	for id := range r.handles {
-		ids = append(ids, id)
-	}
-	r.mu.Unlock()
-	for _, id := range ids {
-		r.died(ctx, id)
-	}
-}
-
-// handle is one container.
-type handle struct {
-	r              *Runtime
-	id, marker     string
-	stdout, stderr string
-	// adopted: the limits in force when Adopt inspected the container.
-	adopted *runtime.Resources
-
-	once sync.Once
-	done chan struct{}
-	exit runtime.Exit
-
-	mu       sync.Mutex
-	unfollow context.CancelFunc
-	followed sync.WaitGroup
-}
-
-func (h *handle) finish(e runtime.Exit) {
-	h.once.Do(func() {
-		h.exit = e
-		close(h.done)
-		h.r.untrack(h.id)
-	})
-}
-
-func (h *handle) State() runtime.State {
-	b, _ := json.Marshal(state{ID: h.id, Marker: h.marker, Stdout: h.stdout, Stderr: h.stderr})
-	return runtime.State{Version: stateVersion, Data: b}
-}
-
-func (h *handle) Done() <-chan struct{} { return h.done }
-
-func (h *handle) Exit() runtime.Exit {
-	select {
-	case <-h.done:
-		return h.exit
-	default:
-		return runtime.Exit{Unknown: true}
-	}
-}
-
-// Stop asks the engine to stop the container: SIGTERM, grace, SIGKILL.
-func (h *handle) Stop(ctx context.Context, grace time.Duration) error {
-	secs := int(math.Ceil(grace.Seconds()))
-	err := h.r.Client.ContainerStop(ctx, h.id, container.StopOptions{Timeout: &secs})
-	if err != nil && !client.IsErrNotFound(err) {
-		return h.r.engineErr("stop container", err)
-	}
-	if client.IsErrNotFound(err) {
-		h.finish(runtime.Exit{Unknown: true})
-	}
-	h.r.died(ctx, h.id) // the die event may lag the answer
-	select {
-	case <-h.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// Delete removes the container and stops copying its output.
-func (h *handle) Delete(ctx context.Context) error {
-	h.mu.Lock()
-	if h.unfollow != nil {
-		h.unfollow()
-	}
-	h.mu.Unlock()
-	h.followed.Wait()
-	h.r.untrack(h.id)
-	err := h.r.Client.ContainerRemove(ctx, h.id, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	if err != nil && !client.IsErrNotFound(err) {
-		return h.r.engineErr("remove container", err)
-	}
-	return nil
-}
-
-// Resize applies new limits to the running container.
-func (h *handle) Resize(ctx context.Context, res runtime.Resources) error {
-	_, err := h.r.Client.ContainerUpdate(ctx, h.id, container.UpdateConfig{Resources: resources(res)})
-	if err != nil {
-		return h.r.limitsErr("update container", err)
-	}
-	return nil
-}
-
-// Limits reads the limits in force from the engine.
-func (h *handle) Limits(ctx context.Context) (runtime.Resources, error) {
-	if h.adopted != nil { // read by Adopt's inspect: no second round trip
-		return *h.adopted, nil
-	}
-	info, err := h.r.Client.ContainerInspect(ctx, h.id)
-	if err != nil {
-		return runtime.Resources{}, h.r.engineErr("inspect container", err)
-	}
-	return limitsOf(info), nil
-}
-
-// limitsOf reads the limits in force from an inspect.
-func limitsOf(info container.InspectResponse) runtime.Resources {
-	var res runtime.Resources
-	if hc := info.HostConfig; hc != nil {
-		res.CPU = runtime.Resources{CPU: float64(hc.NanoCPUs) / 1e9}.Normalized().CPU
-		res.MemoryBytes = hc.Memory
-		if hc.PidsLimit != nil && *hc.PidsLimit > 0 {
-			res.Pids = *hc.PidsLimit
-		}
-	}
-	return res
-}
-
-// usageTimeout bounds one stats call: a read of a sandbox must not wait on
-// a slow engine.
-const usageTimeout = 2 * time.Second
-
-// Usage asks the engine for the container's consumption (one-shot stats:
-// no second sample is awaited).
-func (h *handle) Usage() (runtime.Usage, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), usageTimeout)
-	defer cancel()
-	rd, err := h.r.Client.ContainerStatsOneShot(ctx, h.id)
-	if err != nil {
-		return runtime.Usage{}, h.r.engineErr("container stats", err)
-	}
-	defer rd.Body.Close()
-	var st container.StatsResponse
-	if err := json.NewDecoder(io.LimitReader(rd.Body, 1<<20)).Decode(&st); err != nil {
-		return runtime.Usage{}, fmt.Errorf("container stats: %w", err)
-	}
-	return runtime.Usage{
-		CPUSeconds:  float64(st.CPUStats.CPUUsage.TotalUsage) / 1e9,
-		MemoryBytes: int64(st.MemoryStats.Usage),
-		Pids:        int64(st.PidsStats.Current),
-	}, nil
-}
-
-// BuildImage builds the image tag from a Dockerfile and the files beside
-// it, through the engine (no registry: FROM scratch needs none). A rebuild
-// under the same tag removes the image it replaces. Tests and the bench
-// use it to make an image of the stub agent.
-func BuildImage(ctx context.Context, c *client.Client, tag, dockerfile string, files map[string][]byte) error {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	files["Dockerfile"] = []byte(dockerfile)
-	for name, body := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(body))}); err != nil {
-			return err
-		}
-		if _, err := tw.Write(body); err != nil {
-			return err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	old, _ := c.ImageInspect(ctx, tag)
-	res, err := c.ImageBuild(ctx, &buf, build.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true})
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	dec := json.NewDecoder(res.Body)
-	for {
-		var m struct {
-			Error string `json:"error"`
-		}
-		if err := dec.Decode(&m); err == io.EOF {
-			break
-		} else if err != nil {
-			return err
-		}
-		if m.Error != "" {
-			return errors.New(m.Error)
-		}
-	}
-	if now, err := c.ImageInspect(ctx, tag); err == nil && old.ID != "" && now.ID != old.ID {
-		_, _ = c.ImageRemove(ctx, old.ID, image.RemoveOptions{})
-	}
-	return nil
-}
-
-// StubDockerfile runs the project's binary, built static, as the stub
-// agent in an image FROM scratch.
-const StubDockerfile = "FROM scratch\nCOPY agent-control-plane /agent-control-plane\nENTRYPOINT [\"/agent-control-plane\", \"stub-agent\"]\n"

@@ -1,6 +1,21 @@
 package docker
 
-import "testing"
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/docker/dockertest"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/runtimetest"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+)
 
 func TestRewriteLoopback(t *testing.T) {
 	for in, want := range map[string]string{
@@ -18,4 +33,41 @@ func TestRewriteLoopback(t *testing.T) {
 			t.Errorf("RewriteLoopback(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// The docker runtime passes the conformance suite against the local
+// engine.
+func TestConformance(t *testing.T) {
+	c := dockertest.Engine(t)
+	owner := fmt.Sprintf("acp-rt-test-%d-%x", os.Getpid(), rand.Uint32())
+	t.Cleanup(func() {
+		ctx := context.Background()
+		list, _ := c.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelOwner+"="+owner))})
+		for _, ct := range list {
+			_ = c.ContainerRemove(ctx, ct.ID, container.RemoveOptions{Force: true})
+		}
+		_ = c.NetworkRemove(ctx, owner) // the engine has few address pools
+	})
+	runtimetest.Run(t, runtimetest.Harness{
+		New: func(t *testing.T) runtime.Runtime {
+			r := &Runtime{Client: c, Host: c.DaemonHost(), Image: dockertest.StubImage, Port: 4000, Owner: owner,
+				LogMaxBytes: 1 << 20, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			t.Cleanup(r.Close)
+			return r
+		},
+		Workload: func(spec *runtime.Spec, knobs map[string]string) {
+			spec.Vars = nil // a container gets no host base
+			for k, v := range knobs {
+				spec.Vars = append(spec.Vars, k+"="+v)
+			}
+		},
+		Tool: []string{"/agent-control-plane", "stub-exec"},
+		Forge: func(st runtime.State) runtime.State {
+			var s map[string]any
+			_ = json.Unmarshal(st.Data, &s)
+			s["marker"] = "someone.else"
+			st.Data, _ = json.Marshal(s)
+			return st
+		},
+	})
 }

@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"strings"
 	"time"
 
@@ -32,34 +33,35 @@ func (r *Runtime) owns(name string, labels map[string]string, seal string) bool 
 
 // Sweep removes this daemon's containers that carry one of markers and
 // prove to be its own.
-func (r *Runtime) Sweep(ctx context.Context, markers []string, own runtime.Owned) {
+func (r *Runtime) Sweep(ctx context.Context, markers []string, own runtime.Owned) error {
 	want := set(markers)
-	r.removeProven(ctx, own, "sweep", func(m string) bool { return want[m] })
+	_, err := r.removeProven(ctx, own, "sweep", func(m string) bool { return want[m] })
+	return err
 }
 
 // Prune removes this daemon's containers whose marker is not in keep,
 // where they prove to be its own; the others are logged and left.
-func (r *Runtime) Prune(ctx context.Context, keep []string, own runtime.Owned) {
+func (r *Runtime) Prune(ctx context.Context, keep []string, own runtime.Owned) error {
 	live := set(keep)
-	if n := r.removeProven(ctx, own, "prune", func(m string) bool { return !live[m] }); n > 0 {
+	n, err := r.removeProven(ctx, own, "prune", func(m string) bool { return !live[m] })
+	if n > 0 {
 		r.Log.Info("removed containers no record names", "count", n)
 	}
+	return err
 }
 
 // removeProven removes the containers with this daemon's owner label whose
 // marker pick chooses and that prove to be its own (name and seal); it
 // logs and leaves the ones that only look like it, and returns how many
-// it removed.
-func (r *Runtime) removeProven(ctx context.Context, own runtime.Owned, what string, pick func(marker string) bool) int {
+// it removed and what failed.
+func (r *Runtime) removeProven(ctx context.Context, own runtime.Owned, what string, pick func(marker string) bool) (int, error) {
 	list, err := r.Client.ContainerList(ctx, container.ListOptions{All: true,
 		Filters: filters.NewArgs(filters.Arg("label", LabelOwner+"="+r.Owner))})
 	if err != nil {
-		if !client.IsErrConnectionFailed(err) {
-			r.Log.Warn("list containers to "+what, "err", err)
-		}
-		return 0
+		return 0, r.engineErr("list containers to "+what, err)
 	}
 	removed := 0
+	var errs []error
 	for _, c := range list {
 		m := c.Labels[LabelMarker]
 		if !pick(m) {
@@ -73,11 +75,13 @@ func (r *Runtime) removeProven(ctx context.Context, own runtime.Owned, what stri
 			r.Log.Warn("leaving alone a container with this daemon's labels but not its seal (run from a committed image?)", "container", c.ID[:12], "name", name)
 			continue
 		}
-		if r.remove(ctx, c.ID, what+": remove container") == nil {
+		if err := r.remove(ctx, c.ID, what+": remove container"); err != nil {
+			errs = append(errs, err)
+		} else {
 			removed++
 		}
 	}
-	return removed
+	return removed, errors.Join(errs...)
 }
 
 func set(keys []string) map[string]bool {

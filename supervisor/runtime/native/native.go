@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -18,6 +19,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/cgroup"
 	"github.com/agent-control-plane/agent-control-plane/proc"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/workspace"
 )
 
 // Versions of the handle state this runtime writes: 1 is a proc.Identity
@@ -27,10 +29,14 @@ const (
 	stateCgroup  = 2
 )
 
-// state is a handle's persisted form.
+// state is a handle's persisted form. Port and Workspace came later: a
+// state without them is adopted with no endpoint and no files (the
+// supervisor knows the port from its record).
 type state struct {
 	proc.Identity
-	Cgroup *cgroup.Ref `json:"cgroup,omitempty"`
+	Cgroup    *cgroup.Ref `json:"cgroup,omitempty"`
+	Port      int         `json:"port,omitempty"`
+	Workspace string      `json:"workspace,omitempty"`
 }
 
 // Runtime runs argv once per sandbox, supervised by a proc.Watcher.
@@ -49,22 +55,35 @@ var (
 	_ runtime.Pruner  = (*Runtime)(nil)
 )
 
+// Capabilities: a host port, exec and files in the workspace; limits
+// with cgroups.
+func (n *Runtime) Capabilities() runtime.Capabilities {
+	return runtime.Capabilities{LocalPort: true, Exec: true, Files: true, Limits: n.Cgroups != nil}
+}
+
 // handle is one sandbox: its leader process and, when contained, its
 // cgroup. With a cgroup, the sandbox ends when the leader has exited and
 // the cgroup is empty: whatever the leader left behind is killed first.
 type handle struct {
-	p  *proc.Process // nil: adopted remains of a sandbox whose leader was gone
-	id proc.Identity // the leader's, also when p is nil
-	g  *cgroup.Group // nil: not contained
+	p               *proc.Process // nil: adopted remains of a sandbox whose leader was gone
+	id              proc.Identity // the leader's, also when p is nil
+	g               *cgroup.Group // nil: not contained
+	w               *proc.Watcher // spawns execs
+	workspace.Files               // Host empty: a state from before files
+	port            int
 
 	done chan struct{}
 	exit runtime.Exit // set before done is closed
+
+	execs execs // commands started by Exec that may still run
 }
 
 var (
 	_ runtime.Resizer     = (*handle)(nil)
 	_ runtime.Meter       = (*handle)(nil)
 	_ runtime.LimitReader = (*handle)(nil)
+	_ runtime.Execer      = (*handle)(nil)
+	_ runtime.Files       = (*handle)(nil)
 )
 
 // Start spawns the child, in a new cgroup when the runtime has them.
@@ -83,9 +102,13 @@ func (n *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 	if len(argv) == 0 {
 		argv = n.Argv
 	}
+	env := spec.Environ(map[string]string{
+		runtime.EnvPort:      strconv.Itoa(spec.Port),
+		runtime.EnvWorkspace: spec.Workspace,
+	})
 	ps := proc.Spec{
-		Argv:   runtime.ExpandArgv(argv, spec.Env),
-		Env:    spec.Env,
+		Argv:   runtime.ExpandArgv(argv, env),
+		Env:    env,
 		Dir:    spec.Workspace,
 		Stdout: spec.Stdout,
 		Stderr: spec.Stderr,
@@ -105,7 +128,7 @@ func (n *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 		}
 		return nil, err
 	}
-	return n.newHandle(p, p.Identity(), g), nil
+	return n.newHandle(p, p.Identity(), g, spec.Port, spec.Workspace), nil
 }
 
 // Enforceable is r without the limits the machine's cgroups cannot
@@ -118,10 +141,19 @@ func (n *Runtime) Enforceable(r runtime.Resources) (runtime.Resources, error) {
 	return runtime.Resources(got), nil
 }
 
-func (n *Runtime) newHandle(p *proc.Process, id proc.Identity, g *cgroup.Group) *handle {
-	h := &handle{p: p, id: id, g: g}
+func (n *Runtime) newHandle(p *proc.Process, id proc.Identity, g *cgroup.Group, port int, ws string) *handle {
+	h := &handle{p: p, id: id, g: g, w: n.Watcher, port: port, Files: workspace.Files{Host: ws, Seen: ws}}
 	if g == nil {
-		return h // the process is the whole sandbox
+		// The process is the whole sandbox; what Exec started ends
+		// with it.
+		go func() {
+			select {
+			case <-p.Done():
+				h.execs.kill()
+			case <-n.Watcher.Closed():
+			}
+		}()
+		return h
 	}
 	h.done = make(chan struct{})
 	// Watched from the start, so that at the leader's exit the group's
@@ -134,14 +166,14 @@ func (n *Runtime) newHandle(p *proc.Process, id proc.Identity, g *cgroup.Group) 
 // exitOf is how the leader ended.
 func exitOf(p *proc.Process) runtime.Exit {
 	st := p.Status()
-	return runtime.Exit{Unknown: !st.Known, Code: st.Code, Signal: st.Signal}
+	return runtime.Exit{Unknown: !st.Known, Code: st.Code, Signal: st.Signal, At: st.At}
 }
 
 // finish waits for the leader, ends the rest of the cgroup, waits for it
 // to empty, and only then says the sandbox is done. It gives up when the
 // watcher closes: the daemon is leaving, and its sandboxes outlive it.
 func (h *handle) finish(closed, empty <-chan struct{}, emptyErr error) {
-	exit := runtime.Exit{Unknown: true}
+	exit := runtime.Exit{Unknown: true, At: time.Now()}
 	if h.p != nil {
 		select {
 		case <-h.p.Done():
@@ -195,7 +227,7 @@ func (n *Runtime) Adopt(ctx context.Context, st runtime.State) (runtime.Handle, 
 	switch {
 	case errors.Is(err, proc.ErrNotFound), errors.Is(err, proc.ErrExited):
 		if g != nil {
-			return n.newHandle(nil, s.Identity, g), nil
+			return n.newHandle(nil, s.Identity, g, s.Port, s.Workspace), nil
 		}
 		return nil, fmt.Errorf("%w: %v", runtime.ErrGone, err)
 	case errors.Is(err, proc.ErrIdentity):
@@ -203,7 +235,7 @@ func (n *Runtime) Adopt(ctx context.Context, st runtime.State) (runtime.Handle, 
 	case err != nil:
 		return nil, err
 	}
-	return n.newHandle(p, s.Identity, g), nil
+	return n.newHandle(p, s.Identity, g, s.Port, s.Workspace), nil
 }
 
 // PID returns the pid a native handle's state names, for tools that read
@@ -234,20 +266,20 @@ func decode(st runtime.State) (state, error) {
 // Sweep kills every process that carries one of markers, each verified
 // through its pidfd first, in one pass over /proc, and removes their
 // cgroups.
-func (n *Runtime) Sweep(ctx context.Context, markers []string, _ runtime.Owned) {
-	proc.KillMarked(markers...)
-	n.Cgroups.Sweep(ctx, markers)
+func (n *Runtime) Sweep(ctx context.Context, markers []string, _ runtime.Owned) error {
+	_, err := proc.KillMarked(markers...)
+	return errors.Join(err, n.Cgroups.Sweep(ctx, markers))
 }
 
 // Prune removes the empty cgroups of sandboxes that a record names but
 // that are not live. A cgroup directory no record names is logged and
 // left: anyone who may write in the subtree could have made it.
-func (n *Runtime) Prune(ctx context.Context, keep []string, own runtime.Owned) {
-	n.Cgroups.RemoveEmpty(keep, own.Known)
+func (n *Runtime) Prune(ctx context.Context, keep []string, own runtime.Owned) error {
+	return n.Cgroups.RemoveEmpty(keep, own.Known)
 }
 
 func (h *handle) State() runtime.State {
-	s := state{Identity: h.id}
+	s := state{Identity: h.id, Port: h.port, Workspace: h.Host}
 	v := stateProcess
 	if h.g != nil {
 		ref := h.g.Ref()
@@ -256,6 +288,14 @@ func (h *handle) State() runtime.State {
 	}
 	b, _ := json.Marshal(s)
 	return runtime.State{Version: v, Data: b}
+}
+
+// Endpoint: the leased port on the loopback.
+func (h *handle) Endpoint() runtime.Endpoint {
+	if h.port == 0 {
+		return runtime.Endpoint{}
+	}
+	return runtime.Loopback(h.port)
 }
 
 func (h *handle) Done() <-chan struct{} {
@@ -282,6 +322,7 @@ func (h *handle) Exit() runtime.Exit {
 func (h *handle) Stop(ctx context.Context, grace time.Duration) error {
 	if h.g == nil {
 		_, err := h.p.Stop(ctx, grace)
+		h.execs.kill()
 		return err
 	}
 	if grace > 0 && h.p != nil {
@@ -350,8 +391,8 @@ func (h *handle) Limits(context.Context) (runtime.Resources, error) {
 	return runtime.Resources(l), err
 }
 
-// Usage reads the sandbox's cgroup.
-func (h *handle) Usage() (runtime.Usage, error) {
+// Usage reads the sandbox's cgroup (files: ctx is not needed).
+func (h *handle) Usage(context.Context) (runtime.Usage, error) {
 	if h.g == nil {
 		return runtime.Usage{}, errors.New("the sandbox has no cgroup")
 	}

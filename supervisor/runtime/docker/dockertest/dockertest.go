@@ -1,0 +1,124 @@
+// Package dockertest builds images for tests and the bench: the stub
+// agent in an image FROM scratch, through the engine, with no registry.
+package dockertest
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
+)
+
+// BuildImage builds the image tag from a Dockerfile and the files beside
+// it, through the engine (no registry: FROM scratch needs none). A rebuild
+// under the same tag removes the image it replaces. Tests and the bench
+// use it to make an image of the stub agent.
+func BuildImage(ctx context.Context, c *client.Client, tag, dockerfile string, files map[string][]byte) error {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	files["Dockerfile"] = []byte(dockerfile)
+	for name, body := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(body))}); err != nil {
+			return err
+		}
+		if _, err := tw.Write(body); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	old, _ := c.ImageInspect(ctx, tag)
+	res, err := c.ImageBuild(ctx, &buf, build.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true})
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	dec := json.NewDecoder(res.Body)
+	for {
+		var m struct {
+			Error string `json:"error"`
+		}
+		if err := dec.Decode(&m); err == io.EOF {
+			break
+		} else if err != nil {
+			return err
+		}
+		if m.Error != "" {
+			return errors.New(m.Error)
+		}
+	}
+	if now, err := c.ImageInspect(ctx, tag); err == nil && old.ID != "" && now.ID != old.ID {
+		_, _ = c.ImageRemove(ctx, old.ID, image.RemoveOptions{})
+	}
+	return nil
+}
+
+// StubDockerfile runs the project's binary, built static, as the stub
+// agent in an image FROM scratch.
+const StubDockerfile = "FROM scratch\nCOPY agent-control-plane /agent-control-plane\nENTRYPOINT [\"/agent-control-plane\", \"stub-agent\"]\n"
+
+// StubImage is the image tests run: the project's own binary, built
+// static, FROM scratch (no registry is needed).
+const StubImage = "agent-control-plane-stub:test"
+
+var (
+	imageOnce sync.Once
+	imageErr  error
+)
+
+// Engine returns a client of the local Docker engine with StubImage
+// built (once per test process), or skips saying why there is none.
+func Engine(t testing.TB) *client.Client {
+	t.Helper()
+	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Skipf("no docker client: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.Ping(ctx); err != nil {
+		t.Skipf("no docker engine reachable at %s: %v", c.DaemonHost(), err)
+	}
+	imageOnce.Do(func() { imageErr = buildStubImage(c) })
+	if imageErr != nil {
+		t.Fatalf("build the stub image: %v", imageErr)
+	}
+	return c
+}
+
+func buildStubImage(c *client.Client) error {
+	dir, err := os.MkdirTemp("", "acp-stub-image-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..", "..", "..")
+	bin := filepath.Join(dir, "agent-control-plane")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/agent-control-plane")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		return err
+	}
+	return BuildImage(context.Background(), c, StubImage, StubDockerfile, map[string][]byte{"agent-control-plane": b})
+}

@@ -1,0 +1,201 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+)
+
+// Exec runs spec in the container through the engine's exec API: in its
+// namespaces and cgroup, with its environment, so a stop of the container
+// ends it too.
+func (h *handle) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Process, error) {
+	if len(spec.Argv) == 0 {
+		return nil, fmt.Errorf("%w: empty command", runtime.ErrExecStart)
+	}
+	dir := spec.Dir
+	if dir == "" {
+		dir = WorkspaceDir
+	} else if !path.IsAbs(dir) {
+		dir = path.Join(WorkspaceDir, dir)
+	}
+	var env []string
+	for _, kv := range spec.Env {
+		if !strings.HasPrefix(kv, runtime.MarkerEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	created, err := h.r.Client.ContainerExecCreate(ctx, h.id, container.ExecOptions{
+		Cmd: spec.Argv, Env: env, WorkingDir: dir, Tty: spec.TTY,
+		AttachStdin: spec.Stdin != nil, AttachStdout: true, AttachStderr: true,
+	})
+	if err != nil {
+		return nil, h.r.engineErr("create exec", err)
+	}
+	att, err := h.r.Client.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{Tty: spec.TTY})
+	if err != nil {
+		return nil, h.r.engineErr("start exec", err)
+	}
+	x := &execProc{h: h, id: created.ID, done: make(chan struct{})}
+	// The engine starts the command once attached; one that could not
+	// start (no such program in the image, a missing directory) has
+	// ended with code 126 or 127 and printed why.
+	go x.run(ctx, spec, att.Reader, att.CloseWrite, att.Close, att.Conn)
+	return x, nil
+}
+
+// execProc is one command started through the engine.
+type execProc struct {
+	h    *handle
+	id   string
+	done chan struct{}
+	exit runtime.Exit
+}
+
+// run copies the command's input and output until it ends, killing it
+// when ctx ends or its time is up.
+func (x *execProc) run(ctx context.Context, spec runtime.ExecSpec, out io.Reader, closeWrite func() error, closeConn func(), in io.Writer) {
+	defer close(x.done)
+	defer closeConn()
+	if spec.Stdin != nil {
+		go func() {
+			_, _ = io.Copy(in, spec.Stdin)
+			_ = closeWrite()
+		}()
+	}
+	stdout, stderr := orDiscard(spec.Stdout), orDiscard(spec.Stderr)
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		if spec.TTY {
+			_, _ = io.Copy(stdout, out)
+		} else {
+			_, _ = stdcopy.StdCopy(stdout, stderr, out)
+		}
+	}()
+	var expired <-chan time.Time
+	if spec.Timeout > 0 {
+		t := time.NewTimer(spec.Timeout)
+		defer t.Stop()
+		expired = t.C
+	}
+	reason := ""
+	select {
+	case <-copied:
+	case <-ctx.Done():
+		reason = "cancelled"
+		_ = x.Kill()
+	case <-expired:
+		reason = runtime.ReasonTimeout
+		_ = x.Kill()
+	}
+	if reason != "" {
+		// The stream ends when the killed command does; an engine that
+		// keeps it open is not waited on for long.
+		select {
+		case <-copied:
+		case <-time.After(5 * time.Second):
+			closeConn()
+			<-copied
+		}
+	}
+	x.exit = x.inspect(reason)
+}
+
+// inspect asks the engine how the command ended; it may report it still
+// running a moment after its output closed.
+func (x *execProc) inspect(reason string) runtime.Exit {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		info, err := x.h.r.Client.ContainerExecInspect(ctx, x.id)
+		if err == nil && !info.Running {
+			e := exitFromCode(info.ExitCode)
+			e.Reason, e.At = reason, time.Now()
+			return e
+		}
+		select {
+		case <-ctx.Done():
+			return runtime.Exit{Unknown: true, Reason: reason, At: time.Now()}
+		case <-time.After(time.Duration(min(attempt+1, 20)) * 5 * time.Millisecond):
+		}
+	}
+}
+
+// exitFromCode reads an exit code as the engine reports it: a process
+// killed by signal N as 128+N.
+func exitFromCode(c int) runtime.Exit {
+	e := runtime.Exit{Code: c}
+	if c > 128 && c < 128+65 {
+		e.Signal = unix.Signal(c - 128)
+	}
+	return e
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
+func (x *execProc) Wait(ctx context.Context) (runtime.Exit, error) {
+	select {
+	case <-x.done:
+		return x.exit, nil
+	case <-ctx.Done():
+		return runtime.Exit{}, ctx.Err()
+	}
+}
+
+// Kill ends the command: the engine has no call for it, so the process
+// the engine names is signalled, once pinned with a pidfd and proven to
+// be in this container's cgroup.
+func (x *execProc) Kill() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := x.h.r.Client.ContainerExecInspect(ctx, x.id)
+	if err != nil {
+		return x.h.r.engineErr("inspect exec", err)
+	}
+	if !info.Running || info.Pid <= 0 {
+		return nil
+	}
+	return killInContainer(info.Pid, info.ContainerID)
+}
+
+// killInContainer sends SIGKILL to pid if it is a process of container
+// id (its cgroup path names the container), checked after pinning it.
+func killInContainer(pid int, id string) error {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("pidfd_open %d: %w", pid, err)
+	}
+	defer unix.Close(fd)
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return nil // gone since
+	}
+	if id == "" || !strings.Contains(string(b), id) {
+		return fmt.Errorf("process %d is not in container %.12s; not signalled", pid, id)
+	}
+	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,106 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"time"
+)
+
+// Execer is a Handle that runs commands inside its workload (Nomad's
+// ExecTask, containerd's Task.Exec): in its cgroup and with its marker
+// (native), in its container (docker), so that a stop or a sweep of the
+// sandbox ends what an exec started too.
+type Execer interface {
+	// Exec starts spec and returns once it runs (or could not start: an
+	// error wrapping ErrExecStart, nothing left running). The process is
+	// killed when ctx ends, after spec.Timeout, and when the workload
+	// stops; Wait says how it ended.
+	Exec(ctx context.Context, spec ExecSpec) (Process, error)
+}
+
+// ExecSpec is a command to run inside a workload.
+type ExecSpec struct {
+	Argv []string // Argv[0] is looked up in the workload's PATH
+	// Env is added to the workload's own environment (KEY=VALUE; a key
+	// given again replaces its value). MarkerEnv cannot be set.
+	Env []string
+	// Dir is the working directory as the workload sees it; empty: its
+	// workspace.
+	Dir string
+	// Stdin is read to the command's standard input, which is closed
+	// at its end; nil: an empty input. Stdout and Stderr receive what it
+	// writes; nil discards. With TTY both outputs go to Stdout.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// TTY gives the command a terminal, for an interactive shell.
+	TTY bool
+	// Timeout kills the command this long after it started (its Exit
+	// then has Reason "timeout"); zero: no limit but ctx.
+	Timeout time.Duration
+}
+
+// Process is one command started by Exec.
+type Process interface {
+	// Wait returns how the command ended, once it has and its output
+	// has been copied, or ctx's error when ctx ends first (the command
+	// runs on).
+	Wait(ctx context.Context) (Exit, error)
+	// Kill ends the command at once (SIGKILL). Killing one that has
+	// ended is no error.
+	Kill() error
+}
+
+// ReasonTimeout is Exit.Reason of an exec killed after its Timeout.
+const ReasonTimeout = "timeout"
+
+// ErrExecStart is wrapped by Exec when the command could not be started
+// (no such program, a working directory that does not exist).
+var ErrExecStart = errors.New("command could not start")
+
+// Files is a Handle whose workload's files can be read and written from
+// outside it, confined to what the workload may see. A name is a
+// slash-separated path as the workload sees it: absolute, or relative to
+// its workspace. A name that leads outside what the handle confines it to
+// (through "..", an absolute path elsewhere, or a symbolic link) is
+// refused with an error wrapping ErrOutside; nothing is followed there.
+type Files interface {
+	// Stat describes name; a link is described, not followed.
+	Stat(ctx context.Context, name string) (FileInfo, error)
+	// List describes the entries of directory name, sorted by name.
+	List(ctx context.Context, name string) ([]FileInfo, error)
+	// Open opens regular file name for reading.
+	Open(ctx context.Context, name string) (io.ReadCloser, FileInfo, error)
+	// Write replaces (or creates) regular file name with what r gives,
+	// with mode perm for a new file; a reader of name sees the old
+	// content or the new, never a mix. It returns the bytes written.
+	Write(ctx context.Context, name string, r io.Reader, perm fs.FileMode) (int64, error)
+	// Mkdir makes directory name and any parents missing, mode perm.
+	Mkdir(ctx context.Context, name string, perm fs.FileMode) error
+	// Remove removes name; a directory that is not empty only with
+	// recursive. Links inside are removed, never followed.
+	Remove(ctx context.Context, name string, recursive bool) error
+	// Rename moves from to to, replacing what is at to unless it is a
+	// directory that is not empty.
+	Rename(ctx context.Context, from, to string) error
+	// Chmod sets name's permission bits.
+	Chmod(ctx context.Context, name string, perm fs.FileMode) error
+}
+
+// FileInfo describes one file.
+type FileInfo struct {
+	Name    string      `json:"name"` // its last element
+	Size    int64       `json:"size"`
+	Mode    fs.FileMode `json:"mode"`
+	ModTime time.Time   `json:"modTime"`
+	// Link is a symbolic link's target, as written.
+	Link string `json:"link,omitempty"`
+}
+
+// IsDir reports whether fi describes a directory.
+func (fi FileInfo) IsDir() bool { return fi.Mode.IsDir() }
+
+// ErrOutside is wrapped by a Files method given a name outside what it is
+// confined to.
+var ErrOutside = errors.New("path leads outside the sandbox's files")

@@ -1,0 +1,286 @@
+package native
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-control-plane/agent-control-plane/proc"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+)
+
+// execs are the commands a handle started that may still run: without a
+// cgroup nothing else ends them with the sandbox.
+type execs struct {
+	mu  sync.Mutex
+	set map[*proc.Process]bool
+}
+
+func (x *execs) add(p *proc.Process) {
+	x.mu.Lock()
+	if x.set == nil {
+		x.set = map[*proc.Process]bool{}
+	}
+	x.set[p] = true
+	x.mu.Unlock()
+}
+
+func (x *execs) remove(p *proc.Process) {
+	x.mu.Lock()
+	delete(x.set, p)
+	x.mu.Unlock()
+}
+
+// kill ends every command still running, and its process group.
+func (x *execs) kill() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for p := range x.set {
+		_ = p.SignalGroup(unix.SIGKILL)
+	}
+}
+
+// Exec runs spec in the sandbox: with the environment its leader started
+// with (plus spec.Env), its marker, in its cgroup when it has one (so the
+// sandbox's stop kills it with the rest), in a session of its own.
+func (h *handle) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Process, error) {
+	if h.p == nil {
+		return nil, fmt.Errorf("%w: the sandbox's leader is gone", runtime.ErrExecStart)
+	}
+	if len(spec.Argv) == 0 {
+		return nil, fmt.Errorf("%w: empty command", runtime.ErrExecStart)
+	}
+	if spec.TTY {
+		return nil, fmt.Errorf("%w: the native runtime offers no terminal", runtime.ErrExecStart)
+	}
+	env, err := h.p.Environ()
+	if err != nil {
+		return nil, fmt.Errorf("%w: read the sandbox's environment: %v", runtime.ErrExecStart, err)
+	}
+	env = withVars(env, spec.Env)
+	argv0, err := lookPath(spec.Argv[0], env)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", runtime.ErrExecStart, err)
+	}
+	dir := spec.Dir
+	if dir == "" {
+		dir = h.Host
+	} else if !filepath.IsAbs(dir) {
+		dir = filepath.Join(h.Host, dir)
+	}
+	pipes, err := newStdio(spec)
+	if err != nil {
+		return nil, err
+	}
+	ps := proc.Spec{Argv: append([]string{argv0}, spec.Argv[1:]...), Env: env, Dir: dir, Marker: h.id.Marker, Stdio: pipes.child[:]}
+	if h.g != nil {
+		e, err := h.g.Into()
+		if err != nil {
+			pipes.close()
+			return nil, fmt.Errorf("%w: %v", runtime.ErrExecStart, err)
+		}
+		defer e.Close()
+		ps.Cgroup = e
+	}
+	p, err := h.w.Spawn(ps)
+	pipes.closeChild()
+	if err != nil {
+		pipes.close()
+		return nil, fmt.Errorf("%w: %v", runtime.ErrExecStart, err)
+	}
+	h.execs.add(p)
+	x := &execProc{p: p, done: make(chan struct{})}
+	copied := pipes.copy(spec)
+	go x.run(ctx, spec.Timeout, copied, pipes.closeOutputs, func() { h.execs.remove(p) })
+	return x, nil
+}
+
+// withVars is env with vars set over it; MarkerEnv stays as it is.
+func withVars(env, vars []string) []string {
+	if len(vars) == 0 {
+		return env
+	}
+	set := map[string]bool{}
+	for _, kv := range vars {
+		if k, _, ok := strings.Cut(kv, "="); ok && k != runtime.MarkerEnv {
+			set[k] = true
+		}
+	}
+	out := make([]string, 0, len(env)+len(vars))
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); !set[k] {
+			out = append(out, kv)
+		}
+	}
+	for _, kv := range vars {
+		if k, _, _ := strings.Cut(kv, "="); set[k] {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// lookPath finds file as the sandbox would: in the PATH of its
+// environment, not the daemon's.
+func lookPath(file string, env []string) (string, error) {
+	if strings.Contains(file, "/") {
+		return file, nil
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, file)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: not found in the sandbox's PATH", file)
+}
+
+// stdio are the pipes between the daemon and one command.
+type stdio struct {
+	child [3]*os.File // the command's stdin, stdout, stderr
+	in    *os.File    // written to the command's stdin; nil: none
+	out   [2]*os.File // read from its stdout and stderr
+}
+
+func newStdio(spec runtime.ExecSpec) (*stdio, error) {
+	s := &stdio{}
+	var err error
+	if spec.Stdin == nil {
+		s.child[0], err = os.Open(os.DevNull)
+	} else {
+		s.child[0], s.in, err = os.Pipe()
+	}
+	for i := range 2 {
+		if err == nil {
+			s.out[i], s.child[i+1], err = os.Pipe()
+		}
+	}
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *stdio) closeChild() {
+	for _, f := range s.child {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// outputGrace is how long a command's output is read after it exits.
+const outputGrace = time.Second
+
+// closeOutputs ends the reading of the command's outputs.
+func (s *stdio) closeOutputs() {
+	for _, f := range s.out {
+		f.Close()
+	}
+}
+
+func (s *stdio) close() {
+	s.closeChild()
+	for _, f := range append([]*os.File{s.in}, s.out[:]...) {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// copy feeds stdin and drains the outputs; the channel is closed when
+// both outputs have reached their end (the command and whatever it left
+// holding them are gone).
+func (s *stdio) copy(spec runtime.ExecSpec) <-chan struct{} {
+	if s.in != nil {
+		go func() {
+			_, _ = io.Copy(s.in, spec.Stdin)
+			s.in.Close()
+		}()
+	}
+	var wg sync.WaitGroup
+	for i, w := range []io.Writer{spec.Stdout, spec.Stderr} {
+		if w == nil {
+			w = io.Discard
+		}
+		wg.Go(func() { _, _ = io.Copy(w, s.out[i]) })
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	return done
+}
+
+// execProc is one command started by Exec.
+type execProc struct {
+	p    *proc.Process
+	done chan struct{}
+	exit runtime.Exit
+}
+
+// run ends the command when ctx ends or its time is up, and says how it
+// ended once it has and its output is copied.
+func (x *execProc) run(ctx context.Context, timeout time.Duration, copied <-chan struct{}, cut, forget func()) {
+	var expired <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expired = t.C
+	}
+	reason := ""
+	select {
+	case <-x.p.Done():
+	case <-ctx.Done():
+		reason = "cancelled"
+		_ = x.Kill()
+	case <-expired:
+		reason = runtime.ReasonTimeout
+		_ = x.Kill()
+	}
+	<-x.p.Done()
+	forget()
+	// What the command left running in a session of its own may hold its
+	// output open: what it writes after a moment is not waited for.
+	select {
+	case <-copied:
+	case <-time.After(outputGrace):
+	}
+	cut()
+	<-copied
+	x.exit = exitOf(x.p)
+	x.exit.Reason = reason
+	close(x.done)
+}
+
+func (x *execProc) Wait(ctx context.Context) (runtime.Exit, error) {
+	select {
+	case <-x.done:
+		return x.exit, nil
+	case <-ctx.Done():
+		return runtime.Exit{}, ctx.Err()
+	}
+}
+
+func (x *execProc) Kill() error {
+	if err := x.p.SignalGroup(unix.SIGKILL); err != nil && !errors.Is(err, proc.ErrExited) {
+		return err
+	}
+	return nil
+}

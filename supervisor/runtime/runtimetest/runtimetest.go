@@ -1,0 +1,478 @@
+// Package runtimetest is the conformance suite every runtime passes: the
+// scenarios the supervisor relies on, run against a real runtime on this
+// machine (native with cgroups on and off, docker, and every later one)
+// and against the fake, in the manner of Nomad's driver test kit.
+//
+// A runtime's test calls Run with a Harness that knows how to make the
+// runtime and what a spec of the stub agent looks like for it.
+package runtimetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+)
+
+// Harness adapts the suite to one runtime.
+type Harness struct {
+	// New makes a runtime. Two runtimes made by one harness see the same
+	// workloads, as a restarted daemon sees its predecessor's.
+	New func(t *testing.T) runtime.Runtime
+	// Workload completes spec with what runs the stub agent (a command,
+	// an image) with knobs, the stub agent's STUB_AGENT_* variables.
+	Workload func(spec *runtime.Spec, knobs map[string]string)
+	// Tool is the argv prefix that runs fake.Tool inside a sandbox
+	// ("stub-exec" of the stub binary).
+	Tool []string
+	// Forge, when set, returns a state that names something that is not
+	// this workload (Adopt must say ErrNotOurs).
+	Forge func(st runtime.State) runtime.State
+}
+
+// Deadline bounds every wait: generous, the machine is shared and noisy.
+const Deadline = 60 * time.Second
+
+// Run runs every scenario the runtime's capabilities call for.
+func Run(t *testing.T, h Harness) {
+	caps := h.New(t).Capabilities()
+	t.Run("Capabilities", func(t *testing.T) { capabilities(t, h) })
+	t.Run("StartServes", func(t *testing.T) { startServes(t, h) })
+	t.Run("SelfExit", func(t *testing.T) { selfExit(t, h) })
+	t.Run("StopGrace", func(t *testing.T) { stopGrace(t, h) })
+	t.Run("Adopt", func(t *testing.T) { adopt(t, h) })
+	t.Run("Sweep", func(t *testing.T) { sweep(t, h) })
+	if _, ok := h.New(t).(runtime.Pruner); ok {
+		t.Run("Prune", func(t *testing.T) { prune(t, h) })
+	}
+	if caps.Limits {
+		t.Run("Limits", func(t *testing.T) { limits(t, h) })
+	}
+	if caps.Exec {
+		t.Run("Exec", func(t *testing.T) { execs(t, h) })
+	}
+	if caps.Files {
+		t.Run("Files", func(t *testing.T) { files(t, h) })
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), Deadline)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Spec is a spec for sandbox id in a fresh directory, with a port leased
+// when the runtime asks for one.
+func Spec(t *testing.T, rt runtime.Runtime, id string) runtime.Spec {
+	t.Helper()
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "workspace")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	marker := id + "." + hex.EncodeToString(b)
+	spec := runtime.Spec{
+		ID: id, Dir: dir, Workspace: ws, Stdout: filepath.Join(dir, "stdout.log"), Stderr: filepath.Join(dir, "stderr.log"),
+		Marker: marker, Seal: "seal-" + marker, Vars: []string{"PATH=" + os.Getenv("PATH")},
+	}
+	if rt.Capabilities().LocalPort {
+		spec.Port = freePort(t)
+	}
+	return spec
+}
+
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// started is a running workload and its spec; its cleanup stops and
+// deletes it.
+type started struct {
+	rt   runtime.Runtime
+	spec runtime.Spec
+	h    runtime.Handle
+}
+
+func start(t *testing.T, h Harness, rt runtime.Runtime, knobs map[string]string) started {
+	t.Helper()
+	spec := Spec(t, rt, "rt"+strings.ToLower(hex.EncodeToString([]byte(t.Name()))[len(hex.EncodeToString([]byte(t.Name())))-8:]))
+	h.Workload(&spec, knobs)
+	hd, err := rt.Start(ctxT(t), spec)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), Deadline)
+		defer cancel()
+		_ = hd.Stop(ctx, 0)
+		_ = hd.Delete(ctx)
+	})
+	return started{rt: rt, spec: spec, h: hd}
+}
+
+func waitDone(t *testing.T, hd runtime.Handle) runtime.Exit {
+	t.Helper()
+	select {
+	case <-hd.Done():
+		return hd.Exit()
+	case <-time.After(Deadline):
+		t.Fatal("the workload did not end")
+		return runtime.Exit{}
+	}
+}
+
+// awaitServing polls the endpoint until it answers 2xx.
+func awaitServing(t *testing.T, ep runtime.Endpoint) {
+	t.Helper()
+	if ep.IsZero() {
+		t.Fatal("the handle reports no endpoint")
+	}
+	c := &http.Client{Timeout: 2 * time.Second}
+	until := time.Now().Add(Deadline)
+	for {
+		resp, err := c.Get(ep.URL("/api/info"))
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode/100 == 2 {
+				return
+			}
+		}
+		if time.Now().After(until) {
+			t.Fatalf("endpoint %s never answered: %v", ep.URL(""), err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func capabilities(t *testing.T, h Harness) {
+	rt := h.New(t)
+	caps := rt.Capabilities()
+	_, limiter := rt.(runtime.Limiter)
+	if caps.Limits && !limiter {
+		t.Error("Capabilities.Limits, but the runtime is no Limiter")
+	}
+	s := start(t, h, rt, nil)
+	_, execer := s.h.(runtime.Execer)
+	_, filer := s.h.(runtime.Files)
+	if caps.Exec && !execer || caps.Files && !filer {
+		t.Errorf("Capabilities %+v, but the handle is an Execer: %v, Files: %v", caps, execer, filer)
+	}
+	if !caps.LocalPort && s.spec.Port != 0 {
+		t.Error("a runtime without LocalPort got a port")
+	}
+}
+
+// The workload answers at the endpoint its handle reports, and a polite
+// stop ends it without a forced kill.
+func startServes(t *testing.T, h Harness) {
+	s := start(t, h, h.New(t), nil)
+	awaitServing(t, s.h.Endpoint())
+	if s.spec.Port != 0 && s.h.Endpoint().Port != s.spec.Port {
+		t.Errorf("endpoint %+v, want the leased port %d", s.h.Endpoint(), s.spec.Port)
+	}
+	if err := s.h.Stop(ctxT(t), 10*time.Second); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	e := waitDone(t, s.h)
+	if e.Signal == unix.SIGKILL {
+		t.Errorf("a workload that ends on SIGTERM was killed: %v", e)
+	}
+}
+
+// A workload that exits by itself is seen, with its code and time.
+func selfExit(t *testing.T, h Harness) {
+	before := time.Now().Add(-time.Second)
+	s := start(t, h, h.New(t), map[string]string{"STUB_AGENT_EXIT_AFTER_MS": "300"})
+	e := waitDone(t, s.h)
+	if e.Unknown || e.Code != 3 {
+		t.Errorf("exit %+v, want code 3", e)
+	}
+	if e.At.Before(before) || e.At.After(time.Now().Add(time.Second)) {
+		t.Errorf("exit time %v is not when it ended", e.At)
+	}
+}
+
+// A workload that ignores SIGTERM is killed once grace has passed.
+func stopGrace(t *testing.T, h Harness) {
+	s := start(t, h, h.New(t), map[string]string{"STUB_AGENT_IGNORE_SIGTERM": "1"})
+	awaitServing(t, s.h.Endpoint())
+	if err := s.h.Stop(ctxT(t), 300*time.Millisecond); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	e := waitDone(t, s.h)
+	if e.Signal != unix.SIGKILL && e.Code != 137 {
+		t.Errorf("exit %+v, want a SIGKILL", e)
+	}
+	if err := s.h.Delete(ctxT(t)); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+}
+
+// A second runtime adopts the workload from its state; after Delete the
+// state names nothing; a garbled or forged state is refused.
+func adopt(t *testing.T, h Harness) {
+	s := start(t, h, h.New(t), nil)
+	awaitServing(t, s.h.Endpoint())
+	st := s.h.State()
+	rt2 := h.New(t)
+	a, err := rt2.Adopt(ctxT(t), st)
+	if err != nil {
+		t.Fatalf("Adopt: %v", err)
+	}
+	if a.Endpoint() != s.h.Endpoint() {
+		t.Errorf("adopted endpoint %+v, want %+v", a.Endpoint(), s.h.Endpoint())
+	}
+	awaitServing(t, a.Endpoint())
+	if _, err := rt2.Adopt(ctxT(t), runtime.State{Version: 99, Data: []byte(`{}`)}); !errors.Is(err, runtime.ErrState) {
+		t.Errorf("Adopt of an unknown version: %v, want ErrState", err)
+	}
+	if h.Forge != nil {
+		if _, err := rt2.Adopt(ctxT(t), h.Forge(st)); !errors.Is(err, runtime.ErrNotOurs) && !errors.Is(err, runtime.ErrGone) {
+			t.Errorf("Adopt of a forged state: %v, want ErrNotOurs", err)
+		}
+	}
+	if err := a.Stop(ctxT(t), 10*time.Second); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	waitDone(t, a)
+	if err := a.Delete(ctxT(t)); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if _, err := h.New(t).Adopt(ctxT(t), st); !errors.Is(err, runtime.ErrGone) {
+		t.Errorf("Adopt after Delete: %v, want ErrGone", err)
+	}
+}
+
+// Sweep ends a workload by its marker alone.
+func sweep(t *testing.T, h Harness) {
+	rt := h.New(t)
+	s := start(t, h, rt, nil)
+	awaitServing(t, s.h.Endpoint())
+	own := runtime.Owned{Known: map[string]bool{s.spec.Marker: true}, Seal: func(string) string { return s.spec.Seal }}
+	if err := h.New(t).Sweep(ctxT(t), []string{s.spec.Marker}, own); err != nil {
+		t.Fatalf("Sweep: %v", err)
+	}
+	waitDone(t, s.h)
+}
+
+// Prune releases the remains of an ended workload whose Delete never ran.
+func prune(t *testing.T, h Harness) {
+	rt := h.New(t)
+	s := start(t, h, rt, nil)
+	if err := s.h.Stop(ctxT(t), 0); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, s.h)
+	own := runtime.Owned{Known: map[string]bool{s.spec.Marker: true}, Seal: func(string) string { return s.spec.Seal }}
+	rt2 := h.New(t)
+	if err := rt2.(runtime.Pruner).Prune(ctxT(t), nil, own); err != nil {
+		t.Fatalf("Prune: %v", err)
+	}
+	if a, err := rt2.Adopt(ctxT(t), s.h.State()); err == nil {
+		select {
+		case <-a.Done():
+			t.Error("Prune left the remains of an ended workload")
+		default:
+			t.Error("Prune left a workload running")
+		}
+	}
+}
+
+// Limits are enforced as given, read back, and changed.
+func limits(t *testing.T, h Harness) {
+	rt := h.New(t)
+	want := runtime.Resources{MemoryBytes: 256 << 20, Pids: 64}
+	if got, err := rt.(runtime.Limiter).Enforceable(want); err != nil {
+		t.Skipf("this machine cannot enforce %+v: %v", want, err)
+	} else if got != want {
+		t.Skipf("this machine enforces only %+v of %+v", got, want)
+	}
+	spec := Spec(t, rt, "rtlimits")
+	h.Workload(&spec, nil)
+	spec.Resources = want
+	hd, err := rt.Start(ctxT(t), spec)
+	if err != nil {
+		t.Fatalf("Start with limits: %v", err)
+	}
+	t.Cleanup(func() { _ = hd.Stop(context.Background(), 0); _ = hd.Delete(context.Background()) })
+	lr, ok := hd.(runtime.LimitReader)
+	if !ok {
+		t.Fatal("a runtime with limits has handles that cannot say which are in force")
+	}
+	if got, err := lr.Limits(ctxT(t)); err != nil || got != want {
+		t.Errorf("Limits = %+v, %v; want %+v", got, err, want)
+	}
+	less := runtime.Resources{MemoryBytes: 128 << 20, Pids: 32}
+	if err := hd.(runtime.Resizer).Resize(ctxT(t), less); err != nil {
+		t.Fatalf("Resize: %v", err)
+	}
+	if got, err := lr.Limits(ctxT(t)); err != nil || got != less {
+		t.Errorf("Limits after Resize = %+v, %v; want %+v", got, err, less)
+	}
+}
+
+// run execs argv (after the tool prefix) and returns its exit and outputs.
+func run(t *testing.T, h Harness, x runtime.Execer, spec runtime.ExecSpec) (runtime.Exit, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	spec.Argv = append(append([]string(nil), h.Tool...), spec.Argv...)
+	spec.Stdout, spec.Stderr = &out, &errb
+	p, err := x.Exec(ctxT(t), spec)
+	if err != nil {
+		t.Fatalf("Exec %q: %v", spec.Argv, err)
+	}
+	e, err := p.Wait(ctxT(t))
+	if err != nil {
+		t.Fatalf("Wait %q: %v", spec.Argv, err)
+	}
+	return e, out.String(), errb.String()
+}
+
+func execs(t *testing.T, h Harness) {
+	s := start(t, h, h.New(t), nil)
+	awaitServing(t, s.h.Endpoint())
+	x := s.h.(runtime.Execer)
+	if e, _, _ := run(t, h, x, runtime.ExecSpec{Argv: []string{"exit", "7"}}); e.Code != 7 || e.Unknown {
+		t.Errorf("exit 7: %+v", e)
+	}
+	if _, out, _ := run(t, h, x, runtime.ExecSpec{Argv: []string{"env", "EXEC_VAR"}, Env: []string{"EXEC_VAR=given"}}); out != "given\n" {
+		t.Errorf("env of the exec: %q", out)
+	}
+	if _, out, _ := run(t, h, x, runtime.ExecSpec{Argv: []string{"env", runtime.MarkerEnv}, Env: []string{runtime.MarkerEnv + "=forged"}}); strings.Contains(out, "forged") {
+		t.Errorf("an exec could set its marker: %q", out)
+	}
+	if _, out, _ := run(t, h, x, runtime.ExecSpec{Argv: []string{"env", runtime.EnvSandboxID}}); out != s.spec.ID+"\n" {
+		t.Errorf("the sandbox's own environment: %s = %q, want %q", runtime.EnvSandboxID, out, s.spec.ID)
+	}
+	_, home, _ := run(t, h, x, runtime.ExecSpec{Argv: []string{"pwd"}})
+	if err := os.Mkdir(filepath.Join(s.spec.Workspace, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, out, _ := run(t, h, x, runtime.ExecSpec{Argv: []string{"pwd"}, Dir: "sub"}); out != strings.TrimSuffix(home, "\n")+"/sub\n" {
+		t.Errorf("pwd in sub: %q, the workspace is %q", out, home)
+	}
+	if _, out, _ := run(t, h, x, runtime.ExecSpec{Argv: []string{"cat"}, Stdin: strings.NewReader("through stdin")}); out != "through stdin" {
+		t.Errorf("cat: %q", out)
+	}
+	if _, out, errs := run(t, h, x, runtime.ExecSpec{Argv: []string{"err", "to stderr"}}); errs != "to stderr\n" || out != "" {
+		t.Errorf("stderr %q, stdout %q", errs, out)
+	}
+	if e, _, _ := run(t, h, x, runtime.ExecSpec{Argv: []string{"sleep", "120"}, Timeout: 300 * time.Millisecond}); e.Reason != runtime.ReasonTimeout {
+		t.Errorf("a command past its timeout: %+v", e)
+	}
+	if p, err := x.Exec(ctxT(t), runtime.ExecSpec{Argv: []string{"no-such-program-here"}}); err == nil {
+		e, _ := p.Wait(ctxT(t))
+		if e.Code != 126 && e.Code != 127 {
+			t.Errorf("a missing program: %+v, want an ErrExecStart or code 126/127", e)
+		}
+	} else if !errors.Is(err, runtime.ErrExecStart) {
+		t.Errorf("a missing program: %v, want ErrExecStart", err)
+	}
+	// What runs when the sandbox stops ends with it.
+	p, err := x.Exec(ctxT(t), runtime.ExecSpec{Argv: append(append([]string(nil), h.Tool...), "sleep", "120")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.h.Stop(ctxT(t), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(ctxT(t)); err != nil {
+		t.Errorf("an exec outlived its sandbox's stop: %v", err)
+	}
+}
+
+func files(t *testing.T, h Harness) {
+	s := start(t, h, h.New(t), nil)
+	f := s.h.(runtime.Files)
+	ctx := ctxT(t)
+	if err := f.Mkdir(ctx, "a/b", 0o755); err != nil {
+		t.Fatalf("Mkdir: %v", err)
+	}
+	if n, err := f.Write(ctx, "a/b/f.txt", strings.NewReader("content"), 0o640); err != nil || n != 7 {
+		t.Fatalf("Write: %d, %v", n, err)
+	}
+	rc, fi, err := f.Open(ctx, "a/b/f.txt")
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(b) != "content" || fi.Size != 7 || fi.Mode.Perm() != 0o640 {
+		t.Errorf("read %q, %+v", b, fi)
+	}
+	if list, err := f.List(ctx, "a/b"); err != nil || len(list) != 1 || list[0].Name != "f.txt" {
+		t.Errorf("List: %+v, %v", list, err)
+	}
+	if err := f.Rename(ctx, "a/b/f.txt", "a/g.txt"); err != nil {
+		t.Fatalf("Rename: %v", err)
+	}
+	if err := f.Chmod(ctx, "a/g.txt", 0o600); err != nil {
+		t.Fatalf("Chmod: %v", err)
+	}
+	if fi, err := f.Stat(ctx, "a/g.txt"); err != nil || fi.Mode.Perm() != 0o600 {
+		t.Errorf("Stat after Chmod: %+v, %v", fi, err)
+	}
+	if err := f.Remove(ctx, "a", false); err == nil {
+		t.Error("Remove of a directory that is not empty, not recursive, succeeded")
+	}
+	if err := f.Remove(ctx, "a", true); err != nil {
+		t.Fatalf("Remove recursive: %v", err)
+	}
+	if _, err := f.Stat(ctx, "a"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Stat after Remove: %v, want not exist", err)
+	}
+	// Nothing outside is reached: not through "..", an absolute path or
+	// a link.
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(s.spec.Workspace, "out")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"../stdout.log", "a/../../x", "/etc/passwd", "out/secret", "out"} {
+		if name == "out" {
+			if fi, err := f.Stat(ctx, name); err != nil || fi.Mode&fs.ModeSymlink == 0 {
+				t.Errorf("Stat of a link: %+v, %v; want the link described", fi, err)
+			}
+			if _, _, err := f.Open(ctx, name); !errors.Is(err, runtime.ErrOutside) {
+				t.Errorf("Open of a link out: %v, want ErrOutside", err)
+			}
+			continue
+		}
+		if _, _, err := f.Open(ctx, name); !errors.Is(err, runtime.ErrOutside) {
+			t.Errorf("Open %s: %v, want ErrOutside", name, err)
+		}
+		if _, err := f.Write(ctx, name, strings.NewReader("y"), 0o600); !errors.Is(err, runtime.ErrOutside) {
+			t.Errorf("Write %s: %v, want ErrOutside", name, err)
+		}
+	}
+	if err := f.Remove(ctx, "out", true); err != nil {
+		t.Fatalf("Remove of a link: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "secret")); err != nil {
+		t.Errorf("removing a link removed what it points to: %v", err)
+	}
+}

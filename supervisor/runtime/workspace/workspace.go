@@ -1,0 +1,226 @@
+// Package workspace is runtime.Files over a sandbox's workspace directory
+// on this machine, for the runtimes whose workload sees that directory
+// (native: where it is; docker: bind-mounted). Every name is resolved
+// beneath the workspace by package securefs: no "..", no link followed,
+// nothing outside reached.
+package workspace
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/securefs"
+)
+
+// MaxList bounds the entries one List returns.
+const MaxList = 10000
+
+// Files serves runtime.Files for one workspace.
+type Files struct {
+	// Host is the workspace's path on this machine.
+	Host string
+	// Seen is the workspace's path as the workload sees it (Host for a
+	// native sandbox, the mount point in a container): absolute names
+	// must lie beneath it.
+	Seen string
+}
+
+var _ runtime.Files = Files{}
+
+// rel maps a name as the workload sees it to a path beneath the
+// workspace, or an error wrapping runtime.ErrOutside.
+func (w Files) rel(name string) (string, error) {
+	if name == "" {
+		return "", errors.New("empty path")
+	}
+	if strings.IndexByte(name, 0) >= 0 {
+		return "", errors.New("path has a NUL byte")
+	}
+	p := name
+	if path.IsAbs(p) {
+		seen := path.Clean(w.Seen)
+		clean := path.Clean(p)
+		if clean != seen && !strings.HasPrefix(clean, seen+"/") {
+			return "", fmt.Errorf("%w: %s is not beneath the workspace %s", runtime.ErrOutside, name, seen)
+		}
+		p = strings.TrimPrefix(strings.TrimPrefix(clean, seen), "/")
+	}
+	// Lexically, ".." may not climb above the workspace (a link that
+	// would is refused where it is met).
+	clean := path.Clean(p)
+	if clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", fmt.Errorf("%w: %s climbs out of the workspace", runtime.ErrOutside, name)
+	}
+	if clean == "." {
+		return "", nil
+	}
+	return clean, nil
+}
+
+func nonce() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// open opens the workspace; each call holds it only for its own use.
+func (w Files) open(name string) (*securefs.Dir, string, error) {
+	rel, err := w.rel(name)
+	if err != nil {
+		return nil, "", err
+	}
+	d, err := securefs.Open(w.Host)
+	return d, rel, err
+}
+
+// outside turns securefs's refusal of a link into runtime.ErrOutside.
+func outside(err error) error {
+	if errors.Is(err, securefs.ErrNotOwnFile) && !errors.Is(err, runtime.ErrOutside) {
+		return fmt.Errorf("%w: %w", runtime.ErrOutside, err)
+	}
+	return err
+}
+
+func info(d *securefs.Dir, rel string, fi fs.FileInfo) runtime.FileInfo {
+	out := runtime.FileInfo{Name: fi.Name(), Size: fi.Size(), Mode: fi.Mode(), ModTime: fi.ModTime()}
+	if rel == "" {
+		out.Name = "."
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		out.Link, _ = d.Readlink(rel)
+	}
+	return out
+}
+
+// Stat describes name; a link is described, not followed.
+func (w Files) Stat(_ context.Context, name string) (runtime.FileInfo, error) {
+	d, rel, err := w.open(name)
+	if err != nil {
+		return runtime.FileInfo{}, err
+	}
+	defer d.Close()
+	fi, err := d.Lstat(rel)
+	if err != nil {
+		return runtime.FileInfo{}, outside(err)
+	}
+	return info(d, rel, fi), nil
+}
+
+// List describes directory name's entries, at most MaxList.
+func (w Files) List(_ context.Context, name string) ([]runtime.FileInfo, error) {
+	d, rel, err := w.open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	fis, err := d.ReadDir(rel, MaxList)
+	if err != nil {
+		return nil, outside(err)
+	}
+	out := make([]runtime.FileInfo, len(fis))
+	for i, fi := range fis {
+		out[i] = info(d, path.Join(rel, fi.Name()), fi)
+	}
+	return out, nil
+}
+
+// Open opens regular file name for reading.
+func (w Files) Open(_ context.Context, name string) (io.ReadCloser, runtime.FileInfo, error) {
+	d, rel, err := w.open(name)
+	if err != nil {
+		return nil, runtime.FileInfo{}, err
+	}
+	defer d.Close()
+	f, fi, err := d.OpenRegular(rel, unix.O_RDONLY)
+	if err != nil {
+		return nil, runtime.FileInfo{}, outside(err)
+	}
+	return f, info(d, rel, fi), nil
+}
+
+// Write replaces file name atomically: a temporary file beside it,
+// renamed over it.
+func (w Files) Write(_ context.Context, name string, r io.Reader, perm fs.FileMode) (int64, error) {
+	d, rel, err := w.open(name)
+	if err != nil {
+		return 0, err
+	}
+	defer d.Close()
+	if rel == "" {
+		return 0, errors.New("the workspace itself is a directory")
+	}
+	dir, base := path.Split(rel)
+	if fi, err := d.Lstat(rel); err == nil {
+		if !fi.Mode().IsRegular() {
+			return 0, outside(&fs.PathError{Op: "write", Path: name, Err: fmt.Errorf("%w: is not a regular file", securefs.ErrNotOwnFile)})
+		}
+		perm = fi.Mode().Perm() // a replaced file keeps its mode
+	}
+	var n int64
+	err = d.WriteAtomic(strings.TrimSuffix(dir, "/"), base, "."+base+".upload-"+nonce(), perm, false, func(f io.Writer) error {
+		var err error
+		n, err = io.Copy(f, r)
+		return err
+	})
+	return n, outside(err)
+}
+
+// Mkdir makes directory name and its missing parents.
+func (w Files) Mkdir(_ context.Context, name string, perm fs.FileMode) error {
+	d, rel, err := w.open(name)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return outside(d.MkdirAll(rel, perm))
+}
+
+// Remove removes name (a directory only when empty, or with recursive).
+func (w Files) Remove(_ context.Context, name string, recursive bool) error {
+	d, rel, err := w.open(name)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if rel == "" {
+		return fmt.Errorf("%w: the workspace itself cannot be removed", runtime.ErrOutside)
+	}
+	return outside(d.Remove(rel, recursive))
+}
+
+// Rename moves from to to, both in the workspace.
+func (w Files) Rename(_ context.Context, from, to string) error {
+	d, rel, err := w.open(from)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	relTo, err := w.rel(to)
+	if err != nil {
+		return err
+	}
+	if rel == "" || relTo == "" {
+		return fmt.Errorf("%w: the workspace itself cannot be moved or replaced", runtime.ErrOutside)
+	}
+	return outside(d.Rename(rel, relTo))
+}
+
+// Chmod sets name's permission bits.
+func (w Files) Chmod(_ context.Context, name string, perm fs.FileMode) error {
+	d, rel, err := w.open(name)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return outside(d.Chmod(rel, perm))
+}
