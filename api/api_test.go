@@ -21,6 +21,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/fake"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/native"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
@@ -41,17 +42,35 @@ type env struct {
 	reg *prometheus.Registry
 }
 
+// newEnv serves the API over a supervisor whose one runtime, "native",
+// is the fake: the handlers in milliseconds, with no real process.
 func newEnv(t *testing.T, tweak func(*supervisor.Options)) *env {
+	t.Helper()
+	return startEnv(t, false, tweak)
+}
+
+// newRealEnv is newEnv with the real native runtime and stub agent.
+func newRealEnv(t *testing.T, tweak func(*supervisor.Options)) *env {
+	t.Helper()
+	return startEnv(t, true, tweak)
+}
+
+func startEnv(t *testing.T, real bool, tweak func(*supervisor.Options)) *env {
 	t.Helper()
 	w, err := proc.NewWatcher()
 	if err != nil {
 		t.Fatal(err)
 	}
+	machine := fake.NewMachine()
+	var rt runtime.Runtime = &fake.Runtime{M: machine, LocalPort: true}
+	if real {
+		rt = &native.Runtime{Watcher: w, Argv: testenv.StubArgv(t)}
+	}
 	lo, hi := portBlock.Next()
 	opts := supervisor.Options{
 		Root: t.TempDir(), PortLo: lo, PortHi: hi, StopGrace: 2 * time.Second,
 		CheckInterval: time.Hour, AutoStop: 15 * time.Minute,
-		Runtimes: nativeOnly(&native.Runtime{Watcher: w, Argv: testenv.StubArgv(t)}),
+		Runtimes: nativeOnly(rt),
 		Env:      childenv.Policy{Base: map[string]string{"PATH": "/usr/bin:/bin"}, ForwardUnless: conf.DefaultEnvForwardUnless},
 	}
 	if tweak != nil {
@@ -73,6 +92,7 @@ func newEnv(t *testing.T, tweak func(*supervisor.Options)) *env {
 		sup.Close(context.Background())
 		w.Close()
 		testenv.KillSandboxes(opts.Root)
+		machine.Shutdown()
 	})
 	return &env{t: t, sup: sup, srv: srv, reg: reg}
 }
@@ -230,7 +250,7 @@ func TestCRUDOverHTTP(t *testing.T) {
 	var created wire.SandboxInfo
 	json.Unmarshal(r.body, &created)
 	if created.ID != "web1" || created.Name != "web1" || created.SessionID == nil || *created.SessionID != "s-1" ||
-		created.PreviewURL != wire.PreviewURL(created.Port) || created.AutoStopInterval != 15 || created.AutoDeleteInterval != -1 {
+		created.PreviewURL != "http://127.0.0.1:"+strconv.Itoa(created.Port) || created.AutoStopInterval != 15 || created.AutoDeleteInterval != -1 {
 		t.Fatalf("created %+v", created)
 	}
 	if r := e.do("POST", "/v1/sandboxes", `{"name":"web1"}`); r.code != 409 || r.errCode() != "name_conflict" || !strings.Contains(string(r.body), "rm web1") {

@@ -23,11 +23,20 @@ func minutes(d time.Duration) float64 {
 	return math.Round(m*1e6) / 1e6
 }
 
+// previewURL is where the sandbox's workload serves, as its runtime
+// reports it ("" when it reports nothing).
+func previewURL(sb supervisor.Sandbox) string {
+	if sb.Endpoint.IsZero() {
+		return ""
+	}
+	return sb.Endpoint.URL("")
+}
+
 // ToInfo converts the supervisor's view of a sandbox to its wire shape.
 func ToInfo(sb supervisor.Sandbox) wire.SandboxInfo {
 	info := wire.SandboxInfo{
 		ID: sb.ID, Name: sb.Name(), State: string(sb.State), Runtime: sb.Runtime,
-		Port: sb.Port, PreviewURL: wire.PreviewURL(sb.Port), Labels: sb.Labels,
+		Port: sb.Port, PreviewURL: previewURL(sb), Labels: sb.Labels,
 		Snapshot: sb.Snapshot, Public: sb.Public,
 		CreatedAt: wire.Time{Time: sb.CreatedAt}, UpdatedAt: wire.Time{Time: sb.UpdatedAt}, LastActivityAt: wire.Time{Time: sb.LastActivityAt},
 		StartedAt: ptrTime(sb.StartedAt), StoppedAt: ptrTime(sb.StoppedAt),

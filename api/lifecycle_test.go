@@ -19,7 +19,7 @@ import (
 )
 
 func TestCompatibilityRoutes(t *testing.T) {
-	e := newEnv(t, nil)
+	e := newRealEnv(t, nil)
 	e.do("POST", "/v1/sandboxes", `{"name":"c1","autoStopInterval":5}`)
 	info := e.waitState("c1", "started")
 
@@ -158,7 +158,7 @@ func TestSecretsNeverInAnswers(t *testing.T) {
 }
 
 func TestMetricsAfterScenario(t *testing.T) {
-	e := newEnv(t, nil)
+	e := newRealEnv(t, nil)
 	e.do("POST", "/v1/sandboxes", `{"name":"m1","labels":{"origin":"cli"}}`)
 	e.do("POST", "/v1/sandboxes", `{"name":"m2"}`)
 	e.do("POST", "/v1/sandboxes", `{"name":"m1"}`)                   // conflict

@@ -496,7 +496,7 @@ func (s *Server) previewURL(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, "sandbox_not_running", "sandbox "+sb.ID+" is "+string(sb.State)+"; it has no preview")
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.PreviewURLResponse{URL: wire.PreviewURL(sb.Port)})
+	writeJSON(w, http.StatusOK, wire.PreviewURLResponse{URL: previewURL(sb)})
 }
 
 func (s *Server) logs(w http.ResponseWriter, r *http.Request) {

@@ -76,6 +76,7 @@ func startHarness(t *testing.T, real bool, tweak func(*Options)) *harness {
 	t.Cleanup(func() {
 		h.close(true)
 		testenv.KillSandboxes(root)
+		h.machine.Shutdown()
 	})
 	return h
 }

@@ -5,7 +5,6 @@ package wire
 
 import (
 	"encoding/json"
-	"strconv"
 	"time"
 )
 
@@ -87,9 +86,6 @@ type Limits struct {
 	Memory *float64 `json:"memory,omitempty"`
 	Pids   *int64   `json:"pids,omitempty"`
 }
-
-// PreviewURL is the URL of a sandbox's agent-server.
-func PreviewURL(port int) string { return "http://localhost:" + strconv.Itoa(port) }
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes.
 type CreateSandboxRequest struct {

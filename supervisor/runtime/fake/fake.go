@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -59,6 +60,20 @@ func (m *Machine) Deletes(marker string) int {
 	return m.deletes[marker]
 }
 
+// Shutdown ends every workload, as a machine that powers off: nothing of
+// them is left running (tests call it at their end).
+func (m *Machine) Shutdown() {
+	m.mu.Lock()
+	hs := make([]*handle, 0, len(m.live))
+	for _, h := range m.live {
+		hs = append(hs, h)
+	}
+	m.mu.Unlock()
+	for _, h := range hs {
+		h.end(runtime.Exit{Code: 137, Signal: unix.SIGKILL})
+	}
+}
+
 // Live returns how many workloads have not been deleted or swept.
 func (m *Machine) Live() int {
 	m.mu.Lock()
@@ -76,6 +91,8 @@ type Runtime struct {
 	// BlockUsage, when set, holds every Usage call until it is closed
 	// or the call's ctx ends: a slow engine.
 	BlockUsage chan struct{}
+	// UsageCalls counts Usage calls.
+	UsageCalls atomic.Int64
 	// FailStart, when set, is returned by Start.
 	FailStart error
 }
@@ -371,6 +388,7 @@ func (h *handle) Limits(context.Context) (runtime.Resources, error) {
 
 // Usage reports a little of each, after BlockUsage if set.
 func (h *handle) Usage(ctx context.Context) (runtime.Usage, error) {
+	h.r.UsageCalls.Add(1)
 	if b := h.r.BlockUsage; b != nil {
 		select {
 		case <-b:
