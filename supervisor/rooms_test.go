@@ -21,15 +21,24 @@ type room struct {
 	Not, But []string
 }
 
+// implementations are the runtimes: only the daemon's wiring (cmd) names
+// one.
+var implementations = []string{"supervisor/runtime/native", "supervisor/runtime/docker/...", "supervisor/runtime/fake", "supervisor/runtime/workspace", "supervisor/runtime/runtimetest"}
+
 var runtimeRule = room{Not: []string{"supervisor", "api/...", "conf/...", "cmd/..."},
 	Why: "a runtime implements the contract; it knows no policy, no HTTP, no configuration"}
 
 var rooms = []room{
 	{Pkg: "supervisor/runtime", Not: []string{"..."}, Why: "the contract is a leaf: every runtime and the supervisor import it, it imports nothing of ours"},
-	{Pkg: "supervisor", Not: []string{"proc/...", "cgroup/...", "supervisor/runtime/native", "supervisor/runtime/docker", "api/...", "conf/...", "cmd/..."}, But: []string{"proc/probe"},
+	{Pkg: "supervisor", Not: append([]string{"proc/...", "cgroup/...", "api/...", "conf/...", "cmd/..."}, implementations...), But: []string{"proc/probe"},
 		Why: "the supervisor drives workloads only through the contract; runtimes are wired in by the daemon"},
 	withPkg(runtimeRule, "supervisor/runtime/native"),
 	withPkg(runtimeRule, "supervisor/runtime/docker"),
+	withPkg(runtimeRule, "supervisor/runtime/fake"),
+	withPkg(runtimeRule, "supervisor/runtime/workspace"),
+	{Pkg: "supervisor/securefs", Not: []string{"..."}, Why: "the secure filesystem layer is a leaf: the root's files and the workspaces' go through it"},
+	{Pkg: "supervisor/limits", Not: []string{"..."}, But: []string{"supervisor/runtime"}, Why: "Daytona's units: the vocabulary the API, the configuration and the supervisor share"},
+	{Pkg: "supervisor/snapshot", Not: []string{"..."}, Why: "what a snapshot says, shared by the configuration and the supervisor"},
 	{Pkg: "cgroup", Not: []string{"supervisor/...", "api/...", "conf/...", "cmd/..."}, Why: "cgroup knows kernels, not sandboxes: it declares its own limit and usage types"},
 	{Pkg: "proc", Not: []string{"..."}, Why: "proc knows one OS process, nothing above it"},
 	{Pkg: "proc/probe", Not: []string{"..."}, Why: "the one backoff and probe: imported by the daemon and the client alike"},
@@ -38,7 +47,7 @@ var rooms = []room{
 	{Pkg: "conf/auth", Not: []string{"..."}, Why: "the token is read by the daemon and every client: standard library only"},
 	{Pkg: "api/client", Not: []string{"supervisor/...", "conf", "proc", "cgroup/...", "api"}, Why: "the Go client is a small library: the wire shapes, the token, the backoff"},
 	{Pkg: "api/wire", Not: []string{"..."}, Why: "the wire shapes are shared with every client: standard library only"},
-	{Pkg: "api", Not: []string{"supervisor/runtime/native", "supervisor/runtime/docker", "proc", "cgroup/...", "conf", "cmd/..."},
+	{Pkg: "api", Not: append([]string{"proc", "cgroup/...", "conf", "cmd/..."}, implementations...),
 		Why: "the API serves the supervisor; runtimes and configuration are the daemon's wiring"},
 }
 

@@ -4,15 +4,12 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"html"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -257,34 +254,6 @@ func TestCLIControlCharactersInert(t *testing.T) {
 	}
 }
 
-// dashboard prints a one-time link: the code in its fragment, traded for
-// a session once; --sessions lists the session and --revoke ends it.
-func TestDashboardLink(t *testing.T) {
-	d := startDaemon(t)
-	code, out, errs := cli(t, d, "dashboard")
-	link := strings.TrimSpace(out)
-	codeText, ok := strings.CutPrefix(link, d.URL+"/#code=")
-	if code != 0 || !ok || strings.Contains(link, d.Token) || !strings.Contains(errs, "once, within a minute") {
-		t.Fatalf("dashboard: %d %q %q", code, out, errs)
-	}
-	if id := redeem(t, d, codeText); id == "" {
-		t.Fatal("the link did not sign in")
-	}
-	if id := redeem(t, d, codeText); id != "" {
-		t.Fatal("the link signed in twice")
-	}
-	code, out, _ = cli(t, d, "dashboard", "--sessions")
-	if code != 0 || !strings.Contains(out, "Go-http-client") {
-		t.Fatalf("dashboard --sessions: %d %q", code, out)
-	}
-	if code, out, _ = cli(t, d, "dashboard", "--revoke", "all"); code != 0 || !strings.Contains(out, "Signed out every browser") {
-		t.Fatalf("dashboard --revoke all: %d %q", code, out)
-	}
-	if code, out, _ = cli(t, d, "dashboard", "--sessions"); code != 0 || !strings.Contains(out, "No browser is signed in") {
-		t.Fatalf("dashboard --sessions after revoke: %d %q", code, out)
-	}
-}
-
 // redeem trades a code for a session as the page does; it returns the
 // session's id, or "" when the daemon refused the code.
 func redeem(t *testing.T, d *testenv.Daemon, code string) string {
@@ -300,54 +269,6 @@ func redeem(t *testing.T, d *testenv.Daemon, code string) string {
 		return ""
 	}
 	return s.ID
-}
-
-// dashboard --open starts the browser with no secret in its argv (which
-// every local user can read): it gets a private file that forwards it
-// to the link, removed once the link was used.
-func TestDashboardOpen(t *testing.T) {
-	d := startDaemon(t)
-	dir := t.TempDir()
-	opener := filepath.Join(dir, "browser")
-	// The fake browser records its argv and what it was given, then
-	// leaves; the test plays the page.
-	script := "#!/bin/sh\nprintf '%s\\n' \"$0\" \"$@\" > " + dir + "/argv\nstat -c %a \"$1\" > " + dir + "/mode\ncp \"$1\" " + dir + "/page.html\n"
-	if err := os.WriteFile(opener, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := cliCmd(t, d, "dashboard", "--open")
-	cmd.Env = append(cmd.Env, "BROWSER="+opener)
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var page []byte
-	testenv.Eventually(t, "the browser was started", func() bool {
-		page, _ = os.ReadFile(filepath.Join(dir, "page.html"))
-		return len(page) > 0
-	})
-	argv, _ := os.ReadFile(filepath.Join(dir, "argv"))
-	mode, _ := os.ReadFile(filepath.Join(dir, "mode"))
-	m := regexp.MustCompile(`url=([^"]+)"`).FindSubmatch(page)
-	if m == nil {
-		t.Fatalf("the page does not forward to the link: %s", page)
-	}
-	link := html.UnescapeString(string(m[1]))
-	codeText, ok := strings.CutPrefix(link, d.URL+"/#code=")
-	if !ok || strings.Contains(string(argv), codeText) || strings.Contains(string(argv), d.Token) || strings.TrimSpace(string(mode)) != "600" {
-		t.Fatalf("link %q; the browser's argv %q; the file's mode %s", link, argv, mode)
-	}
-	given := strings.Split(strings.TrimSpace(string(argv)), "\n")[1]
-	if redeem(t, d, codeText) == "" {
-		t.Fatal("the link did not sign in")
-	}
-	if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), "Signed in.") {
-		t.Fatalf("dashboard --open: %v %q %q", err, out.String(), errb.String())
-	}
-	if _, err := os.Stat(given); !os.IsNotExist(err) {
-		t.Fatalf("the file given to the browser is still there: %v", err)
-	}
 }
 
 func TestWatchCommand(t *testing.T) {
@@ -373,89 +294,6 @@ func TestWatchCommand(t *testing.T) {
 	}
 }
 
-// ensure starts a daemon when none runs, finds a running one, and refuses
-// a port held by something else.
-func TestEnsure(t *testing.T) {
-	root, state := t.TempDir(), t.TempDir()
-	lo, hi := portBlock.Next()
-	url := fmt.Sprintf("http://127.0.0.1:%d", lo) // the block's first port for the API
-	lo++
-	ensure := func() (int, string, string) {
-		cmd := cliAtCmd(t, url, "ensure")
-		cmd.Env = append(cmd.Env, "AGENT_CONTROL_PLANE_ROOT="+root, "XDG_STATE_HOME="+state,
-			fmt.Sprintf("AGENT_CONTROL_PLANE_PORT_RANGE=%d-%d", lo, hi))
-		var out, errb strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		}
-		return code, out.String(), errb.String()
-	}
-	code, out, errs := ensure()
-	if code != 0 || out != url+"\n" || !strings.Contains(errs, "Started agent-control-plane") {
-		t.Fatalf("first ensure: %d %q %q", code, out, errs)
-	}
-	d := &testenv.Daemon{URL: url}
-	info, err := d.Info()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := int(info["pid"].(float64))
-	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL); testenv.KillSandboxes(root) })
-	if info["root"] != root {
-		t.Fatalf("daemon root %v", info["root"])
-	}
-	code, out, errs = ensure()
-	if code != 0 || out != url+"\n" || errs != "" {
-		t.Fatalf("second ensure: %d %q %q", code, out, errs)
-	}
-	if again, _ := d.Info(); int(again["pid"].(float64)) != pid {
-		t.Fatal("second ensure started another daemon")
-	}
-	// ensure's daemon made the token file; the CLI finds it with no flag,
-	// and refuses a wrong one with a hint.
-	ls := cliAtCmd(t, url, "ls")
-	ls.Env = append(ls.Env, "XDG_STATE_HOME="+state)
-	if code, out, errs := runCmd(t, ls); code != 0 || !strings.Contains(out, "No sandboxes") {
-		t.Fatalf("ls with the token file and no flag: %d %q %q", code, out, errs)
-	}
-	if code, _, errs := cliAt(t, url, "ls", "--token", "wrong-token-0123456789"); code != 1 || !strings.Contains(errs, "unauthorized") {
-		t.Fatalf("ls with a wrong --token: %d %q", code, errs)
-	}
-	// The daemon started by ensure outlives it and logs to the state dir.
-	if _, err := os.Stat(filepath.Join(state, "agent-control-plane", "daemon.log")); err != nil {
-		t.Fatal(err)
-	}
-
-	// Something else on the port.
-	foreign := httptest.NewServer(http.NotFoundHandler())
-	defer foreign.Close()
-	url = foreign.URL
-	code, _, errs = ensure()
-	if code == 0 || !strings.Contains(errs, "something else") {
-		t.Fatalf("foreign HTTP server: %d %q", code, errs)
-	}
-	// A listener that accepts and never answers.
-	silent, _ := net.Listen("tcp", "127.0.0.1:0")
-	defer silent.Close()
-	go func() {
-		for {
-			c, err := silent.Accept()
-			if err != nil {
-				return
-			}
-			go io.Copy(io.Discard, c)
-		}
-	}()
-	url = "http://" + silent.Addr().String()
-	code, _, errs = ensure()
-	if code == 0 || !strings.Contains(errs, "in use by another program") {
-		t.Fatalf("silent listener: %d %q", code, errs)
-	}
-}
-
 // configDaemon starts a daemon with a config file.
 func configDaemon(t *testing.T, toml string) *testenv.Daemon {
 	t.Helper()
@@ -465,44 +303,6 @@ func configDaemon(t *testing.T, toml string) *testenv.Daemon {
 	}
 	lo, hi := portBlock.Next()
 	return testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi, Args: []string{"--config", path}})
-}
-
-// create --wait waits for the daemon's word, whatever its ready path: a
-// real program that answers "/" and not /api/info is ready as soon as the
-// daemon says so.
-func TestCreateWaitUsesTheDaemonsReadyPath(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 is not installed: the test runs a real HTTP server with it")
-	}
-	d := configDaemon(t, fmt.Sprintf(`
-[native]
-command = ["sh", "-c", "exec %s -m http.server \"$PORT\" --bind 127.0.0.1"]
-ready_path = "/"
-`, py))
-	code, out, errOut := cli(t, d, "create", "--wait", "--timeout", "60s", "py")
-	if code != 0 {
-		t.Fatalf("create --wait: %d %s %s", code, out, errOut)
-	}
-	if !strings.Contains(errOut, "probes / on port") {
-		t.Errorf("create --wait does not say what it waits for: %q", errOut)
-	}
-	if info := get(t, d, "py"); info.State != "started" {
-		t.Errorf("after create --wait the sandbox is %s", info.State)
-	}
-}
-
-// A program that never answers the ready path: create --wait gives up at
-// its timeout and says why.
-func TestCreateWaitTimesOut(t *testing.T) {
-	d := configDaemon(t, `
-[native]
-ready_path = "/never-answers"
-`)
-	code, _, errOut := cli(t, d, "create", "--wait", "--timeout", "2s", "slow")
-	if code == 0 || !strings.Contains(errOut, "did not start within 2s") || !strings.Contains(errOut, "/never-answers") {
-		t.Fatalf("create --wait on a sandbox that never gets ready: %d %s", code, errOut)
-	}
 }
 
 // Small things a person at the terminal meets (issue 14's list): each one
@@ -732,31 +532,5 @@ func TestCLIConventions(t *testing.T) {
 	}
 	if code, _, errs := cli(t, d, "lss"); code != 2 || !strings.Contains(errs, "did you mean ls?") {
 		t.Errorf("lss: %d %q", code, errs)
-	}
-}
-
-// open hands a running sandbox's preview to the browser; a stopped one
-// has none.
-func TestOpenPreview(t *testing.T) {
-	d := startDaemon(t)
-	dir := t.TempDir()
-	opener := filepath.Join(dir, "browser")
-	os.WriteFile(opener, []byte("#!/bin/sh\nprintf '%s\\n' \"$1\" > "+dir+"/opened\n"), 0o755)
-	if code, out, errs := cli(t, d, "create", "web", "--wait"); code != 0 {
-		t.Fatalf("create: %d %q %q", code, out, errs)
-	}
-	cmd := cliCmd(t, d, "open", "web")
-	cmd.Env = append(cmd.Env, "BROWSER="+opener)
-	if code, out, errs := runCmd(t, cmd); code != 0 || !strings.Contains(out, "Opened http://localhost:") {
-		t.Fatalf("open: %d %q %q", code, out, errs)
-	}
-	want := "http://localhost:" + strconv.Itoa(get(t, d, "web").Port)
-	testenv.Eventually(t, "the browser got the preview", func() bool {
-		b, _ := os.ReadFile(filepath.Join(dir, "opened"))
-		return strings.TrimSpace(string(b)) == want
-	})
-	cli(t, d, "stop", "--force", "web")
-	if code, _, errs := cli(t, d, "open", "web"); code == 0 || !strings.Contains(errs, "no preview") {
-		t.Errorf("open of a stopped sandbox: %d %q", code, errs)
 	}
 }
