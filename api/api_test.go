@@ -303,7 +303,7 @@ func TestInfo(t *testing.T) {
 // clients need not import the supervisor; they must stay equal.
 func TestWireNamesMatchSupervisor(t *testing.T) {
 	pairs := [][2]string{
-		{wire.EventSnapshot, supervisor.EventSnapshot}, {wire.EventCreated, supervisor.EventCreated},
+		{wire.EventReplaced, supervisor.EventReplaced}, {wire.EventCreated, supervisor.EventCreated},
 		{wire.EventStarted, supervisor.EventStarted}, {wire.EventStopped, supervisor.EventStopped},
 		{wire.EventDeleted, supervisor.EventDeleted},
 		{wire.StateStarting, string(supervisor.Starting)}, {wire.StateStarted, string(supervisor.Started)},

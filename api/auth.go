@@ -137,7 +137,7 @@ func (s *Server) page(w http.ResponseWriter, code int, d pageData) {
 func (s *Server) newLink(w http.ResponseWriter, r *http.Request) {
 	l, err := s.sessions.NewLink()
 	if err != nil {
-		writeError(w, http.StatusTooManyRequests, "too_many_links", err.Error())
+		writeError(w, wire.CodeTooManyLinks, err.Error())
 		return
 	}
 	writeJSON(w, http.StatusCreated, wire.DashboardLink{Code: l.Code, LinkID: l.ID, ExpiresAt: wire.Time{Time: l.ExpiresAt}})
@@ -149,19 +149,19 @@ func (s *Server) newLink(w http.ResponseWriter, r *http.Request) {
 func (s *Server) redeem(w http.ResponseWriter, r *http.Request) {
 	if o := r.Header.Get("Origin"); o != "" {
 		if u, err := url.Parse(o); err != nil || !strings.EqualFold(u.Host, r.Host) {
-			writeError(w, http.StatusForbidden, "forbidden_origin", "only the daemon's own page may sign in; origin "+quote(o)+" is another")
+			writeError(w, wire.CodeForbiddenOrigin, "only the daemon's own page may sign in; origin "+quote(o)+" is another")
 			return
 		}
 	}
 	var req wire.RedeemRequest
 	if err := decodeJSON(r, &req); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		writeError(w, wire.CodeInvalidRequest, err.Error())
 		return
 	}
 	sess, secret, err := s.sessions.Redeem(req.Code, r.UserAgent())
 	switch {
 	case errors.Is(err, session.ErrBadCode):
-		writeError(w, http.StatusUnauthorized, "invalid_code", err.Error())
+		writeError(w, wire.CodeInvalidCode, err.Error())
 		return
 	case err != nil:
 		s.log.Warn("dashboard session", "err", err)
@@ -191,7 +191,7 @@ func (s *Server) revokeSession(w http.ResponseWriter, r *http.Request) {
 	err := s.sessions.Revoke(r.PathValue("id"))
 	switch {
 	case errors.Is(err, session.ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", "no dashboard session "+quote(r.PathValue("id")))
+		writeError(w, wire.CodeNotFound, "no dashboard session "+quote(r.PathValue("id")))
 		return
 	case err != nil:
 		s.log.Warn("dashboard sessions: the file could not be rewritten", "err", err)

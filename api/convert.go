@@ -86,7 +86,7 @@ func toLimits(l wire.Limits) supervisor.Limits {
 // ToStreamEvent converts a supervisor event to its wire shape.
 func ToStreamEvent(ev supervisor.Event) wire.StreamEvent {
 	out := wire.StreamEvent{Type: ev.Type, Seq: ev.Seq, Time: wire.Time{Time: ev.Time}}
-	if ev.Type == supervisor.EventSnapshot {
+	if ev.Type == supervisor.EventReplaced {
 		out.Sandboxes = make([]wire.SandboxInfo, 0, len(ev.All))
 		for _, sb := range ev.All {
 			out.Sandboxes = append(out.Sandboxes, ToInfo(sb))

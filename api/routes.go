@@ -245,7 +245,7 @@ func decodeCursor(v string) (supervisor.Cursor, error) {
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	lq, err := listOptions(r.URL.Query())
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		writeError(w, wire.CodeInvalidRequest, err.Error())
 		return
 	}
 	o := lq.ListOptions
@@ -300,7 +300,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	sb, err := s.sup.Get(r.PathValue("id"))
 	if err != nil {
-		s.writeSupervisorError(w, err, "internal")
+		s.writeSupervisorError(w, err, wire.CodeInternal)
 		return
 	}
 	one := []supervisor.Sandbox{sb}
@@ -362,12 +362,12 @@ func createRequest(b wire.CreateSandboxRequest) (supervisor.CreateRequest, error
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	req, err := DecodeCreate(r)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		writeError(w, wire.CodeInvalidRequest, err.Error())
 		return
 	}
 	sb, err := s.sup.Create(r.Context(), req)
 	if err != nil {
-		s.writeSupervisorError(w, err, "create_failed")
+		s.writeSupervisorError(w, err, wire.CodeCreateFailed)
 		return
 	}
 	writeJSON(w, http.StatusCreated, ToInfo(sb))
@@ -378,14 +378,14 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("force"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, "invalid_request", "force must be true or false")
+			writeError(w, wire.CodeInvalidRequest, "force must be true or false")
 			return
 		}
 		force = b
 	}
 	sb, err := s.sup.Stop(r.Context(), r.PathValue("id"), force)
 	if err != nil {
-		s.writeSupervisorError(w, err, "stop_failed")
+		s.writeSupervisorError(w, err, wire.CodeStopFailed)
 		return
 	}
 	writeJSON(w, http.StatusOK, ToInfo(sb))
@@ -393,7 +393,7 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	if err := s.sup.Delete(r.Context(), r.PathValue("id")); err != nil {
-		s.writeSupervisorError(w, err, "delete_failed")
+		s.writeSupervisorError(w, err, wire.CodeDeleteFailed)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -401,10 +401,10 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	if _, err := s.sup.Get(r.PathValue("id")); err != nil {
-		s.writeSupervisorError(w, err, "internal")
+		s.writeSupervisorError(w, err, wire.CodeInternal)
 		return
 	}
-	writeError(w, http.StatusConflict, "unsupported_lifecycle", "stop is terminal for local sandboxes; create a new sandbox instead")
+	writeError(w, wire.CodeUnsupportedLifecycle, "stop is terminal for local sandboxes; create a new sandbox instead")
 }
 
 // resize applies new limits to a running sandbox (Daytona's resize; its
@@ -416,12 +416,12 @@ func (s *Server) resize(w http.ResponseWriter, r *http.Request) {
 		GPU  json.RawMessage `json:"gpu,omitempty"`
 	}
 	if err := decodeJSON(r, &body); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		writeError(w, wire.CodeInvalidRequest, err.Error())
 		return
 	}
 	sb, err := s.sup.Resize(r.Context(), r.PathValue("id"), toLimits(body.Limits))
 	if err != nil {
-		s.writeSupervisorError(w, err, "resize_failed")
+		s.writeSupervisorError(w, err, wire.CodeResizeFailed)
 		return
 	}
 	writeJSON(w, http.StatusOK, ToInfo(sb))
@@ -429,7 +429,7 @@ func (s *Server) resize(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) refreshActivity(w http.ResponseWriter, r *http.Request) {
 	if err := s.sup.RefreshActivity(r.PathValue("id")); err != nil {
-		s.writeSupervisorError(w, err, "internal")
+		s.writeSupervisorError(w, err, wire.CodeInternal)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -440,18 +440,18 @@ func (s *Server) autostop(w http.ResponseWriter, r *http.Request) {
 	if v := r.PathValue("interval"); v != "" {
 		m, err := strconv.ParseFloat(v, 64)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, "invalid_request", "interval must be a number of minutes")
+			writeError(w, wire.CodeInvalidRequest, "interval must be a number of minutes")
 			return
 		}
 		minutes = m
 	} else {
 		var body wire.AutostopRequest
 		if err := decodeJSON(r, &body); err != nil {
-			writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+			writeError(w, wire.CodeInvalidRequest, err.Error())
 			return
 		}
 		if body.Interval == nil {
-			writeError(w, http.StatusBadRequest, "invalid_request", "interval is required")
+			writeError(w, wire.CodeInvalidRequest, "interval is required")
 			return
 		}
 		minutes = *body.Interval
@@ -460,12 +460,12 @@ func (s *Server) autostop(w http.ResponseWriter, r *http.Request) {
 	// ≥ 0, fractions allowed.
 	d, err := minutesToDuration("interval", minutes)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		writeError(w, wire.CodeInvalidRequest, err.Error())
 		return
 	}
 	sb, err := s.sup.SetAutoStop(r.PathValue("id"), d)
 	if err != nil {
-		s.writeSupervisorError(w, err, "internal")
+		s.writeSupervisorError(w, err, wire.CodeInternal)
 		return
 	}
 	writeJSON(w, http.StatusOK, ToInfo(sb))
@@ -478,22 +478,22 @@ const PreviewPort = 4000
 func (s *Server) previewURL(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if p := q.Get("port"); p != "" && p != strconv.Itoa(PreviewPort) {
-		writeError(w, http.StatusBadRequest, "invalid_request", "only port 4000 has a preview URL")
+		writeError(w, wire.CodeInvalidRequest, "only port 4000 has a preview URL")
 		return
 	}
 	if t := q.Get("ttl"); t != "" {
 		if n, err := strconv.Atoi(t); err != nil || n < 0 {
-			writeError(w, http.StatusBadRequest, "invalid_request", "ttl must be a whole number of seconds ≥ 0")
+			writeError(w, wire.CodeInvalidRequest, "ttl must be a whole number of seconds ≥ 0")
 			return
 		}
 	}
 	sb, err := s.sup.Get(r.PathValue("id"))
 	if err != nil {
-		s.writeSupervisorError(w, err, "internal")
+		s.writeSupervisorError(w, err, wire.CodeInternal)
 		return
 	}
 	if !sb.State.Live() {
-		writeError(w, http.StatusConflict, "sandbox_not_running", "sandbox "+sb.ID+" is "+string(sb.State)+"; it has no preview")
+		writeError(w, wire.CodeSandboxNotRunning, "sandbox "+sb.ID+" is "+string(sb.State)+"; it has no preview")
 		return
 	}
 	writeJSON(w, http.StatusOK, wire.PreviewURLResponse{URL: previewURL(sb)})
@@ -505,7 +505,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("tailBytes"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1<<20 {
-			writeError(w, http.StatusBadRequest, "invalid_request", "tailBytes must be between 1 and 1048576")
+			writeError(w, wire.CodeInvalidRequest, "tailBytes must be between 1 and 1048576")
 			return
 		}
 		tail = n
@@ -513,7 +513,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("follow"); v != "" {
 		follow, err := strconv.ParseBool(v)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, "invalid_request", "follow must be true or false")
+			writeError(w, wire.CodeInvalidRequest, "follow must be true or false")
 			return
 		}
 		if follow {
@@ -523,7 +523,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 	}
 	l, err := s.sup.EntrypointLogs(r.Context(), r.PathValue("id"), tail)
 	if err != nil {
-		s.writeSupervisorError(w, err, "internal")
+		s.writeSupervisorError(w, err, wire.CodeInternal)
 		return
 	}
 	writeJSON(w, http.StatusOK, wire.LogsResponse{Output: l.Stdout + l.Stderr, Stdout: l.Stdout, Stderr: l.Stderr})

@@ -160,7 +160,7 @@ func New(sup Supervisor, opts Options) (*Server, error) {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry}))
 	}
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "no route "+quote(r.URL.Path))
+		writeError(w, wire.CodeNotFound, "no route "+quote(r.URL.Path))
 	}))
 	s.handler = s.guard(mux)
 	return s, nil
@@ -306,12 +306,12 @@ func (s *Server) dispatch(path string, methods map[string]route) http.Handler {
 		}
 		if !ok {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
-			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+path)
+			writeError(w, wire.CodeMethodNotAllowed, r.Method+" is not allowed on "+path)
 			return
 		}
 		who := callerOf(r.Context())
 		if rt.access == tokenOnly && who.session != "" {
-			writeError(w, http.StatusForbidden, "token_required", r.Method+" "+path+" needs the daemon's token; a dashboard session may not call it")
+			writeError(w, wire.CodeTokenRequired, r.Method+" "+path+" needs the daemon's token; a dashboard session may not call it")
 			return
 		}
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
@@ -357,12 +357,12 @@ func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter 
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.allowedHost(r.Host) {
-			writeError(w, http.StatusForbidden, "forbidden_host", "host "+quote(r.Host)+" is not allowed; use 127.0.0.1 or localhost")
+			writeError(w, wire.CodeForbiddenHost, "host "+quote(r.Host)+" is not allowed; use 127.0.0.1 or localhost")
 			return
 		}
 		if origin := r.Header.Get("Origin"); origin != "" {
 			if !allowedOrigin(origin) {
-				writeError(w, http.StatusForbidden, "forbidden_origin", "origin "+quote(origin)+" is not allowed; only http://localhost:* and http://127.0.0.1:* may call this daemon")
+				writeError(w, wire.CodeForbiddenOrigin, "origin "+quote(origin)+" is not allowed; only http://localhost:* and http://127.0.0.1:* may call this daemon")
 				return
 			}
 			h := w.Header()
@@ -380,13 +380,13 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		who, ok := s.authorize(r)
 		if !ok && !s.open(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="agent-control-plane"`)
-			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token: send Authorization: Bearer <token>; the CLI and the Go client read it from $"+auth.TokenEnv+" or the token file (default ~/.local/state/agent-control-plane/token)")
+			writeError(w, wire.CodeUnauthorized, "missing or wrong bearer token: send Authorization: Bearer <token>; the CLI and the Go client read it from $"+auth.TokenEnv+" or the token file (default ~/.local/state/agent-control-plane/token)")
 			return
 		}
 		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 			mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 			if err != nil || mt != "application/json" {
-				writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "a request with a body must have Content-Type: application/json")
+				writeError(w, wire.CodeUnsupportedMediaType, "a request with a body must have Content-Type: application/json")
 				return
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
@@ -439,39 +439,39 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = enc.Encode(v)
 }
 
-func writeError(w http.ResponseWriter, code int, errCode, msg string) {
-	writeJSON(w, code, wire.ErrorBody{Error: wire.ErrorDetail{Code: errCode, Message: msg}})
+func writeError(w http.ResponseWriter, code wire.ErrorCode, msg string) {
+	writeJSON(w, code.Status(), wire.ErrorBody{Error: wire.ErrorDetail{Code: string(code), Message: msg}})
 }
 
 // writeSupervisorError maps a supervisor error to its answer. create names
 // the code for failures that are not the caller's fault.
-func (s *Server) writeSupervisorError(w http.ResponseWriter, err error, failCode string) {
+func (s *Server) writeSupervisorError(w http.ResponseWriter, err error, failCode wire.ErrorCode) {
 	switch {
 	case errors.Is(err, supervisor.ErrInvalid):
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		writeError(w, wire.CodeInvalidRequest, err.Error())
 	case errors.Is(err, supervisor.ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", err.Error())
+		writeError(w, wire.CodeNotFound, err.Error())
 	case errors.Is(err, supervisor.ErrConflict):
-		writeError(w, http.StatusConflict, "name_conflict", err.Error())
+		writeError(w, wire.CodeNameConflict, err.Error())
 	case errors.Is(err, supervisor.ErrUnknownSnapshot):
-		writeError(w, http.StatusBadRequest, "unknown_snapshot", err.Error())
+		writeError(w, wire.CodeUnknownSnapshot, err.Error())
 	case errors.Is(err, supervisor.ErrImageNotFound):
-		writeError(w, http.StatusBadRequest, "image_not_found", err.Error())
+		writeError(w, wire.CodeImageNotFound, err.Error())
 	case errors.Is(err, supervisor.ErrRuntimeUnavailable):
-		writeError(w, http.StatusServiceUnavailable, "runtime_unavailable", err.Error())
+		writeError(w, wire.CodeRuntimeUnavailable, err.Error())
 	case errors.Is(err, supervisor.ErrLimitsUnsupported):
-		writeError(w, http.StatusBadRequest, "limits_unsupported", err.Error())
+		writeError(w, wire.CodeLimitsUnsupported, err.Error())
 	case errors.Is(err, supervisor.ErrUnsupportedRuntime):
-		writeError(w, http.StatusBadRequest, "unsupported_runtime", err.Error())
+		writeError(w, wire.CodeUnsupportedRuntime, err.Error())
 	case errors.Is(err, supervisor.ErrPortsExhausted):
-		writeError(w, http.StatusServiceUnavailable, "preflight_failed", err.Error())
+		writeError(w, wire.CodePreflightFailed, err.Error())
 	case errors.Is(err, supervisor.ErrNotRunning):
-		writeError(w, http.StatusConflict, "sandbox_not_running", err.Error())
+		writeError(w, wire.CodeSandboxNotRunning, err.Error())
 	case errors.Is(err, supervisor.ErrClosed):
-		writeError(w, http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down")
+		writeError(w, wire.CodeShuttingDown, "the daemon is shutting down")
 	default:
 		s.log.Error("request failed", "code", failCode, "err", err)
-		writeError(w, http.StatusInternalServerError, failCode, err.Error())
+		writeError(w, failCode, err.Error())
 	}
 }
 

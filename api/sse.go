@@ -44,7 +44,7 @@ func ParseLastEventID(r *http.Request) *uint64 {
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	f, err := labelFilter(r.URL.Query())
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		writeError(w, wire.CodeInvalidRequest, err.Error())
 		return
 	}
 	sub, first := s.sup.Subscribe(f, ParseLastEventID(r))
@@ -56,7 +56,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, ev := range first {
-		if ev.Type == supervisor.EventSnapshot {
+		if ev.Type == supervisor.EventReplaced {
 			// Written as it is encoded, in pieces: a snapshot of a big
 			// registry is never held whole in memory.
 			if writeSnapshot(st, ev) != nil || st.rc.Flush() != nil {
@@ -137,7 +137,7 @@ func (st *stream) send(b []byte) bool {
 func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, tail int) {
 	id := r.PathValue("id")
 	if _, err := s.sup.Get(id); err != nil {
-		s.writeSupervisorError(w, err, "internal")
+		s.writeSupervisorError(w, err, wire.CodeInternal)
 		return
 	}
 	st := startStream(w)
@@ -300,7 +300,7 @@ type encodedEvents struct {
 const encodedEventsKept = 512
 
 func (c *encodedEvents) get(ev supervisor.Event) []byte {
-	if ev.Type == supervisor.EventSnapshot {
+	if ev.Type == supervisor.EventReplaced {
 		return formatEvent(ev)
 	}
 	c.mu.Lock()

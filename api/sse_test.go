@@ -178,7 +178,7 @@ func TestSSEDataLinesBounded(t *testing.T) {
 	for i := range 20 {
 		all = append(all, supervisor.Sandbox{ID: fmt.Sprintf("s%d", i), State: supervisor.Started, Labels: labels})
 	}
-	ev := supervisor.Event{Type: supervisor.EventSnapshot, Seq: 7, All: all}
+	ev := supervisor.Event{Type: supervisor.EventReplaced, Seq: 7, All: all}
 	var buf strings.Builder
 	if err := writeSnapshot(&buf, ev); err != nil {
 		t.Fatal(err)

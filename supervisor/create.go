@@ -148,7 +148,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	if err := s.fs.createFile(made+"/"+EnvFile, envJSON); err != nil {
 		return Sandbox{}, fmt.Errorf("write %s: %w", EnvFile, err)
 	}
-	intent, err := json.MarshalIndent(s.toRecord(e, e.info, runtime.State{}), "", "  ")
+	intent, err := json.MarshalIndent(s.toRecord(e, e.info, runtime.HandleState{}), "", "  ")
 	if err != nil {
 		return Sandbox{}, err
 	}

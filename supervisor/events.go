@@ -7,7 +7,7 @@ import (
 
 // Event types on the feed.
 const (
-	EventSnapshot = "sandboxes_replaced"
+	EventReplaced = "sandboxes_replaced"
 	EventCreated  = "sandbox.created"
 	EventStarted  = "sandbox.started"
 	EventStopped  = "sandbox.stopped"
@@ -166,5 +166,5 @@ func (s *Supervisor) Subscribe(f Filter, after *uint64) (*Subscription, []Event)
 	if ok {
 		return sub, replay
 	}
-	return sub, []Event{{Seq: seq, Type: EventSnapshot, Time: s.clock(), All: s.listLocked(f)}}
+	return sub, []Event{{Seq: seq, Type: EventReplaced, Time: s.clock(), All: s.listLocked(f)}}
 }

@@ -35,7 +35,7 @@ func TestEventsSnapshotThenLiveInOrder(t *testing.T) {
 	h.waitState("pre", Started)
 	sub, first := h.sup.Subscribe(nil, nil)
 	defer sub.Close()
-	if len(first) != 1 || first[0].Type != EventSnapshot || len(first[0].All) != 1 || first[0].All[0].ID != "pre" {
+	if len(first) != 1 || first[0].Type != EventReplaced || len(first[0].All) != 1 || first[0].All[0].ID != "pre" {
 		t.Fatalf("first = %+v", first)
 	}
 	h.create("live", nil, nil)
@@ -87,12 +87,12 @@ func TestEventsReplayAndTooOld(t *testing.T) {
 		h.create(fmt.Sprintf("b%d", i), nil, nil)
 	}
 	_, r := h.sup.Subscribe(nil, &first[0].Seq)
-	if len(r) != 1 || r[0].Type != EventSnapshot || len(r[0].All) != 4 {
+	if len(r) != 1 || r[0].Type != EventReplaced || len(r[0].All) != 4 {
 		t.Fatalf("too-old id gave %v", kinds(r))
 	}
 	// An id from the future (another daemon's) also gets a snapshot.
 	future := r[0].Seq + 1000
-	if _, r := h.sup.Subscribe(nil, &future); len(r) != 1 || r[0].Type != EventSnapshot {
+	if _, r := h.sup.Subscribe(nil, &future); len(r) != 1 || r[0].Type != EventReplaced {
 		t.Fatalf("future id gave %v", kinds(r))
 	}
 }

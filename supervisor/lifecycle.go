@@ -129,12 +129,12 @@ func (s *Supervisor) commit(e *sandbox, next Sandbox, ev string) {
 	}
 }
 
-func (s *Supervisor) handleState(e *sandbox) runtime.State {
+func (s *Supervisor) handleState(e *sandbox) runtime.HandleState {
 	s.mu.Lock()
 	h := e.handle
 	s.mu.Unlock()
 	if h == nil {
-		return runtime.State{}
+		return runtime.HandleState{}
 	}
 	return h.State()
 }

@@ -265,7 +265,7 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name string) (rtName, mar
 // reconcileLimits makes the record of an adopted sandbox say the limits
 // in force (a resize cut by a crash may have changed them, or not, after
 // the record was written).
-func (s *Supervisor) reconcileLimits(ctx context.Context, e *sandbox, name string, st runtime.State) {
+func (s *Supervisor) reconcileLimits(ctx context.Context, e *sandbox, name string, st runtime.HandleState) {
 	lr, ok := e.handle.(runtime.LimitReader)
 	if !ok {
 		return

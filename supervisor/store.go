@@ -31,7 +31,7 @@ const (
 
 // recordVersion is written to every record. Older versions are upgraded on
 // load; newer ones are refused rather than misread. Version 2 added rootId;
-// version 3 wraps the handle in a runtime.State (its own version and
+// version 3 wraps the handle in a runtime.HandleState (its own version and
 // data), where version 2 held the native runtime's data bare.
 const recordVersion = 3
 
@@ -62,17 +62,17 @@ type Record struct {
 	// ReadyPath and StartupTimeoutMs are how the sandbox's readiness is
 	// probed, from its snapshot (added within version 3: absent means
 	// the daemon's defaults).
-	ReadyPath        string         `json:"readyPath,omitempty"`
-	StartupTimeoutMs int64          `json:"startupTimeoutMs,omitempty"`
-	Marker           string         `json:"marker"`
-	Handle           *runtime.State `json:"handle,omitempty"`
+	ReadyPath        string               `json:"readyPath,omitempty"`
+	StartupTimeoutMs int64                `json:"startupTimeoutMs,omitempty"`
+	Marker           string               `json:"marker"`
+	Handle           *runtime.HandleState `json:"handle,omitempty"`
 	// Resources are the limits in force (added within version 3: absent
 	// means none).
 	Resources runtime.Resources `json:"resources,omitzero"`
 }
 
 // toRecord is e's record with sb as its state.
-func (s *Supervisor) toRecord(e *sandbox, sb Sandbox, handle runtime.State) Record {
+func (s *Supervisor) toRecord(e *sandbox, sb Sandbox, handle runtime.HandleState) Record {
 	r := Record{
 		Version: recordVersion, ID: sb.ID, RootID: s.fs.id, Runtime: sb.Runtime, State: sb.State,
 		Labels: sb.Labels, Snapshot: sb.Snapshot, Public: sb.Public, Port: sb.Port,
@@ -182,7 +182,7 @@ func DecodeRecord(b []byte) (Record, error) {
 		}
 		r.Handle = nil
 		if len(v2.Handle) > 0 && string(v2.Handle) != "null" {
-			r.Handle = &runtime.State{Version: 1, Data: v2.Handle}
+			r.Handle = &runtime.HandleState{Version: 1, Data: v2.Handle}
 		}
 	}
 	return r, nil

@@ -317,7 +317,7 @@ func TestForeignPIDNeverSignalled(t *testing.T) {
 		Version: recordVersion, ID: "victim", RootID: off.fs.id, Runtime: "native", State: Started, Port: h.opts.PortLo,
 		CreatedAt: now, UpdatedAt: now, LastActivityAt: now, Marker: "victim.deadbeef", StopGraceMs: 100,
 		// This boot, another start time: the PID was reused.
-		Handle: &runtime.State{Version: 1, Data: json.RawMessage(fmt.Sprintf(`{"pid":%d,"pgid":%d,"startTime":1,"bootId":%q,"marker":"victim.deadbeef"}`, foreign, foreign, boot))},
+		Handle: &runtime.HandleState{Version: 1, Data: json.RawMessage(fmt.Sprintf(`{"pid":%d,"pgid":%d,"startTime":1,"bootId":%q,"marker":"victim.deadbeef"}`, foreign, foreign, boot))},
 	}
 	if err := off.writeRecord("victim", rec, true); err != nil {
 		t.Fatal(err)

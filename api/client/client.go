@@ -172,9 +172,9 @@ type Error struct {
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
 // IsCode reports whether err is an *Error with the given code.
-func IsCode(err error, code string) bool {
+func IsCode(err error, code wire.ErrorCode) bool {
 	var e *Error
-	return errors.As(err, &e) && e.Code == code
+	return errors.As(err, &e) && e.Code == string(code)
 }
 
 // ErrUnavailable means no daemon answered at the URL.
@@ -491,7 +491,7 @@ func (c *Client) WaitForReady(ctx context.Context, id string) (wire.SandboxInfo,
 		return nil
 	}
 	err := c.Watch(ctx, nil, func(ev wire.StreamEvent) error {
-		if ev.Type == wire.EventSnapshot {
+		if ev.Type == wire.EventReplaced {
 			for _, s := range ev.Sandboxes {
 				if s.ID == id {
 					return check(s)

@@ -173,7 +173,7 @@ func (r *recorder) handle(ev wire.StreamEvent) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.evs = append(r.evs, ev)
-	if ev.Type != wire.EventSnapshot {
+	if ev.Type != wire.EventReplaced {
 		r.seqs = append(r.seqs, ev.Seq)
 	}
 	return nil

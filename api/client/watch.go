@@ -86,7 +86,7 @@ func (c *Client) watchOnce(ctx context.Context, labels map[string]string, last *
 		}
 		// A replayed or raced event at or below the last delivered id is
 		// a duplicate; a snapshot always replaces the view.
-		if ev.Type != wire.EventSnapshot && ev.Seq <= *last {
+		if ev.Type != wire.EventReplaced && ev.Seq <= *last {
 			continue
 		}
 		*last = ev.Seq

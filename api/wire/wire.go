@@ -106,7 +106,7 @@ type CreateSandboxRequest struct {
 
 // Event types on /v1/events.
 const (
-	EventSnapshot = "sandboxes_replaced"
+	EventReplaced = "sandboxes_replaced"
 	EventCreated  = "sandbox.created"
 	EventStarted  = "sandbox.started"
 	EventStopped  = "sandbox.stopped"
@@ -215,7 +215,7 @@ type StreamEvent struct {
 // array, empty or not.
 func (e StreamEvent) MarshalJSON() ([]byte, error) {
 	type plain StreamEvent
-	if e.Type != EventSnapshot {
+	if e.Type != EventReplaced {
 		return json.Marshal(plain(e))
 	}
 	all := e.Sandboxes

@@ -34,7 +34,7 @@ func subscribe(base string) (*feed, error) {
 		defer close(f.done)
 		c.Watch(ctx, nil, func(ev wire.StreamEvent) error {
 			at := time.Now()
-			if ev.Type == wire.EventSnapshot {
+			if ev.Type == wire.EventReplaced {
 				once.Do(func() { close(ready) })
 				// After a gap the daemon could not replay: what the
 				// snapshot shows has happened.

@@ -144,7 +144,7 @@ func TestWatchAlignsWithColour(t *testing.T) {
 	for _, typ := range []string{wire.EventCreated, wire.EventStarted, wire.EventStopped, wire.EventDeleted} {
 		c.watchLine(wire.StreamEvent{Type: typ, Time: now, Sandbox: &wire.SandboxInfo{ID: "sb", State: wire.StateStarted, Port: 4100}})
 	}
-	c.watchLine(wire.StreamEvent{Type: wire.EventSnapshot, Time: now, Sandboxes: []wire.SandboxInfo{
+	c.watchLine(wire.StreamEvent{Type: wire.EventReplaced, Time: now, Sandboxes: []wire.SandboxInfo{
 		{ID: "sb", State: wire.StateDestroyed, Port: 4100}, {ID: "sb", State: wire.StateStarted, Port: 4100}}})
 	if !strings.Contains(out.String(), "\x1b[") {
 		t.Fatalf("nothing coloured:\n%q", out.String())

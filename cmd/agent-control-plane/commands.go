@@ -498,7 +498,7 @@ func watchCommand() command {
 // watchLine prints one event as text, aligned whether coloured or not.
 func (c *cli) watchLine(ev wire.StreamEvent) {
 	ts := ev.Time.Local().Format("15:04:05.000")
-	if ev.Type == wire.EventSnapshot {
+	if ev.Type == wire.EventReplaced {
 		fmt.Fprintf(c.stdout, "%s  %d sandboxes\n", ts, len(ev.Sandboxes))
 		for _, sb := range ev.Sandboxes {
 			fmt.Fprintf(c.stdout, "%s  %s %s  port %d\n", ts, c.paintPad(inert(sb.State), stateWidth), inert(sb.ID), sb.Port)

@@ -121,7 +121,7 @@ func (c *cli) attach(ctx context.Context, cl *client.Client, sb wire.SandboxInfo
 	stopped := make(chan string, 1)
 	go cl.Watch(ctx, map[string]string{"origin": "cli"}, func(ev wire.StreamEvent) error {
 		switch {
-		case ev.Type == wire.EventSnapshot:
+		case ev.Type == wire.EventReplaced:
 			i := slices.IndexFunc(ev.Sandboxes, func(s wire.SandboxInfo) bool { return s.ID == sb.ID })
 			if i < 0 {
 				stopped <- "deleted"

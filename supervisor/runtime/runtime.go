@@ -44,7 +44,7 @@ type Runtime interface {
 	// releases the remains. An error wraps ErrGone (nothing remains),
 	// ErrNotOurs (the state names something that is not ours) or
 	// ErrState (the state cannot be read).
-	Adopt(ctx context.Context, state State) (Handle, error)
+	Adopt(ctx context.Context, state HandleState) (Handle, error)
 	// Sweep ends whatever still carries one of markers: workloads started
 	// just before a daemon died, whose handle never reached disk, and
 	// leftovers of ones whose leader is gone. One call covers every
@@ -103,7 +103,7 @@ type Owned struct {
 type Handle interface {
 	// State is persisted with the sandbox and handed to Runtime.Adopt
 	// after a restart.
-	State() State
+	State() HandleState
 	// Endpoint is where the workload serves: what the supervisor probes
 	// for readiness, the preview URL and the data plane.
 	Endpoint() Endpoint
@@ -339,16 +339,16 @@ func (e Exit) String() string {
 	}
 }
 
-// State is a handle's persisted form. Version belongs to the runtime that
+// HandleState is a handle's persisted form. Version belongs to the runtime that
 // wrote Data: Adopt refuses versions it does not know rather than misread
 // them (ErrState).
-type State struct {
+type HandleState struct {
 	Version int             `json:"version"`
 	Data    json.RawMessage `json:"data"`
 }
 
 // IsZero reports whether s holds nothing (no handle was recorded).
-func (s State) IsZero() bool { return s.Version == 0 && len(s.Data) == 0 }
+func (s HandleState) IsZero() bool { return s.Version == 0 && len(s.Data) == 0 }
 
 // Errors wrapped by Adopt.
 var (

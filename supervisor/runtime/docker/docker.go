@@ -373,7 +373,7 @@ func RewriteLoopback(v string) string {
 
 // Adopt re-attaches to a container of an earlier daemon. One that has
 // exited comes back done, with its exit code, so Delete removes it.
-func (r *Runtime) Adopt(ctx context.Context, st runtime.State) (runtime.Handle, error) {
+func (r *Runtime) Adopt(ctx context.Context, st runtime.HandleState) (runtime.Handle, error) {
 	r.startWatch()
 	s, err := decode(st)
 	if err != nil {
@@ -402,7 +402,7 @@ func (r *Runtime) Adopt(ctx context.Context, st runtime.State) (runtime.Handle, 
 	return h, nil
 }
 
-func decode(st runtime.State) (state, error) {
+func decode(st runtime.HandleState) (state, error) {
 	var s state
 	if st.Version != stateVersion {
 		return s, fmt.Errorf("%w: docker handle version %d, want %d", runtime.ErrState, st.Version, stateVersion)
@@ -415,7 +415,7 @@ func decode(st runtime.State) (state, error) {
 
 // ContainerID returns the container a docker handle's state names, for
 // tools that read records.
-func ContainerID(st runtime.State) (string, error) {
+func ContainerID(st runtime.HandleState) (string, error) {
 	s, err := decode(st)
 	return s.ID, err
 }

@@ -43,9 +43,9 @@ func (h *handle) finish(e runtime.Exit) {
 	})
 }
 
-func (h *handle) State() runtime.State {
+func (h *handle) State() runtime.HandleState {
 	b, _ := json.Marshal(h.st)
-	return runtime.State{Version: stateVersion, Data: b}
+	return runtime.HandleState{Version: stateVersion, Data: b}
 }
 
 // Endpoint: the published port on the host's loopback.

@@ -227,7 +227,7 @@ func appendLine(path, line string) error {
 }
 
 // Adopt finds the workload a state names on the machine.
-func (r *Runtime) Adopt(ctx context.Context, st runtime.State) (runtime.Handle, error) {
+func (r *Runtime) Adopt(ctx context.Context, st runtime.HandleState) (runtime.Handle, error) {
 	var s state
 	if st.Version != stateVersion || json.Unmarshal(st.Data, &s) != nil || s.Marker == "" {
 		return nil, fmt.Errorf("%w: fake handle version %d", runtime.ErrState, st.Version)
@@ -327,9 +327,9 @@ func (h *handle) end(e runtime.Exit) {
 	})
 }
 
-func (h *handle) State() runtime.State {
+func (h *handle) State() runtime.HandleState {
 	b, _ := json.Marshal(state{Marker: h.marker, Nonce: h.nonce})
-	return runtime.State{Version: stateVersion, Data: b}
+	return runtime.HandleState{Version: stateVersion, Data: b}
 }
 
 func (h *handle) Endpoint() runtime.Endpoint { return h.ep }

@@ -25,7 +25,7 @@ func TestConformance(t *testing.T) {
 					}
 				},
 				Tool: []string{"stub-exec"},
-				Forge: func(st runtime.State) runtime.State {
+				Forge: func(st runtime.HandleState) runtime.HandleState {
 					var s map[string]string
 					_ = json.Unmarshal(st.Data, &s)
 					s["nonce"] = "forged"

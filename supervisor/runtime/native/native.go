@@ -208,7 +208,7 @@ func (h *handle) finish(closed, empty <-chan struct{}, emptyErr error) {
 // Adopt re-pins a child of an earlier daemon, and its cgroup. A child
 // that is gone while its cgroup still exists comes back as a handle that
 // is done once the cgroup is emptied, so that Delete removes it.
-func (n *Runtime) Adopt(ctx context.Context, st runtime.State) (runtime.Handle, error) {
+func (n *Runtime) Adopt(ctx context.Context, st runtime.HandleState) (runtime.Handle, error) {
 	s, err := decode(st)
 	if err != nil {
 		return nil, err
@@ -240,13 +240,13 @@ func (n *Runtime) Adopt(ctx context.Context, st runtime.State) (runtime.Handle, 
 
 // PID returns the pid a native handle's state names, for tools that read
 // records from outside the daemon. It never returns a pid below 1.
-func PID(st runtime.State) (int, error) {
+func PID(st runtime.HandleState) (int, error) {
 	s, err := decode(st)
 	return s.PID, err
 }
 
 // decode reads a handle's state, of either version.
-func decode(st runtime.State) (state, error) {
+func decode(st runtime.HandleState) (state, error) {
 	var s state
 	if st.Version != stateProcess && st.Version != stateCgroup {
 		return s, fmt.Errorf("%w: native handle version %d, want %d or %d", runtime.ErrState, st.Version, stateProcess, stateCgroup)
@@ -278,7 +278,7 @@ func (n *Runtime) Prune(ctx context.Context, keep []string, own runtime.Owned) e
 	return n.Cgroups.RemoveEmpty(keep, own.Known)
 }
 
-func (h *handle) State() runtime.State {
+func (h *handle) State() runtime.HandleState {
 	s := state{Identity: h.id, Port: h.port, Workspace: h.Host}
 	v := stateProcess
 	if h.g != nil {
@@ -287,7 +287,7 @@ func (h *handle) State() runtime.State {
 		v = stateCgroup
 	}
 	b, _ := json.Marshal(s)
-	return runtime.State{Version: v, Data: b}
+	return runtime.HandleState{Version: v, Data: b}
 }
 
 // Endpoint: the leased port on the loopback.
@@ -402,7 +402,7 @@ func (h *handle) Usage(context.Context) (runtime.Usage, error) {
 
 // CgroupPath returns the cgroup2 path a native handle's state names, or ""
 // when the sandbox has no cgroup, for tools that read records.
-func CgroupPath(st runtime.State) (string, error) {
+func CgroupPath(st runtime.HandleState) (string, error) {
 	s, err := decode(st)
 	if err != nil || s.Cgroup == nil {
 		return "", err

@@ -56,7 +56,7 @@ func TestConformance(t *testing.T) {
 					}
 				},
 				Tool: []string{bin, "stub-exec"},
-				Forge: func(st runtime.State) runtime.State {
+				Forge: func(st runtime.HandleState) runtime.HandleState {
 					var s map[string]any
 					_ = json.Unmarshal(st.Data, &s)
 					s["marker"] = "someone.else"

@@ -41,7 +41,7 @@ type Harness struct {
 	Tool []string
 	// Forge, when set, returns a state that names something that is not
 	// this workload (Adopt must say ErrNotOurs).
-	Forge func(st runtime.State) runtime.State
+	Forge func(st runtime.HandleState) runtime.HandleState
 }
 
 // Deadline bounds every wait: generous, the machine is shared and noisy.
@@ -245,7 +245,7 @@ func adopt(t *testing.T, h Harness) {
 		t.Errorf("adopted endpoint %+v, want %+v", a.Endpoint(), s.h.Endpoint())
 	}
 	awaitServing(t, a.Endpoint())
-	if _, err := rt2.Adopt(ctxT(t), runtime.State{Version: 99, Data: []byte(`{}`)}); !errors.Is(err, runtime.ErrState) {
+	if _, err := rt2.Adopt(ctxT(t), runtime.HandleState{Version: 99, Data: []byte(`{}`)}); !errors.Is(err, runtime.ErrState) {
 		t.Errorf("Adopt of an unknown version: %v, want ErrState", err)
 	}
 	if h.Forge != nil {
