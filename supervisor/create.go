@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/logcap"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
@@ -164,7 +165,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	made = req.Name
 	h, err := rt.Start(context.WithoutCancel(ctx), runtime.Spec{
 		ID: req.Name, Vars: childenv.List(env), Dir: e.dir, Workspace: workspace,
-		Stdout: filepath.Join(e.dir, StdoutFile), Stderr: filepath.Join(e.dir, StderrFile),
+		Stdout: filepath.Join(e.dir, logcap.Stdout), Stderr: filepath.Join(e.dir, logcap.Stderr),
 		Port: port, Marker: e.marker, Seal: s.fs.seal(e.marker), Command: snap.Command, Image: snap.Image, Labels: cloneMap(req.Labels),
 		Resources: res,
 	})
@@ -193,7 +194,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	s.events.publish(Event{Type: EventCreated, Time: now, Sandbox: info})
 	s.mu.Unlock()
 	s.log.Info("sandbox created", "sandbox", req.Name, "runtime", req.Runtime, "port", port, "labels", req.Labels)
-	s.logs.watch(e.id)
+	s.logs.Watch(e.id)
 	s.watch(e, h, e.startup)
 	return info, nil
 }

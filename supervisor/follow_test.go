@@ -12,6 +12,7 @@ import (
 
 	"github.com/agent-control-plane/agent-control-plane/proc"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/logcap"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/native"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
@@ -83,11 +84,10 @@ func appendLog(t *testing.T, dir, name, text string) {
 func TestFollowLogs(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		how  int32
-	}{{"collapse", cutCollapse}, {"punch", cutPunch}, {"truncate", cutTruncate}} {
+		how  int
+	}{{"collapse", logcap.CutCollapse}, {"punch", logcap.CutPunch}, {"truncate", logcap.CutTruncate}} {
 		t.Run(c.name, func(t *testing.T) {
-			cutMode.Store(c.how)
-			defer cutMode.Store(cutCollapse)
+			defer logcap.LimitCut(c.how)()
 			h := newHarness(t, func(o *Options) { o.LogMaxBytes = 64 << 10 })
 			h.create("f1", map[string]string{"STUB_AGENT_PRINT": "hello-at-start", "API_TOKEN": "s3cret-value-42"}, nil)
 			h.waitState("f1", Started)
@@ -95,10 +95,10 @@ func TestFollowLogs(t *testing.T) {
 			f := follow(t, h.sup, "f1", 0)
 			f.waitFor(t, "stdout", "hello-at-start")
 
-			appendLog(t, dir, StdoutFile, "part")
-			appendLog(t, dir, StdoutFile, "ial line with s3cret-value-42\n")
+			appendLog(t, dir, logcap.Stdout, "part")
+			appendLog(t, dir, logcap.Stdout, "ial line with s3cret-value-42\n")
 			f.waitFor(t, "stdout", "partial line with ")
-			appendLog(t, dir, StderrFile, "to stderr\n")
+			appendLog(t, dir, logcap.Stderr, "to stderr\n")
 			f.waitFor(t, "stderr", "to stderr\n")
 
 			// 200 KB in batches, each read before the next is written:
@@ -109,10 +109,10 @@ func TestFollowLogs(t *testing.T) {
 				for i := 0; i < 8; i++ {
 					fmt.Fprintf(&b, "n%04d %s\n", batch*8+i, line)
 				}
-				appendLog(t, dir, StdoutFile, b.String())
+				appendLog(t, dir, logcap.Stdout, b.String())
 				f.waitFor(t, "stdout", fmt.Sprintf("n%04d ", batch*8+7))
 			}
-			if _, err := os.Stat(filepath.Join(dir, StdoutFile+RotatedSuffix)); err != nil {
+			if _, err := os.Stat(filepath.Join(dir, logcap.Stdout+logcap.RotatedSuffix)); err != nil {
 				t.Fatalf("the log never rotated: %v", err)
 			}
 			text := f.text("stdout")
@@ -139,7 +139,7 @@ func TestFollowLogs(t *testing.T) {
 			}
 
 			// A stop ends the following, after the last output.
-			appendLog(t, dir, StdoutFile, "last words\n")
+			appendLog(t, dir, logcap.Stdout, "last words\n")
 			if _, err := h.sup.Stop(context.Background(), "f1", false); err != nil {
 				t.Fatal(err)
 			}
@@ -200,7 +200,7 @@ func BenchmarkFollowLine(b *testing.B) {
 		got <- struct{}{}
 		return nil
 	})
-	fd, err := os.OpenFile(filepath.Join(root, "f", StdoutFile), os.O_WRONLY|os.O_APPEND, 0)
+	fd, err := os.OpenFile(filepath.Join(root, "f", logcap.Stdout), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -225,9 +225,9 @@ func TestFollowLogsTailAcrossRotation(t *testing.T) {
 	for i := 0; i < 40; i++ {
 		fmt.Fprintf(&b, "line %02d %s\n", i, strings.Repeat("y", 990))
 	}
-	appendLog(t, dir, StdoutFile, b.String()) // 40 KB: over half the cap, rotated
+	appendLog(t, dir, logcap.Stdout, b.String()) // 40 KB: over half the cap, rotated
 	testenv.Eventually(t, "the log rotated", func() bool {
-		_, err := os.Stat(filepath.Join(dir, StdoutFile+RotatedSuffix))
+		_, err := os.Stat(filepath.Join(dir, logcap.Stdout+logcap.RotatedSuffix))
 		return err == nil
 	})
 	f := follow(t, h.sup, "r", 20000)
@@ -247,7 +247,7 @@ func TestFollowLogsRedactsAcrossChunks(t *testing.T) {
 	h.waitState("long", Started)
 	f := follow(t, h.sup, "long", 0)
 	line := strings.Repeat("a", FollowChunk-len(secret)/2) + secret + strings.Repeat("b", 500) + "\n"
-	appendLog(t, filepath.Join(h.opts.Root, "long"), StdoutFile, line)
+	appendLog(t, filepath.Join(h.opts.Root, "long"), logcap.Stdout, line)
 	f.waitFor(t, "stdout", strings.Repeat("b", 500)+"\n")
 	if text := f.text("stdout"); strings.Contains(text, secret[:len(secret)/2]) || strings.Contains(text, secret[len(secret)/2:]) {
 		t.Fatal("a secret cut by a chunk boundary was not redacted")

@@ -248,7 +248,7 @@ func (s *Supervisor) stopHoldingOp(e *sandbox, why StopReason, errorReason strin
 // whichever committed the stop.
 func (s *Supervisor) gone(e *sandbox, h runtime.Handle, port int) {
 	s.ports.release(port, e.id)
-	s.logs.release(e.id)
+	s.logs.Release(e.id)
 	if h == nil {
 		return
 	}
@@ -301,7 +301,7 @@ func (s *Supervisor) delete(e *sandbox) error {
 	if err := s.fs.removeAll(e.id); err != nil {
 		return fmt.Errorf("remove sandbox directory: %w", err)
 	}
-	s.logs.forget(e.id)
+	s.logs.Forget(e.id)
 	s.mu.Lock()
 	delete(s.sandboxes, e.id)
 	gone := e.info

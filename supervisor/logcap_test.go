@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/agent-control-plane/agent-control-plane/supervisor/logcap"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
@@ -39,12 +40,11 @@ func TestLogCap(t *testing.T) {
 	const capBytes = 1 << 20
 	for _, c := range []struct {
 		name     string
-		how      int32
+		how      int
 		lossless bool
-	}{{"collapse", cutCollapse, true}, {"punch", cutPunch, true}, {"truncate", cutTruncate, false}} {
+	}{{"collapse", logcap.CutCollapse, true}, {"punch", logcap.CutPunch, true}, {"truncate", logcap.CutTruncate, false}} {
 		t.Run(c.name, func(t *testing.T) {
-			cutMode.Store(c.how)
-			defer cutMode.Store(cutCollapse)
+			defer logcap.LimitCut(c.how)()
 			h := realHarness(t, func(o *Options) { o.LogMaxBytes = capBytes })
 			h.create("chatty", map[string]string{"STUB_AGENT_SPAM_BYTES": "100000000"}, nil)
 			h.waitState("chatty", Started)
@@ -72,7 +72,7 @@ func TestLogCap(t *testing.T) {
 					t.Fatalf("newest lines missing from the tail:\n%.300s…", s[max(0, len(s)-300):])
 				}
 			}
-			if _, err := os.Stat(filepath.Join(dir, StdoutFile+RotatedSuffix)); err != nil {
+			if _, err := os.Stat(filepath.Join(dir, logcap.Stdout+logcap.RotatedSuffix)); err != nil {
 				t.Fatalf("no rotated file: %v", err)
 			}
 			t.Logf("%s: %d bytes on disk after 200 MB written", c.name, dirBytes(dir))
@@ -87,8 +87,8 @@ func TestLogTailAcrossRotation(t *testing.T) {
 	h.create("t", nil, nil)
 	h.waitState("t", Started)
 	dir := filepath.Join(h.opts.Root, "t")
-	os.WriteFile(filepath.Join(dir, StdoutFile+RotatedSuffix), []byte("partial first line\nolder line\nend of older "), 0o600)
-	os.WriteFile(filepath.Join(dir, StdoutFile), []byte("half\nnewest line\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, logcap.Stdout+logcap.RotatedSuffix), []byte("partial first line\nolder line\nend of older "), 0o600)
+	os.WriteFile(filepath.Join(dir, logcap.Stdout), []byte("half\nnewest line\n"), 0o600)
 	logs, err := h.sup.EntrypointLogs(context.Background(), "t", 0)
 	if err != nil || logs.Stdout != "partial first line\nolder line\nend of older half\nnewest line\n" {
 		t.Fatalf("tail %q %v", logs.Stdout, err)
@@ -104,7 +104,7 @@ func TestLogCapFullDisk(t *testing.T) {
 		t.Skipf("needs to mount a small tmpfs (root): %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", root).Run() })
-	defer cutMode.Store(cutCollapse)
+	defer logcap.LimitCut(logcap.CutCollapse)() // whatever the tmpfs made it fall to
 	var logBuf syncBuffer
 	h := realHarness(t, func(o *Options) {
 		o.Root = root

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agent-control-plane/agent-control-plane/supervisor/logcap"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/fake"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
@@ -45,7 +46,7 @@ func TestSnapshots(t *testing.T) {
 	h.waitState("s1", Started)
 	want := "args: " + strconv.Itoa(sb.Port) + " s1 $literal; env: from-request 1"
 	testenv.Eventually(t, "the expanded command's first line in the log", func() bool {
-		b, _ := os.ReadFile(filepath.Join(h.opts.Root, "s1", StdoutFile))
+		b, _ := os.ReadFile(filepath.Join(h.opts.Root, "s1", logcap.Stdout))
 		return strings.Contains(string(b), want)
 	})
 	plain := h.create("p1", nil, nil)

@@ -14,12 +14,11 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
-// File names inside a sandbox directory <root>/<id>/.
+// File names inside a sandbox directory <root>/<id>/ (and the logs,
+// logcap.Stdout and logcap.Stderr).
 const (
 	RecordFile   = "sandbox.json"
 	EnvFile      = "runtime-env.json"
-	StdoutFile   = "stdout.log"
-	StderrFile   = "stderr.log"
 	WorkspaceDir = "workspace"
 )
 

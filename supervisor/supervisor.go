@@ -12,6 +12,7 @@ import (
 
 	"github.com/agent-control-plane/agent-control-plane/proc/probe"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/logcap"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
 )
@@ -70,7 +71,7 @@ type Supervisor struct {
 	now    func() time.Time
 	fs     *rootFS
 	lock   *rootLock
-	logs   *logCap
+	logs   *logcap.Cap
 	ports  *ports
 	events *hub
 	stats  *stats
@@ -196,7 +197,7 @@ func New(ctx context.Context, opts Options) (*Supervisor, error) {
 		rfs.Close()
 		return nil, err
 	}
-	logs, err := newLogCap(rfs, opts.LogMaxBytes, opts.Logger)
+	logs, err := logcap.New(rfs.Dir, rfs.tempFileName, opts.LogMaxBytes, opts.Logger)
 	if err != nil {
 		lock.release()
 		rfs.Close()
@@ -347,7 +348,7 @@ func (s *Supervisor) Close(ctx context.Context) error {
 	s.cancel()
 	s.bg.Wait()
 	s.events.closeAll()
-	s.logs.close()
+	s.logs.Close()
 	s.lock.release()
 	s.fs.Close()
 	return err

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agent-control-plane/agent-control-plane/supervisor/logcap"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/fake"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/securefs"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
@@ -192,8 +193,8 @@ func TestOwnTempFilesSwept(t *testing.T) {
 	h.waitState("tmp", Started)
 	h.close(false)
 	off := h.offline()
-	own := []string{"tmp/" + off.fs.tempFileName(StdoutFile+RotatedSuffix), "tmp/" + off.fs.tempFileName(RecordFile), off.fs.tempFileName(MarkFile)}
-	alike := []string{"tmp/." + StdoutFile + RotatedSuffix + ".tmp-0123456789abcdef-00", "tmp/.mine.tmp-1"}
+	own := []string{"tmp/" + off.fs.tempFileName(logcap.Stdout+logcap.RotatedSuffix), "tmp/" + off.fs.tempFileName(RecordFile), off.fs.tempFileName(MarkFile)}
+	alike := []string{"tmp/." + logcap.Stdout + logcap.RotatedSuffix + ".tmp-0123456789abcdef-00", "tmp/.mine.tmp-1"}
 	for _, f := range append(own, alike...) {
 		if err := os.WriteFile(filepath.Join(h.opts.Root, f), []byte("x"), 0o600); err != nil {
 			t.Fatal(err)
@@ -223,7 +224,7 @@ func TestPlantedLogs(t *testing.T) {
 	h.waitState("fifo", Started)
 	outside := filepath.Join(t.TempDir(), "secret.txt")
 	os.WriteFile(outside, []byte("OUTSIDE-CONTENT\n"), 0o600)
-	stdout := filepath.Join(h.opts.Root, "linked", StdoutFile)
+	stdout := filepath.Join(h.opts.Root, "linked", logcap.Stdout)
 	os.Remove(stdout)
 	if err := os.Symlink(outside, stdout); err != nil {
 		t.Fatal(err)
@@ -236,7 +237,7 @@ func TestPlantedLogs(t *testing.T) {
 		t.Fatalf("symlinked log: %v, want securefs.ErrNotOwnFile", err)
 	}
 
-	stderr := filepath.Join(h.opts.Root, "fifo", StderrFile)
+	stderr := filepath.Join(h.opts.Root, "fifo", logcap.Stderr)
 	os.Remove(stderr)
 	if err := unix.Mkfifo(stderr, 0o600); err != nil {
 		t.Fatal(err)
@@ -354,15 +355,15 @@ func TestFileModesWhateverTheUmask(t *testing.T) {
 			h.create("m", nil, nil)
 			h.waitState("m", Started)
 			want := map[string]fs.FileMode{
-				".":                 0o700 | fs.ModeDir,
-				MarkFile:            0o600,
-				lockFile:            0o600,
-				"m":                 0o700 | fs.ModeDir,
-				"m/" + WorkspaceDir: 0o700 | fs.ModeDir,
-				"m/" + RecordFile:   0o600,
-				"m/" + EnvFile:      0o600,
-				"m/" + StdoutFile:   0o600,
-				"m/" + StderrFile:   0o600,
+				".":                  0o700 | fs.ModeDir,
+				MarkFile:             0o600,
+				lockFile:             0o600,
+				"m":                  0o700 | fs.ModeDir,
+				"m/" + WorkspaceDir:  0o700 | fs.ModeDir,
+				"m/" + RecordFile:    0o600,
+				"m/" + EnvFile:       0o600,
+				"m/" + logcap.Stdout: 0o600,
+				"m/" + logcap.Stderr: 0o600,
 			}
 			for rel, mode := range want {
 				fi, err := os.Lstat(filepath.Join(root, rel))

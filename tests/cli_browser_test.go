@@ -100,10 +100,10 @@ func TestOpenPreview(t *testing.T) {
 	}
 	cmd := cliCmd(t, d, "open", "web")
 	cmd.Env = append(cmd.Env, "BROWSER="+opener)
-	if code, out, errs := runCmd(t, cmd); code != 0 || !strings.Contains(out, "Opened http://localhost:") {
+	if code, out, errs := runCmd(t, cmd); code != 0 || !strings.Contains(out, "Opened http://127.0.0.1:") {
 		t.Fatalf("open: %d %q %q", code, out, errs)
 	}
-	want := "http://localhost:" + strconv.Itoa(get(t, d, "web").Port)
+	want := "http://127.0.0.1:" + strconv.Itoa(get(t, d, "web").Port)
 	testenv.Eventually(t, "the browser got the preview", func() bool {
 		b, _ := os.ReadFile(filepath.Join(dir, "opened"))
 		return strings.TrimSpace(string(b)) == want

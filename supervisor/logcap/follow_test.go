@@ -1,4 +1,4 @@
-package supervisor
+package logcap
 
 import (
 	"strings"
@@ -9,9 +9,9 @@ import (
 func TestClipStartKeepsCharacters(t *testing.T) {
 	s := strings.Repeat("é", 10) // 20 bytes
 	for n := 0; n <= 21; n++ {
-		out := clipStart(s, n)
+		out := ClipStart(s, n)
 		if !utf8.ValidString(out) || len(out) > n {
-			t.Fatalf("clipStart(%d) = %q", n, out)
+			t.Fatalf("ClipStart(%d) = %q", n, out)
 		}
 	}
 }
@@ -28,8 +28,8 @@ func TestClipStartBeginsAtALine(t *testing.T) {
 		{"abcdefgh", 3, "fgh"},                    // no line break: a character boundary
 		{"é€x", 3, "x"},
 	} {
-		if got := clipStart(c.s, c.n); got != c.want {
-			t.Errorf("clipStart(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
+		if got := ClipStart(c.s, c.n); got != c.want {
+			t.Errorf("ClipStart(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
 		}
 	}
 }

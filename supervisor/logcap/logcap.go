@@ -1,4 +1,7 @@
-package supervisor
+// Package logcap keeps each live sandbox's stdout.log and stderr.log
+// within a cap while the child writes to them, and serves their tail and
+// what they gain to followers, across rotation.
+package logcap
 
 import (
 	"errors"
@@ -11,13 +14,22 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/agent-control-plane/agent-control-plane/supervisor/securefs"
 	"golang.org/x/sys/unix"
 )
 
-// RotatedSuffix names a log's one rotated file: stdout.log.1.
-const RotatedSuffix = ".1"
+// The log files in a sandbox directory, and the suffix of a log's one
+// rotated file: stdout.log.1.
+const (
+	Stdout        = "stdout.log"
+	Stderr        = "stderr.log"
+	RotatedSuffix = ".1"
+)
 
-// logCap keeps each live sandbox's stdout.log and stderr.log within a cap
+// Files are the two logs, stdout first.
+var Files = [2]string{Stdout, Stderr}
+
+// Cap keeps each live sandbox's stdout.log and stderr.log within a cap
 // while the child writes to them, without the child's cooperation: the
 // child keeps appending to its own file descriptor (O_APPEND), and the
 // daemon moves the older part of the file aside.
@@ -43,13 +55,14 @@ const RotatedSuffix = ".1"
 //     truncation can then be lost (as with logrotate's copytruncate). The
 //     cut happens even when the copy fails (a full disk): the cap holds,
 //     the older part is lost, and that is logged.
-//   - Only the daemon's own files are touched (rootFS).
-type logCap struct {
-	fs  *rootFS
-	max int64
-	log *slog.Logger
-	ino *os.File // the inotify descriptor, in the runtime's poller
-	fd  int      // the same descriptor, for inotify_add_watch (ino.Fd would make it blocking)
+//   - Only the daemon's own files are touched, through its securefs.Dir.
+type Cap struct {
+	fs       *securefs.Dir
+	tempName func(name string) string // of a rotated file being written
+	max      int64
+	log      *slog.Logger
+	ino      *os.File // the inotify descriptor, in the runtime's poller
+	fd       int      // the same descriptor, for inotify_add_watch (ino.Fd would make it blocking)
 
 	// rotating serializes rotations: the event loop, watch and release
 	// may look at the same log at once, and two cuts computed from one
@@ -66,7 +79,7 @@ type logCap struct {
 	kept map[string]span
 
 	mu      sync.Mutex
-	byWatch map[int32]string // watch descriptor → log (relative to the root)
+	byWatch map[int32]string // Watch descriptor → log (relative to the root)
 	byLog   map[string]int32
 	warned  map[string]time.Time // rotation failures, logged once a minute
 	// waiting: per log, a channel closed at its next write (followers).
@@ -76,12 +89,15 @@ type logCap struct {
 }
 
 // cutMode is the best way to cut a log's head that the root's file system
-// has not refused (cutCollapse, cutPunch, cutTruncate).
+// has not refused (CutCollapse, CutPunch, CutTruncate).
 var cutMode atomic.Int32
 
-// newLogCap starts the rotator.
-func newLogCap(r *rootFS, max int64, log *slog.Logger) (*logCap, error) {
-	lc := &logCap{fs: r, max: max, log: log, byWatch: map[int32]string{}, byLog: map[string]int32{},
+// New starts the rotator for the logs beneath dir (paths "ID/stdout.log"),
+// each capped at about max bytes on disk; tempName names the temporary
+// file of a rotated file being written (one a crash may leave behind, and
+// that its owner can prove it made).
+func New(dir *securefs.Dir, tempName func(name string) string, max int64, log *slog.Logger) (*Cap, error) {
+	lc := &Cap{fs: dir, tempName: tempName, max: max, log: log, byWatch: map[int32]string{}, byLog: map[string]int32{},
 		warned: map[string]time.Time{}, waiting: map[string]chan struct{}{}, shift: map[string]int64{}, kept: map[string]span{},
 		done: make(chan struct{})}
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
@@ -93,16 +109,16 @@ func newLogCap(r *rootFS, max int64, log *slog.Logger) (*logCap, error) {
 	return lc, nil
 }
 
-// close stops the rotator and waits for it.
-func (lc *logCap) close() {
+// Close stops the rotator and waits for it.
+func (lc *Cap) Close() {
 	lc.ino.Close()
 	<-lc.done
 }
 
 // watch starts capping sandbox id's logs, and rotates them at once if
 // they are over (a re-adopted child wrote while no daemon was watching).
-func (lc *logCap) watch(id string) {
-	for _, name := range []string{StdoutFile, StderrFile} {
+func (lc *Cap) Watch(id string) {
+	for _, name := range Files {
 		rel := id + "/" + name
 		wd, err := unix.InotifyAddWatch(lc.fd, lc.fs.Abs(rel), unix.IN_MODIFY|unix.IN_DONT_FOLLOW)
 		if err != nil {
@@ -116,10 +132,10 @@ func (lc *logCap) watch(id string) {
 	}
 }
 
-// release stops capping sandbox id's logs, after a last rotation: its
+// Release stops capping sandbox id's logs, after a last rotation: its
 // workload is gone and writes no more.
-func (lc *logCap) release(id string) {
-	for _, name := range []string{StdoutFile, StderrFile} {
+func (lc *Cap) Release(id string) {
+	for _, name := range Files {
 		rel := id + "/" + name
 		lc.mu.Lock()
 		wd, ok := lc.byLog[rel]
@@ -135,7 +151,7 @@ func (lc *logCap) release(id string) {
 }
 
 // run reads inotify events until close, and rotates each log written to.
-func (lc *logCap) run() {
+func (lc *Cap) run() {
 	defer close(lc.done)
 	buf := make([]byte, 64<<10)
 	for {
@@ -168,9 +184,9 @@ func (lc *logCap) run() {
 	}
 }
 
-// wait returns a channel closed at log rel's next write (while it is
+// Wait returns a channel closed at log rel's next write (while it is
 // watched: its sandbox runs).
-func (lc *logCap) wait(rel string) <-chan struct{} {
+func (lc *Cap) Wait(rel string) <-chan struct{} {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
 	c, ok := lc.waiting[rel]
@@ -182,7 +198,7 @@ func (lc *logCap) wait(rel string) <-chan struct{} {
 }
 
 // wake tells log rel's followers that it was written to.
-func (lc *logCap) wake(rel string) {
+func (lc *Cap) wake(rel string) {
 	lc.mu.Lock()
 	c, ok := lc.waiting[rel]
 	delete(lc.waiting, rel)
@@ -192,10 +208,10 @@ func (lc *logCap) wake(rel string) {
 	}
 }
 
-// forget drops what the cap knows of sandbox id's logs (it is deleted),
+// Forget drops what the cap knows of sandbox id's logs (it is deleted),
 // waking any follower so that it sees them gone.
-func (lc *logCap) forget(id string) {
-	for _, name := range []string{StdoutFile, StderrFile} {
+func (lc *Cap) Forget(id string) {
+	for _, name := range Files {
 		rel := id + "/" + name
 		lc.rotating.Lock()
 		delete(lc.shift, rel)
@@ -205,11 +221,11 @@ func (lc *logCap) forget(id string) {
 	}
 }
 
-// readFrom reads up to n bytes of log rel from position pos (an offset
+// ReadFrom reads up to n bytes of log rel from position pos (an offset
 // that rotation does not move) and returns them with the position after
 // them. A position whose bytes were rotated away moves to the oldest data
 // the live file still holds, and skipped says so.
-func (lc *logCap) readFrom(rel string, pos int64, n int) (b []byte, next int64, skipped bool, err error) {
+func (lc *Cap) ReadFrom(rel string, pos int64, n int) (b []byte, next int64, skipped bool, err error) {
 	lc.rotating.RLock()
 	defer lc.rotating.RUnlock()
 	shift := lc.shift[rel]
@@ -249,7 +265,7 @@ func (lc *logCap) readFrom(rel string, pos int64, n int) (b []byte, next int64, 
 }
 
 // readAt reads up to n bytes of file rel at off.
-func (lc *logCap) readAt(rel string, off, n int64) ([]byte, error) {
+func (lc *Cap) readAt(rel string, off, n int64) ([]byte, error) {
 	f, _, err := lc.fs.OpenRegular(rel, unix.O_RDONLY)
 	if err != nil {
 		return nil, err
@@ -263,10 +279,10 @@ func (lc *logCap) readAt(rel string, off, n int64) ([]byte, error) {
 	return b[:m], err
 }
 
-// tailFrom is the position tail bytes before the end of log rel (or its
+// TailFrom is the position tail bytes before the end of log rel (or its
 // oldest data: in its rotated file when that holds what comes just before
 // the live file), and whether that is mid-file, where a line may be cut.
-func (lc *logCap) tailFrom(rel string, tail int64) (pos int64, mid bool, err error) {
+func (lc *Cap) TailFrom(rel string, tail int64) (pos int64, mid bool, err error) {
 	lc.rotating.RLock()
 	defer lc.rotating.RUnlock()
 	shift := lc.shift[rel]
@@ -289,10 +305,18 @@ func (lc *logCap) tailFrom(rel string, tail int64) (pos int64, mid bool, err err
 // How the head of a log is cut, best first. Each file system supports a
 // prefix of these; rotation falls down the list once one is refused.
 const (
-	cutCollapse = iota // FALLOC_FL_COLLAPSE_RANGE: the file shrinks (ext4, xfs)
-	cutPunch           // FALLOC_FL_PUNCH_HOLE: the head's blocks are freed, the size stays (tmpfs, btrfs)
-	cutTruncate        // ftruncate(0) after the copy: may lose the last instant's bytes
+	CutCollapse = iota // FALLOC_FL_COLLAPSE_RANGE: the file shrinks (ext4, xfs)
+	CutPunch           // FALLOC_FL_PUNCH_HOLE: the head's blocks are freed, the size stays (tmpfs, btrfs)
+	CutTruncate        // ftruncate(0) after the copy: may lose the last instant's bytes
 )
+
+// LimitCut makes every Cap cut no better than how, and returns what
+// undoes it: for tests of the fallbacks on a file system that has the
+// better ways.
+func LimitCut(how int) (restore func()) {
+	cutMode.Store(int32(how))
+	return func() { cutMode.Store(CutCollapse) }
+}
 
 // dataStart is where a log's data begins: after the hole a punched head
 // leaves (SEEK_DATA), or 0. size when there is no data.
@@ -309,7 +333,7 @@ func dataStart(f *os.File, size int64) int64 {
 
 // rotate moves the older part of log rel to rel.1 when its data has
 // reached half the cap.
-func (lc *logCap) rotate(rel string) {
+func (lc *Cap) rotate(rel string) {
 	lc.rotating.Lock()
 	defer lc.rotating.Unlock()
 	f, fi, err := lc.fs.OpenRegular(rel, unix.O_RDWR)
@@ -340,9 +364,9 @@ func (lc *logCap) rotate(rel string) {
 			return
 		}
 		switch how {
-		case cutCollapse:
+		case CutCollapse:
 			err = unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_COLLAPSE_RANGE, 0, cut)
-		case cutPunch:
+		case CutPunch:
 			err = unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, start, cut-start)
 		default:
 			err = f.Truncate(0)
@@ -351,12 +375,12 @@ func (lc *logCap) rotate(rel string) {
 			if from < cut {
 				lc.kept[rel] = span{from + lc.shift[rel], cut + lc.shift[rel]}
 			}
-			if how != cutPunch { // a punched head leaves the offsets as they were
+			if how != CutPunch { // a punched head leaves the offsets as they were
 				lc.shift[rel] += cut
 			}
 			return
 		}
-		if how == cutTruncate || !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EINVAL) {
+		if how == CutTruncate || !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EINVAL) {
 			lc.warn(rel, "rotate log: cutting the head failed", err)
 			return
 		}
@@ -377,13 +401,13 @@ type span struct{ from, to int64 }
 // boundary and nothing after it is touched: the child's appends are safe.
 // Truncation empties the file, so the copy goes on, a few rounds at most,
 // until it has caught up with the child, and the head is all it copied.
-func (lc *logCap) keepOlder(f *os.File, rel string, start, size, bs int64, how int) (from, cut int64, err error) {
+func (lc *Cap) keepOlder(f *os.File, rel string, start, size, bs int64, how int) (from, cut int64, err error) {
 	cut = size / bs * bs
-	if how == cutCollapse {
+	if how == CutCollapse {
 		cut = (size - 1) / bs * bs
 	}
 	keep := lc.max / 2
-	if how == cutTruncate {
+	if how == CutTruncate {
 		cut, keep = size, lc.max*3/8 // a quarter kept free for the catching up
 	}
 	if cut <= start {
@@ -391,9 +415,10 @@ func (lc *logCap) keepOlder(f *os.File, rel string, start, size, bs int64, how i
 	}
 	budget := lc.max/2 - keep
 	from = max(cut-keep, start)
-	err = lc.fs.writeAtomicFunc(path.Dir(rel), path.Base(rel)+RotatedSuffix, false, func(w io.Writer) error {
+	name := path.Base(rel) + RotatedSuffix
+	err = lc.fs.WriteAtomic(path.Dir(rel), name, lc.tempName(name), 0o600, false, func(w io.Writer) error {
 		_, err := io.Copy(w, io.NewSectionReader(f, from, cut-from))
-		for round := 0; err == nil && how == cutTruncate && round < 4 && budget > 0; round++ {
+		for round := 0; err == nil && how == CutTruncate && round < 4 && budget > 0; round++ {
 			fi, serr := f.Stat()
 			if serr != nil || fi.Size() <= cut {
 				break
@@ -411,7 +436,7 @@ func (lc *logCap) keepOlder(f *os.File, rel string, start, size, bs int64, how i
 }
 
 // warn logs a rotation failure, at most once a minute per log.
-func (lc *logCap) warn(rel, msg string, err error) {
+func (lc *Cap) warn(rel, msg string, err error) {
 	now := time.Now()
 	lc.mu.Lock()
 	last, seen := lc.warned[rel]
