@@ -6,7 +6,6 @@ package conf
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -243,21 +242,21 @@ func Load(src Sources) (Config, error) {
 		}
 		c.File = path
 	}
-	for _, s := range envSetters {
-		name := EnvPrefix + s.name
-		if v := getenv(name); v != "" {
-			if err := s.set(&c, v); err != nil {
+	for _, k := range keys {
+		name := EnvPrefix + k.env
+		if v := getenv(name); k.env != "" && v != "" {
+			if err := k.parse(&c, v); err != nil {
 				return Config{}, fmt.Errorf("environment %s: %w", name, err)
 			}
-			c.Origins[s.key] = "env " + name
+			c.Origins[k.path] = "env " + name
 		}
 	}
-	for _, s := range flagSetters {
-		if v, ok := src.Flags[s.name]; ok {
-			if err := s.set(&c, v); err != nil {
-				return Config{}, fmt.Errorf("flag --%s: %w", s.name, err)
+	for _, k := range keys {
+		if v, ok := src.Flags[k.flag]; ok && k.flag != "" {
+			if err := k.parse(&c, v); err != nil {
+				return Config{}, fmt.Errorf("flag --%s: %w", k.flag, err)
 			}
-			c.Origins[s.key] = "flag --" + s.name
+			c.Origins[k.path] = "flag --" + k.flag
 		}
 	}
 	if _, ok := c.Snapshots[snapshot.Default]; ok && len(c.NativeCommand) > 0 {
@@ -268,63 +267,6 @@ func Load(src Sources) (Config, error) {
 		return Config{}, err
 	}
 	return c, nil
-}
-
-type setter struct {
-	name string // the flag's or variable's (after EnvPrefix)
-	key  string // the setting it sets
-	set  func(*Config, string) error
-}
-
-var flagSetters = []setter{
-	{"listen", "listen", func(c *Config, v string) error { c.Listen = v; return nil }},
-	{"root", "root", func(c *Config, v string) error { c.Root = v; return nil }},
-	{"port-range", "port_range", func(c *Config, v string) (err error) { c.Ports, err = ParsePortRange(v); return }},
-	{"log-format", "log_format", func(c *Config, v string) error { c.LogFormat = v; return nil }},
-}
-
-// EnvVars lists every environment variable Load reads, for documentation and
-// tests.
-func EnvVars() []string {
-	names := []string{EnvPrefix + "CONFIG"}
-	for _, s := range envSetters {
-		names = append(names, EnvPrefix+s.name)
-	}
-	return names
-}
-
-var envSetters = []setter{
-	{"LISTEN", "listen", func(c *Config, v string) error { c.Listen = v; return nil }},
-	{"ROOT", "root", func(c *Config, v string) error { c.Root = v; return nil }},
-	{"PORT_RANGE", "port_range", func(c *Config, v string) (err error) { c.Ports, err = ParsePortRange(v); return }},
-	{"NATIVE_COMMAND", "native.command", func(c *Config, v string) error {
-		var argv []string
-		if err := json.Unmarshal([]byte(v), &argv); err != nil {
-			return errors.New(`want a JSON array of strings, e.g. ["my-agent","--flag"]`)
-		}
-		c.NativeCommand = argv
-		return nil
-	}},
-	{"REAP_INTERVAL_MS", "reap_interval", msSetter(func(c *Config) *time.Duration { return &c.ReapInterval })},
-	{"STOP_GRACE_MS", "stop_grace", msSetter(func(c *Config) *time.Duration { return &c.StopGrace })},
-	{"STARTUP_TIMEOUT_MS", "startup_timeout", msSetter(func(c *Config) *time.Duration { return &c.StartupTimeout })},
-	{"REAP_ON_EXIT", "reap_on_exit", func(c *Config, v string) (err error) { c.ReapOnExit, err = parseBool(v); return }},
-	{"AUTOSTOP_MINUTES", "autostop_minutes", minutesSetter(func(c *Config) *time.Duration { return &c.AutoStop })},
-	{"MAX_LIFETIME_MINUTES", "max_lifetime", minutesSetter(func(c *Config) *time.Duration { return &c.MaxLifetime })},
-	{"LOG_FORMAT", "log_format", func(c *Config, v string) error { c.LogFormat = v; return nil }},
-	{"LOG_LEVEL", "log_level", func(c *Config, v string) error { c.LogLevel = v; return nil }},
-	{"TOKEN", "token", func(c *Config, v string) error { c.Token = strings.TrimSpace(v); return auth.Validate(c.Token) }},
-	{"TOKEN_FILE", "token_file", func(c *Config, v string) error { c.TokenFile = v; return nil }},
-	{"BODY_TIMEOUT_MS", "body_timeout", msSetter(func(c *Config) *time.Duration { return &c.BodyTimeout })},
-	{"MAX_CONNECTIONS", "max_connections", func(c *Config, v string) (err error) {
-		c.MaxConnections, err = strconv.Atoi(v)
-		return err
-	}},
-	{"CGROUPS", "cgroups", func(c *Config, v string) error { c.Cgroups = v; return nil }},
-	{"LOG_MAX_BYTES", "log_max_bytes", func(c *Config, v string) (err error) {
-		c.LogMaxBytes, err = strconv.ParseInt(v, 10, 64)
-		return err
-	}},
 }
 
 func parseBool(v string) (bool, error) {

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/agent-control-plane/agent-control-plane/supervisor/limits"
 )
 
 // Setting is one configuration key and its value in force, written as in
@@ -37,47 +35,17 @@ func (c Config) Settings() []Setting {
 		val := tomlValue(v)
 		out = append(out, Setting{Key: key, Value: val, cmp: val})
 	}
-	envOnly := func() { out[len(out)-1].EnvOnly = true }
-	add("listen", c.Listen)
-	add("allow_non_loopback", c.AllowNonLoopback)
-	add("root", c.Root)
-	add("port_range", c.Ports.String())
-	add("stop_grace", c.StopGrace)
-	add("startup_timeout", c.StartupTimeout)
-	add("reap_interval", c.ReapInterval)
-	add("reap_on_exit", c.ReapOnExit)
-	envOnly()
-	add("autostop_minutes", c.AutoStop.Minutes())
-	add("max_lifetime", c.MaxLifetime)
-	add("log_format", c.LogFormat)
-	add("log_level", c.LogLevel)
-	token := `""`
-	if c.Token != "" {
-		token = hidden
+	for _, k := range keys {
+		add(k.path, k.show(&c))
+		if k.secret {
+			last := &out[len(out)-1]
+			last.cmp = fmt.Sprint(k.show(&c))
+			if last.Value = `""`; last.cmp != "" {
+				last.Value = hidden
+			}
+		}
+		out[len(out)-1].EnvOnly = !k.file
 	}
-	out = append(out, Setting{Key: "token", Value: token, EnvOnly: true, cmp: c.Token})
-	add("token_file", c.TokenFile)
-	add("metrics_auth", c.MetricsAuth)
-	add("log_max_bytes", c.LogMaxBytes)
-	add("body_timeout", c.BodyTimeout)
-	add("max_connections", c.MaxConnections)
-	add("cgroups", c.Cgroups)
-	add("limits.cpu", c.Limits.CPU)
-	add("limits.memory", limits.MemoryGiB(c.Limits))
-	add("limits.pids", c.Limits.Pids)
-	add("limits.unsupported", c.LimitsUnsupported)
-	add("native.command", c.NativeCommand)
-	add("native.ready_path", c.ReadyPath)
-	add("events.buffer", c.EventBuffer)
-	add("events.heartbeat", c.EventHeartbeat)
-	add("env.forward", c.EnvForward)
-	add("env.forward_unless", c.EnvForwardUnless)
-	add("env.file", c.EnvFile)
-	add("docker.host", c.Docker.Host)
-	add("docker.image", c.Docker.Image)
-	add("docker.port", c.Docker.Port)
-	add("docker.pull", c.Docker.Pull)
-	add("docker.rewrite_loopback", c.Docker.Rewrite)
 	for _, name := range slices.Sorted(maps.Keys(c.Snapshots)) {
 		p := c.Snapshots[name]
 		key := "snapshots." + tomlKey(name) + "."

@@ -54,10 +54,9 @@ func configFlags(fs *flag.FlagSet) func() conf.Sources {
 	var configPath string
 	def := conf.Default(os.Getenv)
 	fs.StringVar(&configPath, "config", "", "TOML config `file` (default: $AGENT_CONTROL_PLANE_CONFIG, else "+displayPath(conf.DefaultFile(os.Getenv))+" when it exists)")
-	fs.String("listen", def.Listen, "listen `address` (loopback only unless the config allows otherwise)")
-	fs.String("root", def.Root, "sandbox root `dir`")
-	fs.String("port-range", def.Ports.String(), "sandbox port `range` LO-HI")
-	fs.String("log-format", def.LogFormat, "log format: text or json")
+	for _, f := range conf.Flags(def) {
+		fs.String(f.Name, f.Default, f.Usage)
+	}
 	return func() conf.Sources {
 		flags := map[string]string{}
 		fs.Visit(func(f *flag.Flag) {
@@ -269,7 +268,7 @@ func reload(log *slog.Logger, cur conf.Config, src conf.Sources, level *slog.Lev
 		// [native] command only describes the snapshot named default.
 		applied.Snapshots, applied.NativeCommand = next.Snapshots, next.NativeCommand
 	}
-	if restart := conf.Diff(applied, next); len(restart) > 0 {
+	if restart := slices.DeleteFunc(conf.Diff(cur, next), conf.Reloadable); len(restart) > 0 {
 		log.Warn("reload on SIGHUP: these settings changed but need a restart", "keys", restart)
 	}
 	log.Info("configuration reloaded on SIGHUP", "logLevel", next.LogLevel, "autostop", next.AutoStop, "maxLifetime", next.MaxLifetime, "snapshots", len(applied.Snapshots))
