@@ -500,6 +500,7 @@ type PidsLimit = int
 
 // PreviewUrl defines model for PreviewUrl.
 type PreviewUrl struct {
+	// Url Where the sandbox's workload serves, as its runtime reports it.
 	Url string `json:"url"`
 }
 
@@ -564,8 +565,10 @@ type SandboxInfo struct {
 	Name string `json:"name"`
 
 	// Pids Task limit in force; absent, none.
-	Pids       *int        `json:"pids,omitempty"`
-	Port       int         `json:"port"`
+	Pids *int `json:"pids,omitempty"`
+	Port int  `json:"port"`
+
+	// PreviewUrl Where the sandbox's workload serves, as its runtime reports it (native and docker: http://127.0.0.1:PORT); empty when the runtime reports no endpoint.
 	PreviewUrl string      `json:"previewUrl"`
 	Public     bool        `json:"public"`
 	Runtime    RuntimeName `json:"runtime"`
