@@ -12,8 +12,10 @@ import (
 // Listing 800 sandboxes: the registry's share of GET /v1/sandboxes (the
 // whole request is measured by acp-bench against real children).
 func BenchmarkList800(b *testing.B) {
+	m := fake.NewMachine()
+	defer m.Shutdown()
 	s, err := New(context.Background(), Options{Root: b.TempDir(), PortLo: 20000, PortHi: 20999,
-		Runtimes: registry(&fake.Runtime{M: fake.NewMachine()}), ReadyPath: "/x", StartupTimeout: time.Hour})
+		Runtimes: registry(&fake.Runtime{M: m}), ReadyPath: "/x", StartupTimeout: time.Hour})
 	if err != nil {
 		b.Fatal(err)
 	}
