@@ -2,7 +2,6 @@ package docker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -61,13 +60,7 @@ func TestConformance(t *testing.T) {
 				spec.Vars = append(spec.Vars, k+"="+v)
 			}
 		},
-		Tool: []string{"/agent-control-plane", "stub-exec"},
-		Forge: func(st runtime.HandleState) runtime.HandleState {
-			var s map[string]any
-			_ = json.Unmarshal(st.Data, &s)
-			s["marker"] = "someone.else"
-			st.Data, _ = json.Marshal(s)
-			return st
-		},
+		Tool:  []string{"/agent-control-plane", "stub-exec"},
+		Forge: runtimetest.ForgeField("marker", "someone.else"),
 	})
 }

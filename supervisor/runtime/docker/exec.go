@@ -48,7 +48,7 @@ func (h *handle) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Proce
 	if err != nil {
 		return nil, h.r.engineErr("start exec", err)
 	}
-	x := &execProc{h: h, id: created.ID, done: make(chan struct{})}
+	x := &execProc{h: h, id: created.ID, Ending: runtime.NewEnding()}
 	// The engine starts the command once attached; one that could not
 	// start (no such program in the image, a missing directory) has
 	// ended with code 126 or 127 and printed why.
@@ -58,16 +58,16 @@ func (h *handle) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Proce
 
 // execProc is one command started through the engine.
 type execProc struct {
-	h    *handle
-	id   string
-	done chan struct{}
-	exit runtime.Exit
+	h  *handle
+	id string
+	*runtime.Ending
 }
 
 // run copies the command's input and output until it ends, killing it
 // when ctx ends or its time is up.
 func (x *execProc) run(ctx context.Context, spec runtime.ExecSpec, out io.Reader, closeWrite func() error, closeConn func(), in io.Writer) {
-	defer close(x.done)
+	reason := ""
+	defer func() { x.End(x.inspect(reason)) }()
 	defer closeConn()
 	if spec.Stdin != nil {
 		go func() {
@@ -91,7 +91,6 @@ func (x *execProc) run(ctx context.Context, spec runtime.ExecSpec, out io.Reader
 		defer t.Stop()
 		expired = t.C
 	}
-	reason := ""
 	select {
 	case <-copied:
 	case <-ctx.Done():
@@ -111,7 +110,6 @@ func (x *execProc) run(ctx context.Context, spec runtime.ExecSpec, out io.Reader
 			<-copied
 		}
 	}
-	x.exit = x.inspect(reason)
 }
 
 // inspect asks the engine how the command ended; it may report it still
@@ -149,15 +147,6 @@ func orDiscard(w io.Writer) io.Writer {
 		return io.Discard
 	}
 	return w
-}
-
-func (x *execProc) Wait(ctx context.Context) (runtime.Exit, error) {
-	select {
-	case <-x.done:
-		return x.exit, nil
-	case <-ctx.Done():
-		return runtime.Exit{}, ctx.Err()
-	}
 }
 
 // Kill ends the command: the engine has no call for it, so the process

@@ -26,9 +26,7 @@ type handle struct {
 	// adopted: the limits in force when Adopt inspected the container.
 	adopted *runtime.Resources
 
-	once sync.Once
-	done chan struct{}
-	exit runtime.Exit
+	*runtime.Ending // Done, Exit
 
 	mu       sync.Mutex
 	unfollow context.CancelFunc
@@ -36,11 +34,9 @@ type handle struct {
 }
 
 func (h *handle) finish(e runtime.Exit) {
-	h.once.Do(func() {
-		h.exit = e
-		close(h.done)
+	if h.End(e) {
 		h.r.untrack(h.id)
-	})
+	}
 }
 
 func (h *handle) State() runtime.HandleState {
@@ -56,17 +52,6 @@ func (h *handle) Endpoint() runtime.Endpoint {
 	return runtime.Loopback(h.st.Port)
 }
 
-func (h *handle) Done() <-chan struct{} { return h.done }
-
-func (h *handle) Exit() runtime.Exit {
-	select {
-	case <-h.done:
-		return h.exit
-	default:
-		return runtime.Exit{Unknown: true}
-	}
-}
-
 // Stop asks the engine to stop the container: SIGTERM, grace, SIGKILL.
 func (h *handle) Stop(ctx context.Context, grace time.Duration) error {
 	secs := int(math.Ceil(grace.Seconds()))
@@ -79,7 +64,7 @@ func (h *handle) Stop(ctx context.Context, grace time.Duration) error {
 	}
 	h.r.died(ctx, h.id) // the die event may lag the answer
 	select {
-	case <-h.done:
+	case <-h.Done():
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -147,7 +147,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 	h := &handle{
 		m: r.M, r: r, marker: spec.Marker, nonce: hex.EncodeToString(b), env: env,
 		Files: workspace.Files{Host: spec.Workspace, Seen: spec.Workspace}, res: spec.Resources,
-		done: make(chan struct{}), term: make(chan struct{}), stopped: make(chan struct{}),
+		Ending: runtime.NewEnding(), term: make(chan struct{}), stopped: make(chan struct{}),
 		ignoreTerm: knob("STUB_AGENT_IGNORE_SIGTERM") == "1",
 	}
 	// The logs exist from the start, as a process's do.
@@ -269,7 +269,7 @@ func (r *Runtime) Prune(ctx context.Context, keep []string, own runtime.Owned) e
 	for mk, h := range r.M.live {
 		if !kept[mk] && own.Known[mk] {
 			select {
-			case <-h.done:
+			case <-h.Done():
 				delete(r.M.live, mk)
 			default:
 			}
@@ -289,11 +289,9 @@ type handle struct {
 	ignoreTerm    bool
 	workspace.Files
 
-	mu      sync.Mutex
-	res     runtime.Resources
-	once    sync.Once
-	done    chan struct{}
-	exit    runtime.Exit
+	mu  sync.Mutex
+	res runtime.Resources
+	*runtime.Ending
 	term    chan struct{} // a polite stop was asked
 	termed  sync.Once
 	stopped chan struct{} // closed with done
@@ -313,18 +311,16 @@ func (h *handle) live(exitAfter int) {
 		if !h.ignoreTerm {
 			h.end(runtime.Exit{Code: 0})
 		}
-	case <-h.done:
+	case <-h.Done():
 	}
 }
 
 func (h *handle) end(e runtime.Exit) {
-	h.once.Do(func() {
-		e.At = time.Now()
-		h.exit = e
+	e.At = time.Now()
+	if h.End(e) {
 		_ = h.srv.Close()
 		close(h.stopped)
-		close(h.done)
-	})
+	}
 }
 
 func (h *handle) State() runtime.HandleState {
@@ -333,16 +329,6 @@ func (h *handle) State() runtime.HandleState {
 }
 
 func (h *handle) Endpoint() runtime.Endpoint { return h.ep }
-func (h *handle) Done() <-chan struct{}      { return h.done }
-
-func (h *handle) Exit() runtime.Exit {
-	select {
-	case <-h.done:
-		return h.exit
-	default:
-		return runtime.Exit{Unknown: true}
-	}
-}
 
 // Stop asks politely, waits up to grace, then kills.
 func (h *handle) Stop(ctx context.Context, grace time.Duration) error {
@@ -351,7 +337,7 @@ func (h *handle) Stop(ctx context.Context, grace time.Duration) error {
 		t := time.NewTimer(grace)
 		defer t.Stop()
 		select {
-		case <-h.done:
+		case <-h.Done():
 			return nil
 		case <-t.C:
 		case <-ctx.Done():
@@ -405,7 +391,7 @@ func (h *handle) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Proce
 		return nil, fmt.Errorf("%w: the fake runtime runs only stub-exec", runtime.ErrExecStart)
 	}
 	select {
-	case <-h.done:
+	case <-h.Done():
 		return nil, fmt.Errorf("%w: the workload has ended", runtime.ErrExecStart)
 	default:
 	}
@@ -418,7 +404,7 @@ func (h *handle) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Proce
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("%w: working directory %s", runtime.ErrExecStart, dir)
 	}
-	p := &proc{done: make(chan struct{}), kill: make(chan struct{})}
+	p := &proc{Ending: runtime.NewEnding(), kill: make(chan struct{})}
 	env := append([]string(nil), h.env...)
 	for _, kv := range spec.Env {
 		if !strings.HasPrefix(kv, runtime.MarkerEnv+"=") {
@@ -453,7 +439,7 @@ func (h *handle) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Proce
 			}
 		case <-p.kill:
 			e = runtime.Exit{Code: 137, Signal: unix.SIGKILL}
-		case <-h.done:
+		case <-h.Done():
 			p.stop()
 			e = runtime.Exit{Code: 137, Signal: unix.SIGKILL}
 		case <-ctx.Done():
@@ -464,28 +450,17 @@ func (h *handle) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Proce
 			e = runtime.Exit{Code: 137, Signal: unix.SIGKILL, Reason: runtime.ReasonTimeout}
 		}
 		e.At = time.Now()
-		p.exit = e
-		close(p.done)
+		p.End(e)
 	}()
 	return p, nil
 }
 
 type proc struct {
-	done   chan struct{}
-	exit   runtime.Exit
+	*runtime.Ending
 	kill   chan struct{}
 	killed sync.Once
 }
 
 func (p *proc) stop() { p.killed.Do(func() { close(p.kill) }) }
-
-func (p *proc) Wait(ctx context.Context) (runtime.Exit, error) {
-	select {
-	case <-p.done:
-		return p.exit, nil
-	case <-ctx.Done():
-		return runtime.Exit{}, ctx.Err()
-	}
-}
 
 func (p *proc) Kill() error { p.stop(); return nil }

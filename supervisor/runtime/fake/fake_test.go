@@ -1,7 +1,6 @@
 package fake_test
 
 import (
-	"encoding/json"
 	"testing"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
@@ -24,14 +23,8 @@ func TestConformance(t *testing.T) {
 						spec.Vars = append(spec.Vars, k+"="+v)
 					}
 				},
-				Tool: []string{"stub-exec"},
-				Forge: func(st runtime.HandleState) runtime.HandleState {
-					var s map[string]string
-					_ = json.Unmarshal(st.Data, &s)
-					s["nonce"] = "forged"
-					st.Data, _ = json.Marshal(s)
-					return st
-				},
+				Tool:  []string{"stub-exec"},
+				Forge: runtimetest.ForgeField("nonce", "forged"),
 			})
 		})
 	}

@@ -97,7 +97,7 @@ func (h *handle) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Proce
 		return nil, fmt.Errorf("%w: %v", runtime.ErrExecStart, err)
 	}
 	h.execs.add(p)
-	x := &execProc{p: p, done: make(chan struct{})}
+	x := &execProc{p: p, Ending: runtime.NewEnding()}
 	copied := pipes.copy(spec)
 	go x.run(ctx, spec.Timeout, copied, pipes.closeOutputs, func() { h.execs.remove(p) })
 	return x, nil
@@ -230,9 +230,8 @@ func (s *stdio) copy(spec runtime.ExecSpec) <-chan struct{} {
 
 // execProc is one command started by Exec.
 type execProc struct {
-	p    *proc.Process
-	done chan struct{}
-	exit runtime.Exit
+	p *proc.Process
+	*runtime.Ending
 }
 
 // run ends the command when ctx ends or its time is up, and says how it
@@ -264,18 +263,9 @@ func (x *execProc) run(ctx context.Context, timeout time.Duration, copied <-chan
 	}
 	cut()
 	<-copied
-	x.exit = exitOf(x.p)
-	x.exit.Reason = reason
-	close(x.done)
-}
-
-func (x *execProc) Wait(ctx context.Context) (runtime.Exit, error) {
-	select {
-	case <-x.done:
-		return x.exit, nil
-	case <-ctx.Done():
-		return runtime.Exit{}, ctx.Err()
-	}
+	e := exitOf(x.p)
+	e.Reason = reason
+	x.End(e)
 }
 
 func (x *execProc) Kill() error {

@@ -72,8 +72,9 @@ type handle struct {
 	workspace.Files               // Host empty: a state from before files
 	port            int
 
-	done chan struct{}
-	exit runtime.Exit // set before done is closed
+	// end is the sandbox's end with a cgroup: the leader gone and the
+	// group empty. Without one, the leader's own end is the sandbox's.
+	end *runtime.Ending
 
 	execs execs // commands started by Exec that may still run
 }
@@ -155,7 +156,7 @@ func (n *Runtime) newHandle(p *proc.Process, id proc.Identity, g *cgroup.Group, 
 		}()
 		return h
 	}
-	h.done = make(chan struct{})
+	h.end = runtime.NewEnding()
 	// Watched from the start, so that at the leader's exit the group's
 	// emptiness is already known (a lone leader's group is empty at once).
 	empty, err := g.Empty()
@@ -201,8 +202,7 @@ func (h *handle) finish(closed, empty <-chan struct{}, emptyErr error) {
 	if (exit.Unknown || exit.Signal == unix.SIGKILL || exit.Code == 128+int(unix.SIGKILL)) && h.g.OOMKills() > 0 {
 		exit.OOMKilled = true
 	}
-	h.exit = exit
-	close(h.done)
+	h.end.End(exit)
 }
 
 // Adopt re-pins a child of an earlier daemon, and its cgroup. A child
@@ -302,19 +302,14 @@ func (h *handle) Done() <-chan struct{} {
 	if h.g == nil {
 		return h.p.Done()
 	}
-	return h.done
+	return h.end.Done()
 }
 
 func (h *handle) Exit() runtime.Exit {
 	if h.g == nil {
 		return exitOf(h.p)
 	}
-	select {
-	case <-h.done:
-		return h.exit
-	default:
-		return runtime.Exit{Unknown: true}
-	}
+	return h.end.Exit()
 }
 
 // Stop sends SIGTERM to the process group, waits up to grace, then kills
@@ -332,7 +327,7 @@ func (h *handle) Stop(ctx context.Context, grace time.Duration) error {
 		t := time.NewTimer(grace)
 		defer t.Stop()
 		select {
-		case <-h.done:
+		case <-h.end.Done():
 			return nil
 		case <-t.C:
 		case <-ctx.Done():

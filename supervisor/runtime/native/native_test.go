@@ -1,7 +1,6 @@
 package native
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -55,14 +54,8 @@ func TestConformance(t *testing.T) {
 						spec.Vars = append(spec.Vars, k+"="+v)
 					}
 				},
-				Tool: []string{bin, "stub-exec"},
-				Forge: func(st runtime.HandleState) runtime.HandleState {
-					var s map[string]any
-					_ = json.Unmarshal(st.Data, &s)
-					s["marker"] = "someone.else"
-					st.Data, _ = json.Marshal(s)
-					return st
-				},
+				Tool:  []string{bin, "stub-exec"},
+				Forge: runtimetest.ForgeField("marker", "someone.else"),
 			})
 		})
 	}

@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
@@ -42,6 +43,18 @@ type Harness struct {
 	// Forge, when set, returns a state that names something that is not
 	// this workload (Adopt must say ErrNotOurs).
 	Forge func(st runtime.HandleState) runtime.HandleState
+}
+
+// ForgeField is a Harness.Forge for a state whose data is a JSON object:
+// the same state with field set to value.
+func ForgeField(field string, value any) func(runtime.HandleState) runtime.HandleState {
+	return func(st runtime.HandleState) runtime.HandleState {
+		var s map[string]any
+		_ = json.Unmarshal(st.Data, &s)
+		s[field] = value
+		st.Data, _ = json.Marshal(s)
+		return st
+	}
 }
 
 // Deadline bounds every wait: generous, the machine is shared and noisy.
