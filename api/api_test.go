@@ -184,6 +184,8 @@ func TestBadRequests(t *testing.T) {
 		{"unknown field", "POST", "/v1/sandboxes", `{"name":"a","bogus":1}`, nil, 400, "invalid_request"},
 		{"bad env key", "POST", "/v1/sandboxes", `{"name":"a","envVars":{"1BAD":"x"}}`, nil, 400, "invalid_request"},
 		{"env key with =", "POST", "/v1/sandboxes", `{"name":"a","envVars":{"A=B":"x"}}`, nil, 400, "invalid_request"},
+		{"env sets the port", "POST", "/v1/sandboxes", `{"name":"a","envVars":{"PORT":"1"}}`, nil, 400, "invalid_request"},
+		{"env sets the workspace", "POST", "/v1/sandboxes", `{"name":"a","envVars":{"AGENT_WORKSPACE_DIR":"/"}}`, nil, 400, "invalid_request"},
 		{"reserved marker key", "POST", "/v1/sandboxes", `{"name":"a","envVars":{"AGENT_CONTROL_PLANE_MARKER":"x"}}`, nil, 400, "invalid_request"},
 		{"label value too long", "POST", "/v1/sandboxes", `{"name":"a","labels":{"k":"` + strings.Repeat("v", 513) + `"}}`, nil, 400, "invalid_request"},
 		{"negative autostop", "POST", "/v1/sandboxes", `{"name":"a","autoStopInterval":-1}`, nil, 400, "invalid_request"},

@@ -58,7 +58,7 @@ func checkSnapshots(opts *Options) (map[string]snapshot.Snapshot, error) {
 			p.StopGrace = &g
 		}
 		for k, v := range p.Env {
-			if !runtime.ValidEnvName(k) || k == runtime.MarkerEnv {
+			if !runtime.ValidEnvName(k) || runtime.Reserved(k) {
 				return nil, fmt.Errorf("snapshot %q: env key %q is not a variable it may set", p.Name, k)
 			}
 			if hasNUL(v) { // never the value: it may be a secret

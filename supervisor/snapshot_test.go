@@ -108,6 +108,7 @@ func TestSnapshotsChecked(t *testing.T) {
 		{snapshot.Snapshot{Name: "x", Command: []string{"a", ""}}, "empty argument"},
 		{snapshot.Snapshot{Name: "x", Command: []string{"a"}, ReadyPath: "health"}, "must start with /"},
 		{snapshot.Snapshot{Name: "x", Command: []string{"a"}, Env: map[string]string{runtime.MarkerEnv: "m"}}, "not a variable it may set"},
+		{snapshot.Snapshot{Name: "x", Command: []string{"a"}, Env: map[string]string{runtime.EnvPort: "1"}}, "not a variable it may set"},
 		{snapshot.Snapshot{Name: "x", Command: []string{"a\x00b"}}, "NUL byte"},
 		{snapshot.Snapshot{Name: "x", Command: []string{"a"}, Env: map[string]string{"K": "s3cret\x00"}}, "env K has a NUL byte"},
 	} {

@@ -72,8 +72,8 @@ func (r *CreateRequest) Validate() error {
 		if !runtime.ValidEnvName(k) {
 			return invalid("envVars key %q is not a valid variable name", Clip(k, MaxQuoted))
 		}
-		if k == runtime.MarkerEnv {
-			return invalid("envVars key %s is reserved for the daemon", k)
+		if runtime.Reserved(k) {
+			return invalid("envVars key %s is reserved: the runtime sets it as the workload sees it", k)
 		}
 		if len(v) > MaxEnvValueLen {
 			return invalid("envVars %s: value longer than %d bytes", k, MaxEnvValueLen)

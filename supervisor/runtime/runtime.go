@@ -186,13 +186,24 @@ type Spec struct {
 }
 
 // Variables the workload is told its facts in. A request may set none of
-// them.
+// them but HOST, which a runtime whose workload must listen on every
+// interface (a container) sets over the request's.
 const (
 	EnvSandboxID = "AGENT_SANDBOX_ID"
 	EnvPort      = "PORT"
 	EnvHost      = "HOST"
 	EnvWorkspace = "AGENT_WORKSPACE_DIR"
 )
+
+// Reserved reports whether a request may not set variable name: the
+// marker and the facts the runtime sets as its workload sees them.
+func Reserved(name string) bool {
+	switch name {
+	case MarkerEnv, EnvSandboxID, EnvPort, EnvWorkspace:
+		return true
+	}
+	return false
+}
 
 // Environ is the environment a workload sees: spec's Vars, then its id
 // and marker, then facts (port, host, workspace as the runtime gives

@@ -318,9 +318,11 @@ type CreateSandboxRequest struct {
 	// Disk Accepted and ignored (Daytona).
 	Disk interface{} `json:"disk,omitempty"`
 
-	// EnvVars The agent-server's environment. PORT, AGENT_SANDBOX_ID and
-	// AGENT_WORKSPACE_DIR are set by the daemon and override these;
-	// AGENT_CONTROL_PLANE_MARKER is reserved.
+	// EnvVars The agent-server's environment. PORT, AGENT_SANDBOX_ID,
+	// AGENT_WORKSPACE_DIR and AGENT_CONTROL_PLANE_MARKER are reserved
+	// (the runtime sets them as the workload sees them); HOST is set
+	// over the request's by a runtime whose workload must listen on
+	// every interface (docker).
 	EnvVars *map[string]string `json:"envVars,omitempty"`
 
 	// Gpu Accepted and ignored (Daytona).

@@ -151,6 +151,9 @@ func (n *Runtime) newHandle(p *proc.Process, id proc.Identity, g *cgroup.Group, 
 			select {
 			case <-p.Done():
 				h.execs.kill()
+				// And what a daemon before this one started by Exec:
+				// it carries the sandbox's marker.
+				_, _ = proc.KillMarked(id.Marker)
 			case <-n.Watcher.Closed():
 			}
 		}()

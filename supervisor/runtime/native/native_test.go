@@ -1,9 +1,11 @@
 package native
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/agent-control-plane/agent-control-plane/cgroup"
@@ -11,6 +13,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/runtimetest"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
+	"golang.org/x/sys/unix"
 )
 
 // The supervisor refuses requests that set runtime.MarkerEnv; proc is what
@@ -59,4 +62,46 @@ func TestConformance(t *testing.T) {
 			})
 		})
 	}
+}
+
+// Without a cgroup, a command an earlier daemon started by Exec still
+// ends with its sandbox: it carries the sandbox's marker.
+func TestExecEndsWithAdoptedSandbox(t *testing.T) {
+	bin := testenv.Binary(t)
+	w1, err := proc.NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt1 := &Runtime{Watcher: w1, Argv: []string{bin, "stub-agent"}}
+	spec := runtimetest.Spec(t, rt1, "execadopt")
+	h, err := rt1.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := h.(runtime.Execer).Exec(context.Background(), runtime.ExecSpec{Argv: []string{bin, "stub-exec", "sleep", "120"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := p.(*execProc).p.Identity().PID
+	st := h.State()
+	w1.Close() // the daemon is gone; its children are not
+
+	w2, err := proc.NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	a, err := (&Runtime{Watcher: w2, Argv: []string{bin, "stub-agent"}}).Adopt(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Stop(testenv.Context(t), 0); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the exec's command ended", func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		return err != nil || strings.Contains(string(b), ") Z ")
+	})
+	var ws unix.WaitStatus
+	_, _ = unix.Wait4(pid, &ws, 0, nil) // the zombie is this process's child
 }

@@ -249,6 +249,16 @@ func adopt(t *testing.T, h Harness) {
 	s := start(t, h, h.New(t), nil)
 	awaitServing(t, s.h.Endpoint())
 	st := s.h.State()
+	// A command started before the restart ends with the adopted
+	// sandbox's stop too.
+	var before runtime.Process
+	if x, ok := s.h.(runtime.Execer); ok {
+		p, err := x.Exec(ctxT(t), runtime.ExecSpec{Argv: append(append([]string(nil), h.Tool...), "sleep", "120")})
+		if err != nil {
+			t.Fatalf("Exec: %v", err)
+		}
+		before = p
+	}
 	rt2 := h.New(t)
 	a, err := rt2.Adopt(ctxT(t), st)
 	if err != nil {
@@ -270,6 +280,11 @@ func adopt(t *testing.T, h Harness) {
 		t.Fatalf("Stop: %v", err)
 	}
 	waitDone(t, a)
+	if before != nil {
+		if _, err := before.Wait(ctxT(t)); err != nil {
+			t.Errorf("a command started before the restart outlived the adopted sandbox's stop: %v", err)
+		}
+	}
 	if err := a.Delete(ctxT(t)); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
