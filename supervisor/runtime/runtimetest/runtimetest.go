@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -21,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -120,6 +122,9 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// sandboxes numbers the suite's sandboxes.
+var sandboxes atomic.Int64
+
 // started is a running workload and its spec; its cleanup stops and
 // deletes it.
 type started struct {
@@ -130,7 +135,7 @@ type started struct {
 
 func start(t *testing.T, h Harness, rt runtime.Runtime, knobs map[string]string) started {
 	t.Helper()
-	spec := Spec(t, rt, "rt"+strings.ToLower(hex.EncodeToString([]byte(t.Name()))[len(hex.EncodeToString([]byte(t.Name())))-8:]))
+	spec := Spec(t, rt, fmt.Sprintf("rt%d", sandboxes.Add(1)))
 	h.Workload(&spec, knobs)
 	hd, err := rt.Start(ctxT(t), spec)
 	if err != nil {
