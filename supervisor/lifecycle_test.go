@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/fake"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
@@ -211,4 +212,30 @@ func TestCheckLoopRuns(t *testing.T) {
 		t.Fatalf("reason %q", sb.ErrorReason)
 	}
 	testenv.Eventually(t, "port freed", func() bool { return h.sup.ports.inUse() == 0 })
+}
+
+// A runtime whose workload serves elsewhere gets no port: readiness is
+// probed at the endpoint its handle reports, which the sandbox shows and
+// keeps across a restart.
+func TestWorkloadServingElsewhere(t *testing.T) {
+	m := fake.NewMachine()
+	t.Cleanup(m.Shutdown)
+	h := newHarness(t, func(o *Options) { o.Runtimes = registry(&fake.Runtime{M: m}) })
+	h.create("away", nil, nil)
+	sb := h.waitState("away", Started)
+	if sb.Port != 0 || h.sup.ports.inUse() != 0 {
+		t.Fatalf("a runtime without LocalPort got port %d (%d leased)", sb.Port, h.sup.ports.inUse())
+	}
+	if sb.Endpoint.IsZero() {
+		t.Fatal("no endpoint")
+	}
+	h.restart()
+	again := h.waitState("away", Started)
+	if again.Endpoint != sb.Endpoint {
+		t.Fatalf("endpoint after restart %+v, want %+v", again.Endpoint, sb.Endpoint)
+	}
+	stopped, err := h.sup.Stop(context.Background(), "away", false)
+	if err != nil || stopped.State != Stopped {
+		t.Fatalf("stop: %+v %v", stopped, err)
+	}
 }

@@ -212,11 +212,8 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name string) (rtName, mar
 		} else if h, err := rt.Adopt(ctx, *r.Handle); err == nil {
 			if e.info.Port == 0 || s.ports.claim(e.info.Port, e.id) {
 				e.handle = h
-				e.info.Endpoint = h.Endpoint()
-				if e.info.Endpoint.IsZero() && e.info.Port != 0 {
-					// A handle state written before runtimes reported
-					// endpoints: the workload serves on its leased port.
-					e.info.Endpoint = runtime.Loopback(e.info.Port)
+				if ep := h.Endpoint(); !ep.IsZero() {
+					e.info.Endpoint = ep // else the record's (Record.sandbox)
 				}
 				s.reconcileLimits(ctx, e, name, h.State())
 				s.register(e)

@@ -41,23 +41,26 @@ type Record struct {
 	ID      string `json:"id"`
 	// RootID is the root mark's id: the proof that the directory holding
 	// this record is the daemon's to remove.
-	RootID         string            `json:"rootId"`
-	Runtime        string            `json:"runtime"`
-	State          State             `json:"state"`
-	Labels         map[string]string `json:"labels,omitempty"`
-	Snapshot       string            `json:"snapshot,omitempty"`
-	Public         bool              `json:"public,omitempty"`
-	Port           int               `json:"port"`
-	CreatedAt      time.Time         `json:"createdAt"`
-	UpdatedAt      time.Time         `json:"updatedAt"`
-	LastActivityAt time.Time         `json:"lastActivityAt"`
-	StartedAt      *time.Time        `json:"startedAt,omitempty"`
-	StoppedAt      *time.Time        `json:"stoppedAt,omitempty"`
-	AutoStopMs     int64             `json:"autoStopIntervalMs"`
-	AutoDeleteMs   *int64            `json:"autoDeleteIntervalMs,omitempty"`
-	ErrorReason    string            `json:"errorReason,omitempty"`
-	StopReason     StopReason        `json:"stopReason,omitempty"`
-	StopGraceMs    int64             `json:"stopGraceMs"` // teardown parameters travel with the record
+	RootID   string            `json:"rootId"`
+	Runtime  string            `json:"runtime"`
+	State    State             `json:"state"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	Snapshot string            `json:"snapshot,omitempty"`
+	Public   bool              `json:"public,omitempty"`
+	Port     int               `json:"port"`
+	// Endpoint is where the workload serves, as its runtime reported it
+	// (added within version 3: absent means the loopback at Port).
+	Endpoint       runtime.Endpoint `json:"endpoint,omitzero"`
+	CreatedAt      time.Time        `json:"createdAt"`
+	UpdatedAt      time.Time        `json:"updatedAt"`
+	LastActivityAt time.Time        `json:"lastActivityAt"`
+	StartedAt      *time.Time       `json:"startedAt,omitempty"`
+	StoppedAt      *time.Time       `json:"stoppedAt,omitempty"`
+	AutoStopMs     int64            `json:"autoStopIntervalMs"`
+	AutoDeleteMs   *int64           `json:"autoDeleteIntervalMs,omitempty"`
+	ErrorReason    string           `json:"errorReason,omitempty"`
+	StopReason     StopReason       `json:"stopReason,omitempty"`
+	StopGraceMs    int64            `json:"stopGraceMs"` // teardown parameters travel with the record
 	// ReadyPath and StartupTimeoutMs are how the sandbox's readiness is
 	// probed, from its snapshot (added within version 3: absent means
 	// the daemon's defaults).
@@ -74,7 +77,7 @@ type Record struct {
 func (s *Supervisor) toRecord(e *sandbox, sb Sandbox, handle runtime.HandleState) Record {
 	r := Record{
 		Version: recordVersion, ID: sb.ID, RootID: s.fs.id, Runtime: sb.Runtime, State: sb.State,
-		Labels: sb.Labels, Snapshot: sb.Snapshot, Public: sb.Public, Port: sb.Port,
+		Labels: sb.Labels, Snapshot: sb.Snapshot, Public: sb.Public, Port: sb.Port, Endpoint: sb.Endpoint,
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, LastActivityAt: sb.LastActivityAt,
 		AutoStopMs: sb.AutoStopInterval.Milliseconds(), ErrorReason: sb.ErrorReason,
 		StopReason: sb.StopReason, StopGraceMs: e.grace.Milliseconds(), Marker: e.marker,
@@ -102,7 +105,7 @@ func (s *Supervisor) toRecord(e *sandbox, sb Sandbox, handle runtime.HandleState
 func (r Record) sandbox() Sandbox {
 	sb := Sandbox{
 		ID: r.ID, Runtime: r.Runtime, State: r.State, Labels: r.Labels,
-		Snapshot: r.Snapshot, Public: r.Public, Port: r.Port,
+		Snapshot: r.Snapshot, Public: r.Public, Port: r.Port, Endpoint: r.Endpoint,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, LastActivityAt: r.LastActivityAt,
 		AutoStopInterval: time.Duration(r.AutoStopMs) * time.Millisecond,
 		ErrorReason:      r.ErrorReason, StopReason: r.StopReason,
@@ -120,6 +123,9 @@ func (r Record) sandbox() Sandbox {
 	}
 	if sb.Labels == nil {
 		sb.Labels = map[string]string{}
+	}
+	if sb.Endpoint.IsZero() && r.Port != 0 {
+		sb.Endpoint = runtime.Loopback(r.Port) // written before endpoints
 	}
 	return sb
 }
