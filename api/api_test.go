@@ -277,9 +277,10 @@ func TestCRUDOverHTTP(t *testing.T) {
 	if r.code != 200 || stopped.State != "stopped" || stopped.AutoStopAt != nil {
 		t.Fatalf("stop: %d %s", r.code, r.body)
 	}
-	if r := e.do("POST", "/v1/sandboxes/web1/start", ""); r.code != 409 || r.errCode() != "unsupported_lifecycle" {
-		t.Fatalf("start: %d %s", r.code, r.body)
+	if r := e.do("POST", "/v1/sandboxes/web1/start", ""); r.code != 200 || !strings.Contains(string(r.body), `"state":"starting"`) {
+		t.Fatalf("start again: %d %s", r.code, r.body)
 	}
+	e.waitState("web1", "started")
 	for _, id := range []string{"web1", "cli1", "never-existed"} {
 		if r := e.do("DELETE", "/v1/sandboxes/"+id, ""); r.code != 204 {
 			t.Fatalf("delete %s: %d %s", id, r.code, r.body)
@@ -307,7 +308,7 @@ func TestWireNamesMatchSupervisor(t *testing.T) {
 	pairs := [][2]string{
 		{wire.EventReplaced, supervisor.EventReplaced}, {wire.EventCreated, supervisor.EventCreated},
 		{wire.EventStarted, supervisor.EventStarted}, {wire.EventStopped, supervisor.EventStopped},
-		{wire.EventDeleted, supervisor.EventDeleted},
+		{wire.EventDeleted, supervisor.EventDeleted}, {wire.EventStarting, supervisor.EventStarting},
 		{wire.StateStarting, string(supervisor.Starting)}, {wire.StateStarted, string(supervisor.Started)},
 		{wire.StateStopped, string(supervisor.Stopped)}, {wire.StateDestroyed, string(supervisor.Destroyed)},
 	}

@@ -103,7 +103,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-var eventTypes = []string{supervisor.EventCreated, supervisor.EventStarted, supervisor.EventStopped, supervisor.EventDeleted}
+var eventTypes = []string{supervisor.EventCreated, supervisor.EventStarting, supervisor.EventStarted, supervisor.EventStopped, supervisor.EventDeleted}
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	st := c.sup.Stats()

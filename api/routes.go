@@ -399,12 +399,15 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// start starts a stopped sandbox again in place (its files kept); a
+// running one answers as it is.
 func (s *Server) start(w http.ResponseWriter, r *http.Request) {
-	if _, err := s.sup.Get(r.PathValue("id")); err != nil {
-		s.writeSupervisorError(w, err, wire.CodeInternal)
+	sb, err := s.sup.Start(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.writeSupervisorError(w, err, wire.CodeStartFailed)
 		return
 	}
-	writeError(w, wire.CodeUnsupportedLifecycle, "stop is terminal for local sandboxes; create a new sandbox instead")
+	writeJSON(w, http.StatusOK, ToInfo(sb))
 }
 
 // resize applies new limits to a running sandbox (Daytona's resize; its

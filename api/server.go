@@ -49,6 +49,7 @@ type Supervisor interface {
 	EntrypointLogs(ctx context.Context, id string, tail int) (supervisor.Logs, error)
 	FollowLogs(ctx context.Context, id string, tail int, emit func(supervisor.LogChunk) error) (supervisor.Sandbox, error)
 	Subscribe(f supervisor.Filter, after *uint64) (*supervisor.Subscription, []supervisor.Event)
+	Start(ctx context.Context, id string) (supervisor.Sandbox, error)
 	Stats() supervisor.Stats
 	Meter(ctx context.Context, sbs []supervisor.Sandbox)
 	UsageByRuntime(ctx context.Context) map[string]runtime.Usage

@@ -9,6 +9,7 @@ import (
 const (
 	EventReplaced = "sandboxes_replaced"
 	EventCreated  = "sandbox.created"
+	EventStarting = "sandbox.starting" // a stopped sandbox started again
 	EventStarted  = "sandbox.started"
 	EventStopped  = "sandbox.stopped"
 	EventDeleted  = "sandbox.deleted"

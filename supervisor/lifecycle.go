@@ -95,20 +95,27 @@ func isDone(c <-chan struct{}) bool {
 func (s *Supervisor) transition(e *sandbox, h runtime.Handle, change func(*Sandbox) (event string, ok bool)) {
 	e.op.Lock()
 	defer e.op.Unlock()
+	s.transitionHoldingOp(e, h, change)
+}
+
+// transitionHoldingOp is transition for a caller that holds e.op; it
+// reports whether it committed.
+func (s *Supervisor) transitionHoldingOp(e *sandbox, h runtime.Handle, change func(*Sandbox) (event string, ok bool)) bool {
 	s.mu.Lock()
 	if e.handle != h {
 		s.mu.Unlock()
-		return
+		return false
 	}
 	next := e.info
 	ev, ok := change(&next)
 	if !ok {
 		s.mu.Unlock()
-		return
+		return false
 	}
 	next.UpdatedAt = s.clock()
 	s.mu.Unlock()
 	s.commit(e, next, ev)
+	return true
 }
 
 // commit persists next as e's state and then makes it visible with event ev
@@ -143,18 +150,23 @@ func (s *Supervisor) handleState(e *sandbox) runtime.HandleState {
 func (s *Supervisor) exited(e *sandbox, h runtime.Handle) {
 	how := h.Exit().String()
 	var port int
-	stopped := false
-	s.transition(e, h, func(sb *Sandbox) (string, bool) {
+	// The release under the op lock too: a Start waits for it, so the
+	// old workload's port, logs and remains go before a new one comes.
+	e.op.Lock()
+	stopped := s.transitionHoldingOp(e, h, func(sb *Sandbox) (string, bool) {
 		if !sb.State.Live() {
 			return "", false
 		}
 		markExited(sb, how, s.clock())
-		port, stopped = sb.Port, true
+		port = sb.Port
 		s.stats.stopped(sb.StopReason)
 		return EventStopped, true
 	})
 	if stopped {
 		s.gone(e, h, port)
+	}
+	e.op.Unlock()
+	if stopped {
 		s.afterStop(e)
 	}
 }

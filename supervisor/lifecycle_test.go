@@ -2,13 +2,16 @@ package supervisor
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/fake"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
@@ -238,4 +241,109 @@ func TestWorkloadServingElsewhere(t *testing.T) {
 	if err != nil || stopped.State != Stopped {
 		t.Fatalf("stop: %+v %v", stopped, err)
 	}
+}
+
+// A stopped sandbox starts again in place: its files kept, its reasons
+// cleared, a fresh workload under a new marker, sandbox.starting then
+// sandbox.started on the feed; starting a running one changes nothing.
+func TestStartAgainInPlace(t *testing.T) {
+	for _, real := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fake", true: "native"}[real], func(t *testing.T) {
+			h := startHarness(t, real, nil)
+			h.create("again", map[string]string{"FOO": "kept", "STUB_AGENT_SERVE_ENV": "1"}, map[string]string{"team": "a"})
+			h.waitState("again", Started)
+			file := filepath.Join(h.opts.Root, "again", WorkspaceDir, "notes.txt")
+			if err := os.WriteFile(file, []byte("mine"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			before := h.sup.owned().Known
+			if _, err := h.sup.Stop(context.Background(), "again", false); err != nil {
+				t.Fatal(err)
+			}
+			sub, _ := h.sup.Subscribe(nil, nil)
+			defer sub.Close()
+			sb, err := h.sup.Start(context.Background(), "again")
+			if err != nil || sb.State != Starting || sb.StopReason != "" || !sb.StoppedAt.IsZero() {
+				t.Fatalf("start again: %+v %v", sb, err)
+			}
+			sb = h.waitState("again", Started)
+			if b, err := os.ReadFile(file); err != nil || string(b) != "mine" {
+				t.Fatalf("the workspace's file after the start: %q %v", b, err)
+			}
+			if sb.Labels["team"] != "a" || sb.Port == 0 || !answers(sb.Port) {
+				t.Fatalf("after the start: %+v", sb)
+			}
+			for m := range h.sup.owned().Known {
+				if before[m] {
+					t.Fatalf("the marker %s was used again", m)
+				}
+			}
+			var types []string
+			for len(types) < 2 {
+				select {
+				case ev := <-sub.C:
+					types = append(types, ev.Type)
+				case <-time.After(time.Minute):
+					t.Fatalf("events %v", types)
+				}
+			}
+			if types[0] != EventStarting || types[1] != EventStarted {
+				t.Fatalf("events %v, want starting then started", types)
+			}
+			if again, err := h.sup.Start(context.Background(), "again"); err != nil || again.State != Started || again.StartedAt != sb.StartedAt {
+				t.Fatalf("start of a running sandbox: %+v %v", again, err)
+			}
+			if real {
+				resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(sb.Port) + "/api/env")
+				if err != nil {
+					t.Fatal(err)
+				}
+				var env []string
+				json.NewDecoder(resp.Body).Decode(&env)
+				resp.Body.Close()
+				if !slices.Contains(env, "FOO=kept") || !slices.Contains(env, "PORT="+strconv.Itoa(sb.Port)) {
+					t.Fatalf("the environment after the start: %v", env)
+				}
+			}
+		})
+	}
+}
+
+// A start again cut by a daemon's death, after the intent and before the
+// workload was recorded: the next daemon sweeps what runs under the
+// intent's marker and keeps the sandbox stopped, with its files.
+func TestInterruptedStartAgainSwept(t *testing.T) {
+	h := newHarness(t, nil)
+	h.create("cut", nil, nil)
+	h.waitState("cut", Started)
+	if _, err := h.sup.Stop(context.Background(), "cut", false); err != nil {
+		t.Fatal(err)
+	}
+	h.close(false)
+	// What the cut start left: the intent in the record, and a workload
+	// running under its marker.
+	marker := newMarker("cut")
+	h.editRecord("cut", func(r *Record) { r.StartingMarker = marker })
+	rt := &fake.Runtime{M: h.machine, LocalPort: true}
+	left, err := rt.Start(context.Background(), runtime.Spec{ID: "cut", Marker: marker, Port: testenv.FreePort(t), Workspace: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.start()
+	select {
+	case <-left.Done():
+	case <-time.After(time.Minute):
+		t.Fatal("the interrupted start's workload was not swept")
+	}
+	sb, err := h.sup.Get("cut")
+	if err != nil || sb.State != Stopped {
+		t.Fatalf("after the restart: %+v %v", sb, err)
+	}
+	if _, err := os.Stat(filepath.Join(h.opts.Root, "cut", WorkspaceDir)); err != nil {
+		t.Fatalf("the workspace: %v", err)
+	}
+	if sb, err := h.sup.Start(context.Background(), "cut"); err != nil || sb.State != Starting {
+		t.Fatalf("start after the sweep: %+v %v", sb, err)
+	}
+	h.waitState("cut", Started)
 }

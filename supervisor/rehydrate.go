@@ -256,6 +256,12 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name string) (rtName, mar
 	}
 	s.register(e)
 	s.stats.rehydrated(RehydrateKept)
+	if r.StartingMarker != "" {
+		// A start again was cut before its workload was recorded: what
+		// may run under its marker is swept; the sandbox stays stopped.
+		log.Warn("sweeping the workload of a start that was interrupted; the sandbox stays stopped")
+		return r.Runtime, r.StartingMarker
+	}
 	return "", ""
 }
 

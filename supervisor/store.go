@@ -64,10 +64,14 @@ type Record struct {
 	// ReadyPath and StartupTimeoutMs are how the sandbox's readiness is
 	// probed, from its snapshot (added within version 3: absent means
 	// the daemon's defaults).
-	ReadyPath        string               `json:"readyPath,omitempty"`
-	StartupTimeoutMs int64                `json:"startupTimeoutMs,omitempty"`
-	Marker           string               `json:"marker"`
-	Handle           *runtime.HandleState `json:"handle,omitempty"`
+	ReadyPath        string `json:"readyPath,omitempty"`
+	StartupTimeoutMs int64  `json:"startupTimeoutMs,omitempty"`
+	Marker           string `json:"marker"`
+	// StartingMarker is the marker of a workload being started again in
+	// a stopped sandbox (Start), written before it runs: a daemon that
+	// finds it sweeps that marker and keeps the sandbox stopped.
+	StartingMarker string               `json:"startingMarker,omitempty"`
+	Handle         *runtime.HandleState `json:"handle,omitempty"`
 	// Resources are the limits in force (added within version 3: absent
 	// means none).
 	Resources runtime.Resources `json:"resources,omitzero"`

@@ -534,3 +534,40 @@ func TestCLIConventions(t *testing.T) {
 		t.Errorf("lss: %d %q", code, errs)
 	}
 }
+
+// start brings a stopped sandbox back in place, its files kept; restart
+// does the stop first; both wait with --wait. The daemon's binary is the
+// real one, so this is the native runtime end to end.
+func TestCLIStartAndRestart(t *testing.T) {
+	d := startDaemon(t)
+	if code, out, errs := cli(t, d, "create", "back", "--wait"); code != 0 {
+		t.Fatalf("create: %d %q %q", code, out, errs)
+	}
+	file := filepath.Join(d.Root, "back", "workspace", "notes.txt")
+	if err := os.WriteFile(file, []byte("kept"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := cli(t, d, "stop", "back"); code != 0 {
+		t.Fatalf("stop: %d %q %q", code, out, errs)
+	}
+	code, out, errs := cli(t, d, "start", "back", "--wait")
+	if code != 0 || !strings.Contains(out, "Started sandbox back (started)") {
+		t.Fatalf("start: %d %q %q", code, out, errs)
+	}
+	sb := get(t, d, "back")
+	if resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(sb.Port) + "/api/info"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the started sandbox does not answer: %v", err)
+	} else {
+		resp.Body.Close()
+	}
+	code, out, errs = cli(t, d, "restart", "back", "--wait")
+	if code != 0 || !strings.Contains(out, "(started)") || !strings.Contains(errs, "Stopping sandbox back") {
+		t.Fatalf("restart: %d %q %q", code, out, errs)
+	}
+	if b, err := os.ReadFile(file); err != nil || string(b) != "kept" {
+		t.Fatalf("the workspace's file after start and restart: %q %v", b, err)
+	}
+	if code, _, errs := cli(t, d, "start", "nope"); code == 0 || !strings.Contains(errs, "not_found") {
+		t.Errorf("start nope: %d %q", code, errs)
+	}
+}

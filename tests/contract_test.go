@@ -8,9 +8,12 @@ import (
 	"maps"
 	"mime"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -296,6 +299,8 @@ func runScenario(t *testing.T, cc *contractClient) {
 	cc.do("POST", "/v1/sandboxes/k1/stop?force=nah", "")
 	cc.do("POST", "/v1/sandboxes/missing/stop", "")
 	cc.do("POST", "/v1/sandboxes/k1/stop", "")
+	cc.do("POST", "/v1/sandboxes/k1/start", "") // again, in place
+	cc.do("POST", "/v1/sandboxes/k1/stop", "")
 	cc.do("POST", "/v1/sandboxes/k2/stop?force=true", "")            // auto-delete 0: answers destroyed
 	cc.do("GET", "/v1/sandboxes/k1/entrypoint-logs?follow=true", "") // stopped: its tail, then the end
 	cc.do("GET", "/v1/sandboxes/k1/entrypoint-logs?follow=maybe", "")
@@ -352,9 +357,23 @@ var contractPorts = testenv.PortBlock{Base: 29600, Size: 20}
 func TestOpenAPIConformance(t *testing.T) {
 	c := loadContract(t, api.OpenAPI, nil)
 	lo, hi := contractPorts.Next()
-	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi})
+	snapshots := "[snapshots.brief]\ncommand = [\"" + testenv.Binary(t) + "\", \"stub-agent\"]\n"
+	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi, Config: snapshots})
 	cc := &contractClient{t: t, c: c, url: d.URL, token: d.Token}
 	runScenario(t, cc)
+	// A sandbox whose snapshot left the configuration cannot start again:
+	// 400 unknown_snapshot, and it stays stopped.
+	cc.do("POST", "/v1/sandboxes", `{"name":"brief1","snapshot":"brief"}`)
+	cc.do("POST", "/v1/sandboxes/brief1/stop", "")
+	if err := os.WriteFile(filepath.Join(d.ConfigHome, "agent-control-plane", "config.toml"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.Signal(syscall.SIGHUP)
+	testenv.Eventually(t, "the snapshot is gone after SIGHUP", func() bool {
+		_, b := call(t, d, "GET", "/v1/snapshots", "")
+		return !strings.Contains(string(b), `"brief"`)
+	})
+	cc.do("POST", "/v1/sandboxes/brief1/start", "")
 	t.Logf("%d exchanges checked, %d (operation, status) pairs seen", len(cc.log), len(c.seen))
 
 	// Every documented operation was exercised with every documented

@@ -409,6 +409,15 @@ func (c *Client) Stop(ctx context.Context, id string, force bool) (wire.SandboxI
 	return out, err
 }
 
+// Start starts a stopped sandbox again, in place (its files kept); a
+// running one comes back as it is. The answer is the sandbox starting:
+// WaitForReady waits for it.
+func (c *Client) Start(ctx context.Context, id string) (wire.SandboxInfo, error) {
+	var out wire.SandboxInfo
+	err := c.do(ctx, c.timeout, "POST", "/v1/sandboxes/"+esc(id)+"/start", nil, &out)
+	return out, err
+}
+
 // Delete stops a sandbox if needed and removes it. Deleting a sandbox that
 // does not exist succeeds.
 func (c *Client) Delete(ctx context.Context, id string) error {

@@ -519,7 +519,7 @@ function connect() {
       scheduleSummary();
     },
   };
-  for (const t of ['sandbox.created', 'sandbox.started', 'sandbox.stopped']) {
+  for (const t of ['sandbox.created', 'sandbox.starting', 'sandbox.started', 'sandbox.stopped']) {
     types[t] = (ev) => {
       upsert(ev.sandbox);
       scheduleSummary();

@@ -23,10 +23,10 @@ const (
 	CodeMethodNotAllowed     ErrorCode = "method_not_allowed"
 	CodeNameConflict         ErrorCode = "name_conflict"
 	CodeSandboxNotRunning    ErrorCode = "sandbox_not_running"
-	CodeUnsupportedLifecycle ErrorCode = "unsupported_lifecycle"
 	CodeUnsupportedMediaType ErrorCode = "unsupported_media_type"
 	CodeTooManyLinks         ErrorCode = "too_many_links"
 	CodeCreateFailed         ErrorCode = "create_failed"
+	CodeStartFailed          ErrorCode = "start_failed"
 	CodeStopFailed           ErrorCode = "stop_failed"
 	CodeDeleteFailed         ErrorCode = "delete_failed"
 	CodeResizeFailed         ErrorCode = "resize_failed"
@@ -52,10 +52,10 @@ var statusOf = map[ErrorCode]int{
 	CodeMethodNotAllowed:     http.StatusMethodNotAllowed,
 	CodeNameConflict:         http.StatusConflict,
 	CodeSandboxNotRunning:    http.StatusConflict,
-	CodeUnsupportedLifecycle: http.StatusConflict,
 	CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
 	CodeTooManyLinks:         http.StatusTooManyRequests,
 	CodeCreateFailed:         http.StatusInternalServerError,
+	CodeStartFailed:          http.StatusInternalServerError,
 	CodeStopFailed:           http.StatusInternalServerError,
 	CodeDeleteFailed:         http.StatusInternalServerError,
 	CodeResizeFailed:         http.StatusInternalServerError,

@@ -108,6 +108,7 @@ type CreateSandboxRequest struct {
 const (
 	EventReplaced = "sandboxes_replaced"
 	EventCreated  = "sandbox.created"
+	EventStarting = "sandbox.starting"
 	EventStarted  = "sandbox.started"
 	EventStopped  = "sandbox.stopped"
 	EventDeleted  = "sandbox.deleted"

@@ -123,7 +123,7 @@ func getCommand() command {
 func stopCommand() command {
 	var force bool
 	return command{
-		name: "stop", args: "NAME", summary: "stop a sandbox (terminal)", minArgs: 1, maxArgs: 1, client: true,
+		name: "stop", args: "NAME", summary: "stop a sandbox (start starts it again, its files kept)", minArgs: 1, maxArgs: 1, client: true,
 		flags: func(fs *flag.FlagSet) {
 			fs.BoolVar(&force, "force", false, "kill at once, skipping the grace period")
 		},
@@ -150,6 +150,57 @@ func stopCommand() command {
 			} else {
 				fmt.Fprintf(c.stdout, "Stopped %s\n", inert(sb.ID))
 			}
+			return nil
+		},
+	}
+}
+
+// startCommand starts a stopped sandbox again; restartCommand stops it
+// first. Both keep its workspace, labels, variables and limits.
+func startCommand(restart bool) command {
+	var wait bool
+	var timeout time.Duration
+	name, summary := "start", "start a stopped sandbox again, in place (its files kept)"
+	if restart {
+		name, summary = "restart", "stop a sandbox and start it again, in place (its files kept)"
+	}
+	return command{
+		name: name, args: "NAME", summary: summary, minArgs: 1, maxArgs: 1, client: true,
+		flags: func(fs *flag.FlagSet) {
+			fs.BoolVar(&wait, "wait", false, "wait until the daemon says it started (its ready path answered) or stopped")
+			fs.DurationVar(&timeout, "timeout", 0, "with --wait, how long (default: the daemon's startup timeout + 15s)")
+		},
+		exec: func(ctx context.Context, c *cli, args []string) error {
+			cl := c.client()
+			if restart {
+				cur, err := cl.Get(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				done := func() {}
+				if !c.json {
+					done = c.progress(fmt.Sprintf("Stopping sandbox %s: SIGTERM, then SIGKILL after %s if it has not exited", inert(cur.ID), c.graceOf(ctx, cl, cur)))
+				}
+				_, err = cl.Stop(ctx, args[0], false)
+				done()
+				if err != nil {
+					return err
+				}
+			}
+			sb, err := cl.Start(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if wait {
+				if sb, err = c.waitStarted(ctx, cl, sb, timeout); err != nil {
+					return err
+				}
+			}
+			if c.json {
+				c.printJSON(sb)
+				return nil
+			}
+			fmt.Fprintf(c.stdout, "Started sandbox %s (%s) on port %d: %s\n", inert(sb.ID), c.paint(sb.State), sb.Port, inert(sb.PreviewURL))
 			return nil
 		},
 	}

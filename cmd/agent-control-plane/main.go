@@ -61,6 +61,8 @@ func commands() []command {
 		createCommand(),
 		getCommand(),
 		stopCommand(),
+		startCommand(false),
+		startCommand(true),
 		rmCommand(),
 		pruneCommand(),
 		logsCommand(),

@@ -53,12 +53,12 @@ const (
 	ErrorErrorCodeRuntimeUnavailable   ErrorErrorCode = "runtime_unavailable"
 	ErrorErrorCodeSandboxNotRunning    ErrorErrorCode = "sandbox_not_running"
 	ErrorErrorCodeShuttingDown         ErrorErrorCode = "shutting_down"
+	ErrorErrorCodeStartFailed          ErrorErrorCode = "start_failed"
 	ErrorErrorCodeStopFailed           ErrorErrorCode = "stop_failed"
 	ErrorErrorCodeTokenRequired        ErrorErrorCode = "token_required"
 	ErrorErrorCodeTooManyLinks         ErrorErrorCode = "too_many_links"
 	ErrorErrorCodeUnauthorized         ErrorErrorCode = "unauthorized"
 	ErrorErrorCodeUnknownSnapshot      ErrorErrorCode = "unknown_snapshot"
-	ErrorErrorCodeUnsupportedLifecycle ErrorErrorCode = "unsupported_lifecycle"
 	ErrorErrorCodeUnsupportedMediaType ErrorErrorCode = "unsupported_media_type"
 	ErrorErrorCodeUnsupportedRuntime   ErrorErrorCode = "unsupported_runtime"
 )
@@ -100,6 +100,8 @@ func (e ErrorErrorCode) Valid() bool {
 		return true
 	case ErrorErrorCodeShuttingDown:
 		return true
+	case ErrorErrorCodeStartFailed:
+		return true
 	case ErrorErrorCodeStopFailed:
 		return true
 	case ErrorErrorCodeTokenRequired:
@@ -109,8 +111,6 @@ func (e ErrorErrorCode) Valid() bool {
 	case ErrorErrorCodeUnauthorized:
 		return true
 	case ErrorErrorCodeUnknownSnapshot:
-		return true
-	case ErrorErrorCodeUnsupportedLifecycle:
 		return true
 	case ErrorErrorCodeUnsupportedMediaType:
 		return true
@@ -225,6 +225,7 @@ const (
 	SandboxCreated    StreamEventType = "sandbox.created"
 	SandboxDeleted    StreamEventType = "sandbox.deleted"
 	SandboxStarted    StreamEventType = "sandbox.started"
+	SandboxStarting   StreamEventType = "sandbox.starting"
 	SandboxStopped    StreamEventType = "sandbox.stopped"
 	SandboxesReplaced StreamEventType = "sandboxes_replaced"
 )
@@ -237,6 +238,8 @@ func (e StreamEventType) Valid() bool {
 	case SandboxDeleted:
 		return true
 	case SandboxStarted:
+		return true
+	case SandboxStarting:
 		return true
 	case SandboxStopped:
 		return true
@@ -1095,8 +1098,9 @@ type ClientInterface interface {
 
 	// WatchEvents Server-Sent Events feed of sandbox lifecycle changes.
 	//
-	// First a sandboxes_replaced snapshot, then sandbox.created, .started,
-	// .stopped and .deleted events in order. Each SSE frame has
+	// First a sandboxes_replaced snapshot, then sandbox.created,
+	// .starting (a stopped sandbox started again), .started, .stopped and
+	// .deleted events in order. Each SSE frame has
 	// `id: <seq>`, `event: <type>` and `data: <StreamEvent JSON>`. Send
 	// Last-Event-ID (or ?lastEventId=) to resume: later events are
 	// replayed from a ring buffer, or a fresh snapshot is sent when the id
@@ -1228,7 +1232,9 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/sandboxes/{id}/resize (the `ResizeSandbox` operationId).
 	ResizeSandbox(ctx context.Context, id Id, body ResizeSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// StartSandbox Not supported locally; stop is terminal.
+	// StartSandbox Start a stopped sandbox again, in place.
+	//
+	// The same name, directory and workspace (its files kept), labels, snapshot, variables and limits, with a fresh workload: a new port where the runtime leases one. The answer is the sandbox in state starting (sandbox.starting on the event stream, then sandbox.started once it is ready); a sandbox that is starting or started answers as it is.
 	//
 	// Corresponds with POST /v1/sandboxes/{id}/start (the `StartSandbox` operationId).
 	StartSandbox(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1359,8 +1365,9 @@ func (c *Client) RevokeDashboardSession(ctx context.Context, id string, reqEdito
 
 // WatchEvents Server-Sent Events feed of sandbox lifecycle changes.
 //
-// First a sandboxes_replaced snapshot, then sandbox.created, .started,
-// .stopped and .deleted events in order. Each SSE frame has
+// First a sandboxes_replaced snapshot, then sandbox.created,
+// .starting (a stopped sandbox started again), .started, .stopped and
+// .deleted events in order. Each SSE frame has
 // `id: <seq>`, `event: <type>` and `data: <StreamEvent JSON>`. Send
 // Last-Event-ID (or ?lastEventId=) to resume: later events are
 // replayed from a ring buffer, or a fresh snapshot is sent when the id
@@ -1652,7 +1659,9 @@ func (c *Client) ResizeSandbox(ctx context.Context, id Id, body ResizeSandboxJSO
 	return c.Client.Do(req)
 }
 
-// StartSandbox Not supported locally; stop is terminal.
+// StartSandbox Start a stopped sandbox again, in place.
+//
+// The same name, directory and workspace (its files kept), labels, snapshot, variables and limits, with a fresh workload: a new port where the runtime leases one. The answer is the sandbox in state starting (sandbox.starting on the event stream, then sandbox.started once it is ready); a sandbox that is starting or started answers as it is.
 //
 // Corresponds with POST /v1/sandboxes/{id}/start (the `StartSandbox` operationId).
 func (c *Client) StartSandbox(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2761,8 +2770,9 @@ type ClientWithResponsesInterface interface {
 
 	// WatchEventsWithResponse Server-Sent Events feed of sandbox lifecycle changes.
 	//
-	// First a sandboxes_replaced snapshot, then sandbox.created, .started,
-	// .stopped and .deleted events in order. Each SSE frame has
+	// First a sandboxes_replaced snapshot, then sandbox.created,
+	// .starting (a stopped sandbox started again), .started, .stopped and
+	// .deleted events in order. Each SSE frame has
 	// `id: <seq>`, `event: <type>` and `data: <StreamEvent JSON>`. Send
 	// Last-Event-ID (or ?lastEventId=) to resume: later events are
 	// replayed from a ring buffer, or a fresh snapshot is sent when the id
@@ -2914,7 +2924,9 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/sandboxes/{id}/resize (the `ResizeSandbox` operationId).
 	ResizeSandboxWithResponse(ctx context.Context, id Id, body ResizeSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*ResizeSandboxResponse, error)
 
-	// StartSandboxWithResponse Not supported locally; stop is terminal.
+	// StartSandboxWithResponse Start a stopped sandbox again, in place.
+	//
+	// The same name, directory and workspace (its files kept), labels, snapshot, variables and limits, with a fresh workload: a new port where the runtime leases one. The answer is the sandbox in state starting (sandbox.starting on the event stream, then sandbox.started once it is ready); a sandbox that is starting or started answers as it is.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4212,16 +4224,32 @@ type StartSandboxResponse401Headers struct {
 type StartSandboxResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SandboxInfo
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
-	// JSON409 the response for an HTTP 409 `application/json` response
-	JSON409 *Conflict
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ServerError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *StartSandboxResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r StartSandboxResponse) GetJSON200() *SandboxInfo {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r StartSandboxResponse) GetJSON400() *BadRequest {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -4239,9 +4267,14 @@ func (r StartSandboxResponse) GetJSON404() *NotFound {
 	return r.JSON404
 }
 
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r StartSandboxResponse) GetJSON409() *Conflict {
-	return r.JSON409
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r StartSandboxResponse) GetJSON500() *ServerError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r StartSandboxResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -4512,8 +4545,9 @@ func (c *ClientWithResponses) RevokeDashboardSessionWithResponse(ctx context.Con
 
 // WatchEventsWithResponse Server-Sent Events feed of sandbox lifecycle changes.
 //
-// First a sandboxes_replaced snapshot, then sandbox.created, .started,
-// .stopped and .deleted events in order. Each SSE frame has
+// First a sandboxes_replaced snapshot, then sandbox.created,
+// .starting (a stopped sandbox started again), .started, .stopped and
+// .deleted events in order. Each SSE frame has
 // `id: <seq>`, `event: <type>` and `data: <StreamEvent JSON>`. Send
 // Last-Event-ID (or ?lastEventId=) to resume: later events are
 // replayed from a ring buffer, or a fresh snapshot is sent when the id
@@ -4761,7 +4795,9 @@ func (c *ClientWithResponses) ResizeSandboxWithResponse(ctx context.Context, id 
 	return ParseResizeSandboxResponse(rsp)
 }
 
-// StartSandboxWithResponse Not supported locally; stop is terminal.
+// StartSandboxWithResponse Start a stopped sandbox again, in place.
+//
+// The same name, directory and workspace (its files kept), labels, snapshot, variables and limits, with a fresh workload: a new port where the runtime leases one. The answer is the sandbox in state starting (sandbox.starting on the event stream, then sandbox.started once it is ready); a sandbox that is starting or started answers as it is.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5923,6 +5959,20 @@ func ParseStartSandboxResponse(rsp *http.Response) (*StartSandboxResponse, error
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SandboxInfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5944,12 +5994,19 @@ func ParseStartSandboxResponse(rsp *http.Response) (*StartSandboxResponse, error
 		}
 		response.JSON404 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Conflict
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ServerError
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.JSON409 = &dest
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	}
 

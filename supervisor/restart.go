@@ -1,0 +1,119 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/logcap"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+)
+
+// Start starts a stopped sandbox again in place, as Daytona does: the same
+// name, directory and workspace (its files kept), labels, snapshot,
+// variables and limits, with a fresh workload (a new marker, and a new
+// port where the runtime takes one). A sandbox that is starting or
+// started is returned as it is. Readiness is probed in the background, as
+// after a create. On error the sandbox stays stopped and nothing of the
+// new workload remains.
+func (s *Supervisor) Start(ctx context.Context, id string) (Sandbox, error) {
+	e, err := s.lookup(id)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	e.op.Lock()
+	defer e.op.Unlock()
+	s.mu.Lock()
+	sb, current := e.info, s.sandboxes[id] == e
+	s.mu.Unlock()
+	switch {
+	case !current:
+		return Sandbox{}, fmt.Errorf("%w: %s", ErrNotFound, Clip(id, MaxQuoted))
+	case sb.State.Live():
+		return sb, nil
+	}
+	rt, ok := s.opts.Runtimes.Get(sb.Runtime)
+	if !ok {
+		return Sandbox{}, fmt.Errorf("%w: %q: this daemon no longer runs it", ErrUnsupportedRuntime, sb.Runtime)
+	}
+	snap, err := s.resolve(CreateRequest{Runtime: sb.Runtime, Snapshot: sb.Snapshot})
+	if err != nil {
+		return Sandbox{}, err
+	}
+	res, err := s.enforceable(rt, sb.Runtime, sb.Resources)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	vars, err := s.vars(e)
+	if err != nil {
+		return Sandbox{}, err
+	}
+
+	port := 0
+	if rt.Capabilities().LocalPort {
+		if port, err = s.ports.lease(id); err != nil {
+			return Sandbox{}, err
+		}
+	}
+	release := func() { s.ports.release(port, id) }
+	// The intent first: a daemon that dies before the new workload is
+	// recorded finds the record stopped with the marker it may have run
+	// under, sweeps that marker and keeps the sandbox (and its files).
+	marker := newMarker(id)
+	intent := s.toRecord(e, sb, s.handleState(e))
+	intent.StartingMarker = marker
+	if err := s.writeRecord(id, intent, false); err != nil {
+		release()
+		return Sandbox{}, fmt.Errorf("write %s: %w", RecordFile, err)
+	}
+	h, err := rt.Start(context.WithoutCancel(ctx), runtime.Spec{
+		ID: id, Vars: vars, Dir: e.dir, Workspace: filepath.Join(e.dir, WorkspaceDir),
+		Stdout: filepath.Join(e.dir, logcap.Stdout), Stderr: filepath.Join(e.dir, logcap.Stderr),
+		Port: port, Marker: marker, Seal: s.fs.seal(marker), Command: snap.Command, Image: snap.Image,
+		Labels: cloneMap(sb.Labels), Resources: res,
+	})
+	if err != nil {
+		release()
+		if werr := s.writeRecord(id, s.toRecord(e, sb, s.handleState(e)), false); werr != nil {
+			s.log.Error("persist sandbox record", "sandbox", id, "err", werr)
+		}
+		return Sandbox{}, fmt.Errorf("start workload: %w", err)
+	}
+
+	now := s.clock()
+	next := sb
+	next.State, next.Port, next.Endpoint, next.Resources = Starting, port, h.Endpoint(), res
+	next.StartedAt, next.StoppedAt, next.ErrorReason, next.StopReason = time.Time{}, time.Time{}, "", ""
+	next.UpdatedAt, next.LastActivityAt = now, now
+	s.mu.Lock()
+	e.marker, e.handle = marker, h
+	s.mu.Unlock()
+	if err := s.writeRecord(id, s.toRecord(e, next, h.State()), true); err != nil {
+		s.log.Error("persist sandbox record", "sandbox", id, "err", err)
+	}
+	s.mu.Lock()
+	e.setInfoLocked(next)
+	s.events.publish(Event{Type: EventStarting, Time: now, Sandbox: next})
+	s.mu.Unlock()
+	s.log.Info("sandbox starting again", "sandbox", id, "runtime", sb.Runtime, "port", port)
+	s.logs.Watch(id)
+	s.watch(e, h, e.startup)
+	return next, nil
+}
+
+// vars are the variables e was created with (runtime-env.json), as a
+// runtime takes them.
+func (s *Supervisor) vars(e *sandbox) ([]string, error) {
+	b, err := s.fs.ReadFile(e.id+"/"+EnvFile, maxEnvBytes)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", EnvFile, err)
+	}
+	var env map[string]string
+	if err := json.Unmarshal(b, &env); err != nil {
+		return nil, fmt.Errorf("read %s: %w", EnvFile, err)
+	}
+	return childenv.List(env), nil
+}
