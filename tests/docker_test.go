@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -521,5 +522,49 @@ func TestDockerLogsNotCopiedTwiceAcrossARestart(t *testing.T) {
 		if regexp.MustCompile(`(?m)^\d{4}-\d\d-\d\dT`).Match(b) {
 			t.Errorf("log%d's log holds the engine's timestamps:\n%s", i, b)
 		}
+	}
+}
+
+// A stopped docker sandbox starts again in place: a new container over the
+// same workspace, with the same variables and limits.
+func TestDockerStartAgain(t *testing.T) {
+	c := engine(t)
+	d := dockerDaemon(t, c)
+	create(t, d, `{"name":"again","runtime":"docker","snapshot":"`+stubImage+`","pids":100,"envVars":{"STUB_AGENT_SERVE_ENV":"1","KEPT":"yes"}}`)
+	waitState(t, d, "again", "started")
+	first := containerOf(t, d, "again")
+	if err := os.WriteFile(filepath.Join(d.Root, "again", "workspace", "notes.txt"), []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, b := call(t, d, "POST", "/v1/sandboxes/again/stop", ""); code != 200 {
+		t.Fatalf("stop: %d %s", code, b)
+	}
+	if code, b := call(t, d, "POST", "/v1/sandboxes/again/start", ""); code != 200 {
+		t.Fatalf("start again: %d %s", code, b)
+	}
+	info := waitState(t, d, "again", "started")
+	second := containerOf(t, d, "again")
+	if second == first {
+		t.Fatal("the same container: the first was not removed at stop")
+	}
+	res, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/env", info.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	json.NewDecoder(res.Body).Decode(&env)
+	res.Body.Close()
+	if !slices.Contains(env, "KEPT=yes") {
+		t.Errorf("the variables after the start: %v", env)
+	}
+	ins, err := c.ContainerInspect(context.Background(), second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := ins.HostConfig.Resources.PidsLimit; p == nil || *p != 100 {
+		t.Errorf("the limit after the start: %v", p)
+	}
+	if len(ins.Mounts) != 1 || ins.Mounts[0].Source != filepath.Join(d.Root, "again", "workspace") {
+		t.Errorf("mounts %+v, want the same workspace", ins.Mounts)
 	}
 }
