@@ -15,6 +15,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/redact"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/native"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
@@ -258,5 +259,17 @@ func TestBodyErrorsNameFieldsNotGoTypes(t *testing.T) {
 		if r.code != 400 || !strings.Contains(string(r.body), want) || strings.Contains(string(r.body), "Go ") || strings.Contains(string(r.body), "struct") {
 			t.Errorf("%s: %d %s, want %q", body, r.code, r.body, want)
 		}
+	}
+}
+
+// A snapshot whose program is not on this machine answers 400
+// program_not_found, naming it.
+func TestMissingProgramIsTheCallers(t *testing.T) {
+	e := newRealEnv(t, func(o *supervisor.Options) {
+		o.Snapshots = []snapshot.Snapshot{{Name: "gone", Runtime: "native", Command: []string{"/nonexistent/agent-server"}}}
+	})
+	r := e.do("POST", "/v1/sandboxes", `{"name":"p1","snapshot":"gone"}`)
+	if r.code != 400 || r.errCode() != "program_not_found" || !strings.Contains(string(r.body), "/nonexistent/agent-server") {
+		t.Fatalf("create: %d %s", r.code, r.body)
 	}
 }

@@ -456,6 +456,8 @@ func (s *Server) writeSupervisorError(w http.ResponseWriter, err error, failCode
 		writeError(w, wire.CodeNameConflict, err.Error())
 	case errors.Is(err, supervisor.ErrUnknownSnapshot):
 		writeError(w, wire.CodeUnknownSnapshot, err.Error())
+	case errors.Is(err, supervisor.ErrProgramNotFound):
+		writeError(w, wire.CodeProgramNotFound, err.Error())
 	case errors.Is(err, supervisor.ErrImageNotFound):
 		writeError(w, wire.CodeImageNotFound, err.Error())
 	case errors.Is(err, supervisor.ErrRuntimeUnavailable):

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
 )
 
 // The file's shape and the key table name the same keys: a key added to
@@ -67,5 +69,25 @@ func TestReloadable(t *testing.T) {
 	}
 	if !Reloadable("snapshots.web.command") || Reloadable("listen") {
 		t.Error("a snapshot's keys reload, listen does not")
+	}
+}
+
+// A snapshot that names no runtime shows none (not runtime = ""): it runs
+// on the daemon's first.
+func TestSnapshotWithoutRuntimeShowsNone(t *testing.T) {
+	c := Default(func(string) string { return "" })
+	c.Snapshots = map[string]snapshot.Snapshot{"web": {Name: "web", Command: []string{"x"}}}
+	for _, s := range c.Settings() {
+		if s.Key == "snapshots.web.runtime" {
+			t.Errorf("shown: %s = %s", s.Key, s.Value)
+		}
+	}
+	c.Snapshots["web"] = snapshot.Snapshot{Name: "web", Runtime: "docker", Image: "i"}
+	found := false
+	for _, s := range c.Settings() {
+		found = found || s.Key == "snapshots.web.runtime" && s.Value == `"docker"`
+	}
+	if !found {
+		t.Error("a snapshot's runtime is not shown")
 	}
 }

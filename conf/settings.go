@@ -49,7 +49,9 @@ func (c Config) Settings() []Setting {
 	for _, name := range slices.Sorted(maps.Keys(c.Snapshots)) {
 		p := c.Snapshots[name]
 		key := "snapshots." + tomlKey(name) + "."
-		add(key+"runtime", p.Runtime)
+		if p.Runtime != "" { // unset: the daemon's first runtime
+			add(key+"runtime", p.Runtime)
+		}
 		if len(p.Command) > 0 {
 			add(key+"command", p.Command)
 		}

@@ -27,7 +27,7 @@ func CreateResult(err error) string {
 	switch {
 	case err == nil:
 		return CreateOK
-	case errors.Is(err, ErrInvalid), errors.Is(err, ErrLimitsUnsupported), errors.Is(err, ErrImageNotFound):
+	case errors.Is(err, ErrInvalid), errors.Is(err, ErrLimitsUnsupported), errors.Is(err, ErrImageNotFound), errors.Is(err, ErrProgramNotFound):
 		return CreateInvalid
 	case errors.Is(err, ErrConflict):
 		return CreateConflict

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -193,7 +194,9 @@ func TestFailedCreateLeavesNothing(t *testing.T) {
 		h := realHarness(t, nil)
 		h.native.Argv = []string{"/nonexistent/agent"}
 		_, err := h.sup.Create(context.Background(), CreateRequest{Name: "broken"})
-		if err == nil || CreateResult(err) != CreateFailed {
+		// A program that is not there is the caller's (or the snapshot's)
+		// to fix: a 4xx, not a server failure.
+		if !errors.Is(err, ErrProgramNotFound) || CreateResult(err) != CreateInvalid {
 			t.Fatalf("create: %v", err)
 		}
 		assertNothingLeft(t, h, "broken")

@@ -163,6 +163,8 @@ var (
 	ErrLimitsUnsupported = runtime.ErrLimitsUnsupported
 	// ErrImageNotFound: what the create asked to run does not exist here.
 	ErrImageNotFound = runtime.ErrImageNotFound
+	// ErrProgramNotFound: the program the snapshot runs is not here.
+	ErrProgramNotFound = runtime.ErrProgramNotFound
 	// ErrRuntimeUnavailable: the runtime cannot be reached now.
 	ErrRuntimeUnavailable = runtime.ErrUnavailable
 )

@@ -570,4 +570,25 @@ func TestCLIStartAndRestart(t *testing.T) {
 	if code, _, errs := cli(t, d, "start", "nope"); code == 0 || !strings.Contains(errs, "not_found") {
 		t.Errorf("start nope: %d %q", code, errs)
 	}
+	// rm of a running sandbox says it stops it first.
+	if code, out, errs := cli(t, d, "rm", "back"); code != 0 || out != "Deleted back\n" || !strings.Contains(errs, "is running: stopping it first") {
+		t.Errorf("rm of a running sandbox: %d %q %q", code, out, errs)
+	}
+}
+
+// Every interval flag takes what --autostop takes (minutes, or a duration)
+// and says so when it cannot read one.
+func TestIntervalsOneUnit(t *testing.T) {
+	d := startDaemon(t)
+	for _, args := range [][]string{{"keepalive", "x", "--every", "5x"}, {"prune", "--older-than", "soon"}, {"create", "x", "--autostop", "-1"}} {
+		if code, _, errs := cli(t, d, args...); code != 2 || !strings.Contains(errs, "want minutes (e.g. 15 or 0.5) or a duration") {
+			t.Errorf("%v: %d %q", args, code, errs)
+		}
+	}
+	if code, out, errs := cli(t, d, "prune", "--older-than", "0.5", "--yes"); code != 0 {
+		t.Errorf("prune --older-than 0.5: %d %q %q", code, out, errs)
+	}
+	if code, out, errs := cli(t, d, "create", "x", "--autostop", "90s", "--json"); code != 0 || !strings.Contains(out, `"autoStopInterval": 1.5`) {
+		t.Errorf("create --autostop 90s: %d %q %q", code, out, errs)
+	}
 }

@@ -13,6 +13,7 @@ const (
 	CodeUnsupportedRuntime   ErrorCode = "unsupported_runtime"
 	CodeUnknownSnapshot      ErrorCode = "unknown_snapshot"
 	CodeImageNotFound        ErrorCode = "image_not_found"
+	CodeProgramNotFound      ErrorCode = "program_not_found"
 	CodeLimitsUnsupported    ErrorCode = "limits_unsupported"
 	CodeUnauthorized         ErrorCode = "unauthorized"
 	CodeInvalidCode          ErrorCode = "invalid_code"
@@ -42,6 +43,7 @@ var statusOf = map[ErrorCode]int{
 	CodeUnsupportedRuntime:   http.StatusBadRequest,
 	CodeUnknownSnapshot:      http.StatusBadRequest,
 	CodeImageNotFound:        http.StatusBadRequest,
+	CodeProgramNotFound:      http.StatusBadRequest,
 	CodeLimitsUnsupported:    http.StatusBadRequest,
 	CodeUnauthorized:         http.StatusUnauthorized,
 	CodeInvalidCode:          http.StatusUnauthorized,

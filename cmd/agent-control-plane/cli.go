@@ -108,17 +108,41 @@ func (f kvFlag) Set(s string) error {
 	return nil
 }
 
-// parseMinutes reads a number of minutes by the one rule used everywhere
-// (create, autostop, the config): ≥ 0, fractions allowed.
+// parseInterval reads an interval by the one rule every command uses
+// (create --autostop, autostop, keepalive --every, prune --older-than): a
+// number of minutes, fractions allowed (Daytona's unit, the config's), or
+// a duration with its unit ("90s", "1h30m").
+func parseInterval(s string) (time.Duration, error) {
+	if d, err := conf.ParseMinutes(s); err == nil {
+		return d, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return d, nil
+	}
+	return 0, fmt.Errorf("%q: want minutes (e.g. 15 or 0.5) or a duration (e.g. 90s, 24h)", s)
+}
+
+// parseMinutes is parseInterval in minutes.
 func parseMinutes(s string) (float64, error) {
-	d, err := conf.ParseMinutes(s)
+	d, err := parseInterval(s)
 	return d.Minutes(), err
+}
+
+// intervalFlag registers an interval flag (parseInterval) on *d.
+func intervalFlag(fs *flag.FlagSet, d *time.Duration, name, usage string) {
+	fs.Func(name, usage+" (`minutes`, fractions allowed, or a duration such as 90s)", func(s string) error {
+		v, err := parseInterval(s)
+		if err == nil {
+			*d = v
+		}
+		return err
+	})
 }
 
 // minutesFlag registers --autostop; not given leaves *m nil (the daemon's
 // default).
 func minutesFlag(fs *flag.FlagSet, m **float64) {
-	fs.Func("autostop", "idle `minutes` before auto-stop, fractions allowed; 0 disables (default: the daemon's)", func(s string) error {
+	fs.Func("autostop", "idle `minutes` before auto-stop, fractions allowed, or a duration such as 90s; 0 disables (default: the daemon's)", func(s string) error {
 		v, err := parseMinutes(s)
 		if err != nil {
 			return err

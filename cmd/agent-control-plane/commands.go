@@ -247,7 +247,7 @@ func pruneCommand() command {
 	return command{
 		name: "prune", summary: "delete stopped sandboxes (asks first unless --yes)", client: true,
 		flags: func(fs *flag.FlagSet) {
-			fs.DurationVar(&olderThan, "older-than", 0, "only those stopped at least this `duration` ago (e.g. 24h)")
+			intervalFlag(fs, &olderThan, "older-than", "only those stopped at least this long ago")
 			fs.BoolVar(&yes, "yes", false, "do not ask")
 		},
 		exec: func(ctx context.Context, c *cli, _ []string) error {
@@ -295,13 +295,22 @@ func (c *cli) deleteAll(ctx context.Context, ids []string, mustExist bool) error
 	var failed error
 	deleted := []string{}
 	for _, id := range ids {
+		done := func() {}
 		if mustExist {
-			if _, err := cl.Get(ctx, id); err != nil {
+			cur, err := cl.Get(ctx, id)
+			if err != nil {
 				failed = exitError(c.fail(err))
 				continue
 			}
+			if wire.Live(cur.State) && !c.json {
+				// A delete stops a running sandbox first: say so, and
+				// what it may wait for.
+				done = c.progress(fmt.Sprintf("Sandbox %s is running: stopping it first (SIGTERM, then SIGKILL after %s if it has not exited)", inert(cur.ID), c.graceOf(ctx, cl, cur)))
+			}
 		}
-		if err := cl.Delete(ctx, id); err != nil {
+		err := cl.Delete(ctx, id)
+		done()
+		if err != nil {
 			failed = exitError(c.fail(err))
 			continue
 		}
@@ -375,7 +384,7 @@ func keepaliveCommand() command {
 	return command{
 		name: "keepalive", args: "NAME", summary: "refresh a sandbox's activity", minArgs: 1, maxArgs: 1, client: true,
 		flags: func(fs *flag.FlagSet) {
-			fs.DurationVar(&every, "every", 0, "repeat every `duration` until interrupted (default: once)")
+			intervalFlag(fs, &every, "every", "repeat this often until interrupted (default: once)")
 		},
 		exec: func(ctx context.Context, c *cli, args []string) error {
 			cl := c.client()
@@ -406,7 +415,7 @@ func keepaliveCommand() command {
 
 func autostopCommand() command {
 	return command{
-		name: "autostop", args: "NAME MINUTES", summary: "set a sandbox's idle auto-stop interval (0 disables)",
+		name: "autostop", args: "NAME MINUTES", summary: "set a sandbox's idle auto-stop interval in minutes, or a duration such as 90s (0 disables)",
 		minArgs: 2, maxArgs: 2, client: true,
 		exec: func(ctx context.Context, c *cli, args []string) error {
 			min, err := parseMinutes(args[1])

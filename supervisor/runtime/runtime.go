@@ -372,6 +372,10 @@ var (
 	// ErrImageNotFound is wrapped by Start when what it should run (an
 	// image) does not exist here; nothing was started.
 	ErrImageNotFound = errors.New("image not found")
+	// ErrProgramNotFound is wrapped by Start when the program it should
+	// run (a snapshot's command) does not exist here or cannot be run;
+	// nothing was started.
+	ErrProgramNotFound = errors.New("program not found")
 	// ErrUnavailable is wrapped by Start when the runtime cannot be
 	// reached now (a container engine that is down); nothing was started.
 	ErrUnavailable = errors.New("runtime unavailable")

@@ -49,6 +49,7 @@ const (
 	ErrorErrorCodeNameConflict         ErrorErrorCode = "name_conflict"
 	ErrorErrorCodeNotFound             ErrorErrorCode = "not_found"
 	ErrorErrorCodePreflightFailed      ErrorErrorCode = "preflight_failed"
+	ErrorErrorCodeProgramNotFound      ErrorErrorCode = "program_not_found"
 	ErrorErrorCodeResizeFailed         ErrorErrorCode = "resize_failed"
 	ErrorErrorCodeRuntimeUnavailable   ErrorErrorCode = "runtime_unavailable"
 	ErrorErrorCodeSandboxNotRunning    ErrorErrorCode = "sandbox_not_running"
@@ -91,6 +92,8 @@ func (e ErrorErrorCode) Valid() bool {
 	case ErrorErrorCodeNotFound:
 		return true
 	case ErrorErrorCodePreflightFailed:
+		return true
+	case ErrorErrorCodeProgramNotFound:
 		return true
 	case ErrorErrorCodeResizeFailed:
 		return true

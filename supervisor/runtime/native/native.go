@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os/exec"
 	"strconv"
 	"time"
 
@@ -126,6 +127,9 @@ func (n *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 		if g != nil {
 			// Nothing ran in it: a failed spawn leaves no process.
 			_ = g.Remove()
+		}
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			return nil, fmt.Errorf("%w: %s: %v", runtime.ErrProgramNotFound, argv[0], err)
 		}
 		return nil, err
 	}
