@@ -196,6 +196,8 @@ func TestMetricsAfterScenario(t *testing.T) {
 		`agent_control_plane_sandboxes{runtime="native",state="stopped"} 1`,
 		`agent_control_plane_sandboxes{runtime="native",state="started"} 0`,
 		`agent_control_plane_port_leases 0`,
+		`agent_control_plane_sandbox_ready_seconds_count{runtime="native"} 2`,
+		`agent_control_plane_sandbox_ready_seconds_bucket{runtime="native",le="+Inf"} 2`,
 		`agent_control_plane_port_range_size ` + strconv.Itoa(hi-lo+1),
 		`agent_control_plane_event_subscribers 1`,
 		`agent_control_plane_events_published_total{type="sandbox.created"} 2`,

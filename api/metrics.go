@@ -75,6 +75,7 @@ type collector struct {
 	cpu        *prometheus.Desc
 	memory     *prometheus.Desc
 	pids       *prometheus.Desc
+	ready      *prometheus.Desc
 }
 
 func newCollector(sup Supervisor) *collector {
@@ -94,11 +95,12 @@ func newCollector(sup Supervisor) *collector {
 		cpu:        d("sandbox_cpu_seconds", "CPU time consumed so far by the live sandboxes of a runtime (those it can meter).", "runtime"),
 		memory:     d("sandbox_memory_bytes", "Memory the live sandboxes of a runtime use now.", "runtime"),
 		pids:       d("sandbox_pids", "Tasks in the live sandboxes of a runtime now.", "runtime"),
+		ready:      d("sandbox_ready_seconds", "Time from a workload's start to its ready path answering, by runtime.", "runtime"),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.sandboxes, c.creates, c.stops, c.rehydrates, c.events, c.portsInUse, c.portsTotal, c.subs, c.cpu, c.memory, c.pids} {
+	for _, d := range []*prometheus.Desc{c.sandboxes, c.creates, c.stops, c.rehydrates, c.events, c.portsInUse, c.portsTotal, c.subs, c.cpu, c.memory, c.pids, c.ready} {
 		ch <- d
 	}
 }
@@ -127,6 +129,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.portsInUse, prometheus.GaugeValue, float64(st.PortsInUse))
 	ch <- prometheus.MustNewConstMetric(c.portsTotal, prometheus.GaugeValue, float64(st.PortsTotal))
 	ch <- prometheus.MustNewConstMetric(c.subs, prometheus.GaugeValue, float64(st.Subscribers))
+	for runtime, h := range st.Ready {
+		cumulative, n := map[float64]uint64{}, uint64(0)
+		for i, bound := range supervisor.ReadyBuckets {
+			n += h.Buckets[i]
+			cumulative[bound] = n
+		}
+		ch <- prometheus.MustNewConstHistogram(c.ready, h.Count, h.Sum, cumulative, runtime)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), supervisor.UsageTimeout)
 	defer cancel()
 	for runtime, u := range c.sup.UsageByRuntime(ctx) {

@@ -189,6 +189,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 
 	s.mu.Lock()
 	e.handle = h
+	e.launched = now
 	e.pending = false
 	info := e.info
 	s.events.publish(Event{Type: EventCreated, Time: now, Sandbox: info})

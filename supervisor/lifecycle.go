@@ -57,6 +57,9 @@ func (s *Supervisor) awaitReady(e *sandbox, h runtime.Handle, timeout time.Durat
 			}
 			sb.State = Started
 			sb.StartedAt = s.clock()
+			if !e.launched.IsZero() { // change runs under mu, which guards launched
+				s.stats.readied(sb.Runtime, sb.StartedAt.Sub(e.launched))
+			}
 			return EventStarted, true
 		})
 	case s.lifetime.Err() != nil, isDone(h.Done()):

@@ -89,7 +89,7 @@ func (s *Supervisor) Start(ctx context.Context, id string) (Sandbox, error) {
 	next.StartedAt, next.StoppedAt, next.ErrorReason, next.StopReason = time.Time{}, time.Time{}, "", ""
 	next.UpdatedAt, next.LastActivityAt = now, now
 	s.mu.Lock()
-	e.marker, e.handle = marker, h
+	e.marker, e.handle, e.launched = marker, h, now
 	s.mu.Unlock()
 	if err := s.writeRecord(id, s.toRecord(e, next, h.State()), true); err != nil {
 		s.log.Error("persist sandbox record", "sandbox", id, "err", err)

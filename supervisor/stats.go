@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
@@ -40,8 +42,35 @@ func CreateResult(err error) string {
 	}
 }
 
+// ReadyBuckets are the upper bounds, in seconds, of the time-to-ready
+// histogram: from a workload's start to its ready path answering.
+var ReadyBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
+// Histogram is a point-in-time copy of a histogram: counts by bucket
+// (ReadyBuckets; not cumulative, the last one past the highest bound), the
+// sum and the count of observations.
+type Histogram struct {
+	Buckets []uint64
+	Sum     float64
+	Count   uint64
+}
+
+func (h *Histogram) observe(v float64) {
+	if h.Buckets == nil {
+		h.Buckets = make([]uint64, len(ReadyBuckets)+1)
+	}
+	i := 0
+	for i < len(ReadyBuckets) && v > ReadyBuckets[i] {
+		i++
+	}
+	h.Buckets[i]++
+	h.Sum += v
+	h.Count++
+}
+
 type stats struct {
 	mu         sync.Mutex
+	ready      map[string]*Histogram // by runtime
 	creates    map[string]uint64
 	stops      map[StopReason]uint64
 	rehydrates map[string]uint64
@@ -49,12 +78,23 @@ type stats struct {
 }
 
 func newStats() *stats {
-	return &stats{creates: map[string]uint64{}, stops: map[StopReason]uint64{}, rehydrates: map[string]uint64{}, events: map[string]uint64{}}
+	return &stats{ready: map[string]*Histogram{}, creates: map[string]uint64{}, stops: map[StopReason]uint64{}, rehydrates: map[string]uint64{}, events: map[string]uint64{}}
 }
 
 func (st *stats) created(err error) {
 	st.mu.Lock()
 	st.creates[CreateResult(err)]++
+	st.mu.Unlock()
+}
+
+func (st *stats) readied(runtime string, d time.Duration) {
+	st.mu.Lock()
+	h := st.ready[runtime]
+	if h == nil {
+		h = &Histogram{}
+		st.ready[runtime] = h
+	}
+	h.observe(d.Seconds())
 	st.mu.Unlock()
 }
 
@@ -79,11 +119,14 @@ func (st *stats) eventPublished(t string) {
 // Stats is a point-in-time copy of the supervisor's counters and gauges.
 // Every key comes from a closed set.
 type Stats struct {
-	Sandboxes   map[string]map[State]int // runtime → state → count
-	Creates     map[string]uint64        // CreateResults
-	Stops       map[StopReason]uint64
-	Rehydrates  map[string]uint64 // RehydrateResults
-	Events      map[string]uint64 // event type → published
+	Sandboxes  map[string]map[State]int // runtime → state → count
+	Creates    map[string]uint64        // CreateResults
+	Stops      map[StopReason]uint64
+	Rehydrates map[string]uint64 // RehydrateResults
+	Events     map[string]uint64 // event type → published
+	// Ready is, by runtime, how long started workloads took to answer
+	// their ready path (since this daemon started).
+	Ready       map[string]Histogram
 	PortsInUse  int
 	PortsTotal  int
 	Subscribers int
@@ -115,6 +158,10 @@ func (s *Supervisor) Stats() Stats {
 	out.Stops = maps.Clone(st.stops)
 	out.Rehydrates = maps.Clone(st.rehydrates)
 	out.Events = maps.Clone(st.events)
+	out.Ready = map[string]Histogram{}
+	for rt, h := range st.ready {
+		out.Ready[rt] = Histogram{Buckets: slices.Clone(h.Buckets), Sum: h.Sum, Count: h.Count}
+	}
 	st.mu.Unlock()
 	out.PortsInUse = s.ports.inUse()
 	out.PortsTotal = s.opts.PortHi - s.opts.PortLo + 1

@@ -125,6 +125,10 @@ type sandbox struct {
 	// snapshot the sandbox was created from).
 	readyPath string
 	startup   time.Duration
+	// launched is when the current workload was started by this daemon
+	// (zero for one adopted), for the time-to-ready histogram. Guarded
+	// by Supervisor.mu.
+	launched time.Time
 }
 
 // changesLocked returns a channel closed at e's next change of info.
