@@ -5,7 +5,7 @@ VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 PKGS    := ./...
 
-.PHONY: all build run test vet fmt-check clean chaos fuzz bench install
+.PHONY: all build run test vet fmt-check clean chaos fuzz bench install docker-stub
 
 all: build
 
@@ -17,6 +17,15 @@ build:
 # ~/.config/systemd/user). INSTALLFLAGS="--prefix DIR" and the like pass on.
 install: build
 	$(BIN) install --now $(INSTALLFLAGS)
+
+# The stub agent-server as an image (contrib/docker/Dockerfile.stub):
+# the binary built static, FROM scratch, so nothing is pulled.
+# STUB_IMAGE names it.
+STUB_IMAGE ?= agent-control-plane-stub:latest
+docker-stub:
+	rm -rf bin/docker-stub && mkdir -p bin/docker-stub
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/docker-stub/agent-control-plane ./cmd/agent-control-plane
+	docker build -q -f contrib/docker/Dockerfile.stub -t $(STUB_IMAGE) bin/docker-stub
 
 # The daemon in the foreground with the bundled stub agent as the child.
 run: build

@@ -39,7 +39,11 @@ func benchDocker(c config, d *daemon, r *results) error {
 		r.Docker.Skipped = "no static binary for the image (make bench builds " + c.staticBin + "): " + err.Error()
 		return nil
 	}
-	if err := dockertest.BuildImage(ctx, cli, benchImage, dockertest.StubDockerfile, map[string][]byte{"agent-control-plane": bin}); err != nil {
+	df, err := dockertest.StubDockerfile()
+	if err != nil {
+		return err
+	}
+	if err := dockertest.BuildImage(ctx, cli, benchImage, df, map[string][]byte{"agent-control-plane": bin}); err != nil {
 		return fmt.Errorf("build %s: %w", benchImage, err)
 	}
 	workspace, err := os.MkdirTemp("", "acp-bench-workspace-")

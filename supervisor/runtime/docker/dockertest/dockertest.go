@@ -68,9 +68,18 @@ func BuildImage(ctx context.Context, c *client.Client, tag, dockerfile string, f
 	return nil
 }
 
-// StubDockerfile runs the project's binary, built static, as the stub
-// agent in an image FROM scratch.
-const StubDockerfile = "FROM scratch\nCOPY agent-control-plane /agent-control-plane\nENTRYPOINT [\"/agent-control-plane\", \"stub-agent\"]\n"
+// StubDockerfile is contrib/docker/Dockerfile.stub, the one definition of
+// the stub image (make docker-stub builds the same file): the project's
+// binary, built static, FROM scratch.
+func StubDockerfile() (string, error) {
+	b, err := os.ReadFile(filepath.Join(moduleRoot(), "contrib", "docker", "Dockerfile.stub"))
+	return string(b), err
+}
+
+func moduleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "..")
+}
 
 // StubImage is the image tests run: the project's own binary, built
 // static, FROM scratch (no registry is needed).
@@ -107,8 +116,7 @@ func buildStubImage(c *client.Client) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..", "..", "..")
+	root := moduleRoot()
 	bin := filepath.Join(dir, "agent-control-plane")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/agent-control-plane")
 	cmd.Dir = root
@@ -120,5 +128,9 @@ func buildStubImage(c *client.Client) error {
 	if err != nil {
 		return err
 	}
-	return BuildImage(context.Background(), c, StubImage, StubDockerfile, map[string][]byte{"agent-control-plane": b})
+	df, err := StubDockerfile()
+	if err != nil {
+		return err
+	}
+	return BuildImage(context.Background(), c, StubImage, df, map[string][]byte{"agent-control-plane": b})
 }
