@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -566,5 +567,27 @@ func TestDockerStartAgain(t *testing.T) {
 	}
 	if len(ins.Mounts) != 1 || ins.Mounts[0].Source != filepath.Join(d.Root, "again", "workspace") {
 		t.Errorf("mounts %+v, want the same workspace", ins.Mounts)
+	}
+}
+
+// make docker-stub builds the stub image with nothing pulled, from the
+// Dockerfile the tests use.
+func TestMakeDockerStub(t *testing.T) {
+	c := engine(t)
+	if _, err := exec.LookPath("docker"); err != nil {
+		t.Skip("no docker CLI: make docker-stub runs `docker build`")
+	}
+	const tag = "agent-control-plane-stub:maketest"
+	cmd := exec.Command("make", "-C", "..", "docker-stub", "STUB_IMAGE="+tag)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make docker-stub: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { c.ImageRemove(context.Background(), tag, image.RemoveOptions{}) })
+	ins, err := c.ImageInspect(context.Background(), tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ep := ins.Config.Entrypoint; len(ep) != 2 || ep[1] != "stub-agent" {
+		t.Errorf("entrypoint %v", ep)
 	}
 }
