@@ -74,8 +74,7 @@ func createCommand() command {
 			fs.Var(labels, "label", "label `k=v` (repeatable)")
 			fs.Var(env, "env", "environment variable `K=V` for the agent-server (repeatable)")
 			minutesFlag(fs, &autostop)
-			fs.BoolVar(&wait, "wait", false, "wait until the daemon says it started (its ready path answered) or stopped")
-			fs.DurationVar(&timeout, "timeout", 0, "with --wait, how long (default: the daemon's startup timeout + 15s)")
+			waitFlags(fs, &wait, &timeout)
 			fs.StringVar(&runtime, "runtime", "", "the `runtime` to run it (agent-control-plane info lists them; default: the daemon's first)")
 			fs.StringVar(&snapshot, "snapshot", "", "the `snapshot` to run (agent-control-plane snapshots lists them); for docker, also an image")
 			limitFlags(fs, &limits)
@@ -87,17 +86,7 @@ func createCommand() command {
 			if err != nil {
 				return err
 			}
-			if wait {
-				if sb, err = c.waitStarted(ctx, cl, sb, timeout); err != nil {
-					return err
-				}
-			}
-			if c.json {
-				c.printJSON(sb)
-				return nil
-			}
-			fmt.Fprintf(c.stdout, "Created sandbox %s (%s) on port %d: %s\n", inert(sb.ID), c.paint(sb.State), sb.Port, inert(sb.PreviewURL))
-			return nil
+			return c.started(ctx, cl, "Created", sb, wait, timeout)
 		},
 	}
 }
@@ -128,20 +117,7 @@ func stopCommand() command {
 			fs.BoolVar(&force, "force", false, "kill at once, skipping the grace period")
 		},
 		exec: func(ctx context.Context, c *cli, args []string) error {
-			cl := c.client()
-			done := func() {}
-			if !force && !c.json {
-				// A stop may wait the whole grace for a child that ignores
-				// SIGTERM: say so rather than sit silent, once the sandbox
-				// is known to exist, with its own snapshot's grace.
-				cur, err := cl.Get(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				done = c.progress(fmt.Sprintf("Stopping sandbox %s: SIGTERM, then SIGKILL after %s if it has not exited", inert(cur.ID), c.graceOf(ctx, cl, cur)))
-			}
-			sb, err := cl.Stop(ctx, args[0], force)
-			done()
+			sb, err := c.stop(ctx, c.client(), args[0], force)
 			if err != nil {
 				return err
 			}
@@ -166,24 +142,11 @@ func startCommand(restart bool) command {
 	}
 	return command{
 		name: name, args: "NAME", summary: summary, minArgs: 1, maxArgs: 1, client: true,
-		flags: func(fs *flag.FlagSet) {
-			fs.BoolVar(&wait, "wait", false, "wait until the daemon says it started (its ready path answered) or stopped")
-			fs.DurationVar(&timeout, "timeout", 0, "with --wait, how long (default: the daemon's startup timeout + 15s)")
-		},
+		flags: func(fs *flag.FlagSet) { waitFlags(fs, &wait, &timeout) },
 		exec: func(ctx context.Context, c *cli, args []string) error {
 			cl := c.client()
 			if restart {
-				cur, err := cl.Get(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				done := func() {}
-				if !c.json {
-					done = c.progress(fmt.Sprintf("Stopping sandbox %s: SIGTERM, then SIGKILL after %s if it has not exited", inert(cur.ID), c.graceOf(ctx, cl, cur)))
-				}
-				_, err = cl.Stop(ctx, args[0], false)
-				done()
-				if err != nil {
+				if _, err := c.stop(ctx, cl, args[0], false); err != nil {
 					return err
 				}
 			}
@@ -191,19 +154,49 @@ func startCommand(restart bool) command {
 			if err != nil {
 				return err
 			}
-			if wait {
-				if sb, err = c.waitStarted(ctx, cl, sb, timeout); err != nil {
-					return err
-				}
-			}
-			if c.json {
-				c.printJSON(sb)
-				return nil
-			}
-			fmt.Fprintf(c.stdout, "Started sandbox %s (%s) on port %d: %s\n", inert(sb.ID), c.paint(sb.State), sb.Port, inert(sb.PreviewURL))
-			return nil
+			return c.started(ctx, cl, "Started", sb, wait, timeout)
 		},
 	}
+}
+
+// stop stops sandbox id; a polite stop may wait the whole grace for a
+// child that ignores SIGTERM, so it says so rather than sit silent, once
+// the sandbox is known to exist, with its own snapshot's grace.
+func (c *cli) stop(ctx context.Context, cl *client.Client, id string, force bool) (wire.SandboxInfo, error) {
+	done := func() {}
+	if !force && !c.json {
+		cur, err := cl.Get(ctx, id)
+		if err != nil {
+			return wire.SandboxInfo{}, err
+		}
+		done = c.progress(fmt.Sprintf("Stopping sandbox %s: SIGTERM, then SIGKILL after %s if it has not exited", inert(cur.ID), c.graceOf(ctx, cl, cur)))
+	}
+	sb, err := cl.Stop(ctx, id, force)
+	done()
+	return sb, err
+}
+
+// waitFlags registers --wait and --timeout (create, start, restart).
+func waitFlags(fs *flag.FlagSet, wait *bool, timeout *time.Duration) {
+	fs.BoolVar(wait, "wait", false, "wait until the daemon says it started (its ready path answered) or stopped")
+	fs.DurationVar(timeout, "timeout", 0, "with --wait, how long (default: the daemon's startup timeout + 15s)")
+}
+
+// started reports a sandbox just created or started (verb), after
+// waiting for it with wait.
+func (c *cli) started(ctx context.Context, cl *client.Client, verb string, sb wire.SandboxInfo, wait bool, timeout time.Duration) error {
+	if wait {
+		var err error
+		if sb, err = c.waitStarted(ctx, cl, sb, timeout); err != nil {
+			return err
+		}
+	}
+	if c.json {
+		c.printJSON(sb)
+		return nil
+	}
+	fmt.Fprintf(c.stdout, "%s sandbox %s (%s) on port %d: %s\n", verb, inert(sb.ID), c.paint(sb.State), sb.Port, inert(sb.PreviewURL))
+	return nil
 }
 
 // graceOf is how long a stop of sb waits after SIGTERM: its snapshot's
