@@ -153,6 +153,14 @@ func TestDashboardInABrowser(t *testing.T) {
 	do(t, ctx, "click Stop on web-7", chromedp.Click(chromedp.CSS(`tr[data-id="web-7"] button.act-stop`)))
 	testenv.Eventually(t, "the daemon stopped web-7", func() bool { return get(t, d, "web-7").State == "stopped" })
 	until(t, ctx, "web-7's row stopped", rowState("web-7")+` === 'stopped'`)
+	// Start brings it back in place.
+	do(t, ctx, "click Start on web-7", chromedp.Click(chromedp.CSS(`tr[data-id="web-7"] button.act-start`)))
+	until(t, ctx, "web-7's row started again", rowState("web-7")+` === 'started'`)
+	if sb := get(t, d, "web-7"); sb.State != "started" {
+		t.Fatalf("the daemon says web-7 is %s after Start", sb.State)
+	}
+	do(t, ctx, "click Stop on web-7 again", chromedp.Click(chromedp.CSS(`tr[data-id="web-7"] button.act-stop`)))
+	until(t, ctx, "web-7's row stopped again", rowState("web-7")+` === 'stopped'`)
 	do(t, ctx, "click Delete on cli-3f2a and confirm", chromedp.Click(chromedp.CSS(`tr[data-id="cli-3f2a"] button.act-delete`)),
 		chromedp.WaitVisible(chromedp.CSS(`#confirm`)), chromedp.Click(chromedp.CSS(`#confirm button[value="ok"]`)))
 	testenv.Eventually(t, "the daemon deleted cli-3f2a", func() bool {

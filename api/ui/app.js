@@ -219,6 +219,8 @@ function makeRow(sb) {
     return b;
   };
   cells.stop = button('Stop', 'act-stop', (b) => act(b, 'POST', '/stop', sb.id));
+  // A stopped sandbox starts again in place, its files kept.
+  cells.start = button('Start', 'act-start', (b) => act(b, 'POST', '/start', sb.id));
   cells.keep = button('Keep alive', 'act-keep', (b) => act(b, 'POST', '/refresh-activity', sb.id));
   cells.del = button('Delete', 'act-delete danger', (b) => confirmDelete(b, sb.id));
   return { sb, tr, cells, last: {} };
@@ -240,6 +242,9 @@ function render(r, now) {
     r.last.stateClass = sb.state;
     r.cells.state.className = 'state state-' + sb.state;
     r.cells.stop.disabled = !live;
+    r.cells.stop.hidden = !live;
+    r.cells.start.disabled = sb.state !== 'stopped';
+    r.cells.start.hidden = sb.state !== 'stopped';
     r.cells.keep.disabled = !live;
   }
   set(r, 'state', sb.state);
