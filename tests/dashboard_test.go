@@ -122,6 +122,12 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 	until(t, ctx, "cli-3f2a stopped", rowState("cli-3f2a")+` === 'stopped'`)
 	until(t, ctx, "cli-3f2a's reason", `document.querySelector('tr[data-id="cli-3f2a"] td.reason-bad')?.textContent === 'killed by signal SIGKILL'`)
+	// Search by name hides the rows that do not match, and clearing it
+	// shows them again.
+	do(t, ctx, "search for web", chromedp.SendKeys(`#f-name`, "WEB"))
+	until(t, ctx, "only web-7 is shown", `document.querySelector('tr[data-id="cli-3f2a"]').hidden && !document.querySelector('tr[data-id="web-7"]').hidden`)
+	value(t, ctx, "clear the search", chromedp.Evaluate[bool](`(e => { e.value = ''; return e.dispatchEvent(new Event('input')); })(document.getElementById('f-name'))`))
+	until(t, ctx, "both are shown again", `!document.querySelector('tr[data-id="cli-3f2a"]').hidden`)
 
 	// The logs drawer shows what web-7 printed at boot, following.
 	do(t, ctx, "open web-7's logs", chromedp.Click(chromedp.CSS(`tr[data-id="web-7"] button.name`)))

@@ -254,7 +254,9 @@ function render(r, now) {
   set(r, 'name', sb.id);
   set(r, 'snapshot', sb.snapshot || '—');
   set(r, 'runtime', sb.runtime);
-  const port = live ? sb.previewUrl + '#' + sb.port : String(sb.port);
+  // A stopped sandbox's port is no longer its own (a start leases one
+  // again): none is shown, as in the CLI.
+  const port = live ? sb.previewUrl + '#' + sb.port : '—';
   if (r.last.port !== port) {
     r.last.port = port;
     r.cells.port.textContent = '';
@@ -266,7 +268,7 @@ function render(r, now) {
       a.textContent = sb.port;
       a.title = 'Open its preview: ' + sb.previewUrl;
     } else {
-      r.cells.port.textContent = sb.port;
+      r.cells.port.textContent = '—';
     }
   }
   set(r, 'age', ago(sb.createdAt, now));
@@ -367,7 +369,7 @@ function summarize() {
 
 // ---- filter ----
 
-let filter = { state: '', labels: [] };
+let filter = { state: '', name: '', labels: [] };
 
 function readFilter() {
   const labels = [];
@@ -377,7 +379,7 @@ function readFilter() {
     const i = p.indexOf('=');
     labels.push(i < 0 ? [p, null] : [p.slice(0, i).trim(), p.slice(i + 1).trim()]);
   }
-  filter = { state: $('f-state').value, labels };
+  filter = { state: $('f-state').value, name: $('f-name').value.trim().toLowerCase(), labels };
   const now = Date.now();
   for (const r of rows.values()) render(r, now);
   summarize();
@@ -385,6 +387,7 @@ function readFilter() {
 
 function matches(sb) {
   if (filter.state === 'live' ? !LIVE.has(sb.state) : filter.state && sb.state !== filter.state) return false;
+  if (filter.name && !sb.id.toLowerCase().includes(filter.name)) return false;
   for (const [k, v] of filter.labels) {
     const have = sb.labels ? sb.labels[k] : undefined;
     if (have === undefined || (v !== null && have !== v)) return false;
@@ -571,6 +574,7 @@ function tick() {
 async function main() {
   $('f-state').addEventListener('change', readFilter);
   $('f-label').addEventListener('input', readFilter);
+  $('f-name').addEventListener('input', readFilter);
   $('drawer-close').addEventListener('click', closeLogs);
   document.addEventListener('keydown', (e) => {
     if (e.key === 'Escape' && drawer && !$('confirm').open) closeLogs();
