@@ -128,6 +128,17 @@ func TestDashboardInABrowser(t *testing.T) {
 	until(t, ctx, "only web-7 is shown", `document.querySelector('tr[data-id="cli-3f2a"]').hidden && !document.querySelector('tr[data-id="web-7"]').hidden`)
 	value(t, ctx, "clear the search", chromedp.Evaluate[bool](`(e => { e.value = ''; return e.dispatchEvent(new Event('input')); })(document.getElementById('f-name'))`))
 	until(t, ctx, "both are shown again", `!document.querySelector('tr[data-id="cli-3f2a"]').hidden`)
+	// The create form makes a sandbox from a snapshot, with labels; its row
+	// comes from the feed.
+	until(t, ctx, "the snapshots are offered", `document.querySelectorAll('#c-snapshot option').length > 0`)
+	do(t, ctx, "fill the create form", chromedp.SendKeys(`#c-name`, "from-ui"), chromedp.SendKeys(`#c-labels`, "team=a"),
+		chromedp.Click(chromedp.CSS(`#c-submit`)))
+	until(t, ctx, "from-ui started", rowState("from-ui")+` === 'started'`)
+	if code, b := call(t, d, "GET", "/v1/sandboxes/from-ui", ""); code != 200 || !strings.Contains(string(b), `"team":"a"`) || !strings.Contains(string(b), `"origin":"dashboard"`) {
+		t.Fatalf("the daemon's from-ui: %d %s", code, b)
+	}
+	call(t, d, "DELETE", "/v1/sandboxes/from-ui", "")
+	until(t, ctx, "from-ui's row is gone", `document.querySelector('tr[data-id="from-ui"]') === null`)
 
 	// The logs drawer shows what web-7 printed at boot, following.
 	do(t, ctx, "open web-7's logs", chromedp.Click(chromedp.CSS(`tr[data-id="web-7"] button.name`)))

@@ -395,6 +395,53 @@ function matches(sb) {
   return true;
 }
 
+// ---- create ----
+
+// loadSnapshots fills the create form's snapshot choice from the daemon.
+async function loadSnapshots() {
+  const sel = $('c-snapshot');
+  const { items } = await api('GET', '/v1/snapshots');
+  sel.textContent = '';
+  for (const s of items) {
+    const o = sel.appendChild(document.createElement('option'));
+    o.value = s.name;
+    o.textContent = s.name + ' (' + s.runtime + ')';
+    o.selected = !!s.default;
+  }
+}
+
+// create posts the form; the new sandbox's row comes from the feed.
+async function create(ev) {
+  ev.preventDefault();
+  const body = { name: $('c-name').value.trim(), snapshot: $('c-snapshot').value || undefined, labels: {} };
+  for (const part of $('c-labels').value.split(',')) {
+    const p = part.trim();
+    if (!p) continue;
+    const i = p.indexOf('=');
+    if (i <= 0) {
+      notice('labels: want key=value, got ' + p);
+      return;
+    }
+    body.labels[p.slice(0, i).trim()] = p.slice(i + 1).trim();
+  }
+  if (!('origin' in body.labels)) body.labels.origin = 'dashboard';
+  for (const [id, key] of [['c-cpu', 'cpu'], ['c-memory', 'memory']]) {
+    const v = $(id).value;
+    if (v !== '') body[key] = Number(v);
+  }
+  const button = $('c-submit');
+  button.disabled = true;
+  try {
+    upsert(await api('POST', '/v1/sandboxes', body));
+    $('c-name').value = '';
+    $('c-labels').value = '';
+  } catch (e) {
+    notice(body.name + ': ' + e.message);
+  } finally {
+    button.disabled = false;
+  }
+}
+
 // ---- actions ----
 
 async function act(button, method, suffix, id) {
@@ -586,6 +633,8 @@ async function main() {
   }
   if (!secret()) return; // the page says how to sign in
   await refreshInfo();
+  $('create').addEventListener('submit', create);
+  loadSnapshots().catch((e) => notice('snapshots: ' + e.message));
   try {
     replaceAll((await api('GET', '/v1/sandboxes?usage=true')).sandboxes);
   } catch (e) {
