@@ -56,7 +56,7 @@ const (
 // container.
 const WorkspaceDir = "/workspace"
 
-// stateVersion: the handle state is {id, marker} as JSON.
+// stateVersion: the handle state is a state as JSON.
 const stateVersion = 1
 
 type state struct {

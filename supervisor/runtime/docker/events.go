@@ -14,7 +14,7 @@ import (
 
 // track registers a container whose end the event stream reports.
 func (r *Runtime) track(s state) *handle {
-	h := &handle{r: r, st: s, id: s.ID, marker: s.Marker, stdout: s.Stdout, stderr: s.Stderr, Ending: runtime.NewEnding(),
+	h := &handle{r: r, st: s, Ending: runtime.NewEnding(),
 		Files: workspace.Files{Host: s.Workspace, Seen: WorkspaceDir}}
 	id := s.ID
 	r.mu.Lock()

@@ -37,7 +37,7 @@ func (h *handle) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Proce
 			env = append(env, kv)
 		}
 	}
-	created, err := h.r.Client.ContainerExecCreate(ctx, h.id, container.ExecOptions{
+	created, err := h.r.Client.ContainerExecCreate(ctx, h.st.ID, container.ExecOptions{
 		Cmd: spec.Argv, Env: env, WorkingDir: dir, Tty: spec.TTY,
 		AttachStdin: spec.Stdin != nil, AttachStdout: true, AttachStderr: true,
 	})

@@ -17,10 +17,8 @@ import (
 
 // handle is one container.
 type handle struct {
-	r              *Runtime
-	st             state // as persisted
-	id, marker     string
-	stdout, stderr string
+	r  *Runtime
+	st state // as persisted: the container, its marker, log files, port, workspace
 	// Files: the workspace, bind-mounted at WorkspaceDir.
 	workspace.Files
 	// adopted: the limits in force when Adopt inspected the container.
@@ -35,7 +33,7 @@ type handle struct {
 
 func (h *handle) finish(e runtime.Exit) {
 	if h.End(e) {
-		h.r.untrack(h.id)
+		h.r.untrack(h.st.ID)
 	}
 }
 
@@ -55,14 +53,14 @@ func (h *handle) Endpoint() runtime.Endpoint {
 // Stop asks the engine to stop the container: SIGTERM, grace, SIGKILL.
 func (h *handle) Stop(ctx context.Context, grace time.Duration) error {
 	secs := int(math.Ceil(grace.Seconds()))
-	err := h.r.Client.ContainerStop(ctx, h.id, container.StopOptions{Timeout: &secs})
+	err := h.r.Client.ContainerStop(ctx, h.st.ID, container.StopOptions{Timeout: &secs})
 	if err != nil && !client.IsErrNotFound(err) {
 		return h.r.engineErr("stop container", err)
 	}
 	if client.IsErrNotFound(err) {
 		h.finish(runtime.Exit{Unknown: true})
 	}
-	h.r.died(ctx, h.id) // the die event may lag the answer
+	h.r.died(ctx, h.st.ID) // the die event may lag the answer
 	select {
 	case <-h.Done():
 		return nil
@@ -79,8 +77,8 @@ func (h *handle) Delete(ctx context.Context) error {
 	}
 	h.mu.Unlock()
 	h.followed.Wait()
-	h.r.untrack(h.id)
-	err := h.r.Client.ContainerRemove(ctx, h.id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	h.r.untrack(h.st.ID)
+	err := h.r.Client.ContainerRemove(ctx, h.st.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !client.IsErrNotFound(err) {
 		return h.r.engineErr("remove container", err)
 	}
@@ -89,7 +87,7 @@ func (h *handle) Delete(ctx context.Context) error {
 
 // Resize applies new limits to the running container.
 func (h *handle) Resize(ctx context.Context, res runtime.Resources) error {
-	_, err := h.r.Client.ContainerUpdate(ctx, h.id, container.UpdateConfig{Resources: resources(res)})
+	_, err := h.r.Client.ContainerUpdate(ctx, h.st.ID, container.UpdateConfig{Resources: resources(res)})
 	if err != nil {
 		return h.r.limitsErr("update container", err)
 	}
@@ -101,7 +99,7 @@ func (h *handle) Limits(ctx context.Context) (runtime.Resources, error) {
 	if h.adopted != nil { // read by Adopt's inspect: no second round trip
 		return *h.adopted, nil
 	}
-	info, err := h.r.Client.ContainerInspect(ctx, h.id)
+	info, err := h.r.Client.ContainerInspect(ctx, h.st.ID)
 	if err != nil {
 		return runtime.Resources{}, h.r.engineErr("inspect container", err)
 	}
@@ -124,7 +122,7 @@ func limitsOf(info container.InspectResponse) runtime.Resources {
 // Usage asks the engine for the container's consumption (one-shot stats:
 // no second sample is awaited).
 func (h *handle) Usage(ctx context.Context) (runtime.Usage, error) {
-	rd, err := h.r.Client.ContainerStatsOneShot(ctx, h.id)
+	rd, err := h.r.Client.ContainerStatsOneShot(ctx, h.st.ID)
 	if err != nil {
 		return runtime.Usage{}, h.r.engineErr("container stats", err)
 	}

@@ -27,13 +27,13 @@ const loggedUntilAttr = "user.agent-control-plane.logged-until"
 // or Delete. The supervisor caps, rotates and redacts those files as it
 // does a process's.
 func (h *handle) follow(since time.Time) {
-	if h.stdout == "" {
+	if h.st.Stdout == "" {
 		return
 	}
 	// Opened (made) before the copy starts: the supervisor watches them
 	// from the create on.
-	out, err1 := openLog(h.stdout)
-	errf, err2 := openLog(h.stderr)
+	out, err1 := openLog(h.st.Stdout)
+	errf, err2 := openLog(h.st.Stderr)
 	if err := errors.Join(err1, err2); err != nil {
 		h.r.Log.Warn("open sandbox log", "err", err)
 		if out != nil {
@@ -58,10 +58,10 @@ func (h *handle) follow(since time.Time) {
 			// copied already.
 			opts.Since = engineTime(since.Add(time.Nanosecond))
 		}
-		rc, err := h.r.Client.ContainerLogs(ctx, h.id, opts)
+		rc, err := h.r.Client.ContainerLogs(ctx, h.st.ID, opts)
 		if err != nil {
 			if ctx.Err() == nil {
-				h.r.Log.Warn("follow container output", "container", h.id[:12], "err", err)
+				h.r.Log.Warn("follow container output", "container", h.st.ID[:12], "err", err)
 			}
 			return
 		}
