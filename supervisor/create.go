@@ -15,6 +15,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/logcap"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
 )
 
 func newMarker(id string) string {
@@ -121,7 +122,6 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 			s.log.Error("remove directory of a failed create", "sandbox", req.Name, "err", err)
 		}
 	})
-	workspace := filepath.Join(e.dir, WorkspaceDir)
 	if err := s.fs.mkdir(made + "/" + WorkspaceDir); err != nil {
 		return Sandbox{}, fmt.Errorf("create workspace: %w", err)
 	}
@@ -163,12 +163,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 		return Sandbox{}, fmt.Errorf("create sandbox directory: %w", err)
 	}
 	made = req.Name
-	h, err := rt.Start(context.WithoutCancel(ctx), runtime.Spec{
-		ID: req.Name, Vars: childenv.List(env), Dir: e.dir, Workspace: workspace,
-		Stdout: filepath.Join(e.dir, logcap.Stdout), Stderr: filepath.Join(e.dir, logcap.Stderr),
-		Port: port, Marker: e.marker, Seal: s.fs.seal(e.marker), Command: snap.Command, Image: snap.Image, Labels: cloneMap(req.Labels),
-		Resources: res,
-	})
+	h, err := rt.Start(context.WithoutCancel(ctx), s.spec(e, e.marker, port, childenv.List(env), snap, req.Labels, res))
 	if err != nil {
 		return Sandbox{}, fmt.Errorf("start workload: %w", err)
 	}
@@ -198,6 +193,17 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	s.logs.Watch(e.id)
 	s.watch(e, h, e.startup)
 	return info, nil
+}
+
+// spec is what runtime gets to start e's workload under marker: the
+// sandbox's facts and what its snapshot, variables, labels and limits say.
+func (s *Supervisor) spec(e *sandbox, marker string, port int, vars []string, snap snapshot.Snapshot, labels map[string]string, res runtime.Resources) runtime.Spec {
+	return runtime.Spec{
+		ID: e.id, Vars: vars, Dir: e.dir, Workspace: filepath.Join(e.dir, WorkspaceDir),
+		Stdout: filepath.Join(e.dir, logcap.Stdout), Stderr: filepath.Join(e.dir, logcap.Stderr),
+		Port: port, Marker: marker, Seal: s.fs.seal(marker), Command: snap.Command, Image: snap.Image,
+		Labels: cloneMap(labels), Resources: res,
+	}
 }
 
 // enforceable is the part of r that runtime rt (called name) enforces.

@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"unicode/utf8"
 
@@ -55,13 +54,9 @@ func (s *Supervisor) EntrypointLogs(ctx context.Context, id string, tail int) (L
 // every forwarded credential.
 func (s *Supervisor) secretsOf(e *sandbox) []string {
 	out := s.opts.Env.Secrets()
-	b, err := s.fs.ReadFile(e.id+"/"+EnvFile, maxEnvBytes)
+	env, err := s.envOf(e)
 	if err != nil {
 		s.log.Warn("read sandbox environment for redaction", "sandbox", e.id, "err", err)
-		return out
-	}
-	var env map[string]string
-	if json.Unmarshal(b, &env) != nil {
 		return out
 	}
 	for k, v := range env {

@@ -2,14 +2,10 @@ package supervisor
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
-	"github.com/agent-control-plane/agent-control-plane/supervisor/logcap"
-	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
 // Start starts a stopped sandbox again in place, as Daytona does: the same
@@ -47,10 +43,11 @@ func (s *Supervisor) Start(ctx context.Context, id string) (Sandbox, error) {
 	if err != nil {
 		return Sandbox{}, err
 	}
-	vars, err := s.vars(e)
+	env, err := s.envOf(e)
 	if err != nil {
 		return Sandbox{}, err
 	}
+	vars := childenv.List(env)
 
 	port := 0
 	if rt.Capabilities().LocalPort {
@@ -69,12 +66,7 @@ func (s *Supervisor) Start(ctx context.Context, id string) (Sandbox, error) {
 		release()
 		return Sandbox{}, fmt.Errorf("write %s: %w", RecordFile, err)
 	}
-	h, err := rt.Start(context.WithoutCancel(ctx), runtime.Spec{
-		ID: id, Vars: vars, Dir: e.dir, Workspace: filepath.Join(e.dir, WorkspaceDir),
-		Stdout: filepath.Join(e.dir, logcap.Stdout), Stderr: filepath.Join(e.dir, logcap.Stderr),
-		Port: port, Marker: marker, Seal: s.fs.seal(marker), Command: snap.Command, Image: snap.Image,
-		Labels: cloneMap(sb.Labels), Resources: res,
-	})
+	h, err := rt.Start(context.WithoutCancel(ctx), s.spec(e, marker, port, vars, snap, sb.Labels, res))
 	if err != nil {
 		release()
 		if werr := s.writeRecord(id, s.toRecord(e, sb, s.handleState(e)), false); werr != nil {
@@ -102,18 +94,4 @@ func (s *Supervisor) Start(ctx context.Context, id string) (Sandbox, error) {
 	s.logs.Watch(id)
 	s.watch(e, h, e.startup)
 	return next, nil
-}
-
-// vars are the variables e was created with (runtime-env.json), as a
-// runtime takes them.
-func (s *Supervisor) vars(e *sandbox) ([]string, error) {
-	b, err := s.fs.ReadFile(e.id+"/"+EnvFile, maxEnvBytes)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", EnvFile, err)
-	}
-	var env map[string]string
-	if err := json.Unmarshal(b, &env); err != nil {
-		return nil, fmt.Errorf("read %s: %w", EnvFile, err)
-	}
-	return childenv.List(env), nil
 }

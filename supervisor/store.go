@@ -286,3 +286,17 @@ func (s *Supervisor) LoadSessions() ([]byte, error) {
 func (s *Supervisor) SaveSessions(b []byte) error {
 	return s.fs.writeAtomic("", SessionsFile, b, true)
 }
+
+// envOf is the variables e was created with (runtime-env.json): what a
+// start again gives its workload, and whose secret values redaction hides.
+func (s *Supervisor) envOf(e *sandbox) (map[string]string, error) {
+	b, err := s.fs.ReadFile(e.id+"/"+EnvFile, maxEnvBytes)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", EnvFile, err)
+	}
+	var env map[string]string
+	if err := json.Unmarshal(b, &env); err != nil {
+		return nil, fmt.Errorf("read %s: %w", EnvFile, err)
+	}
+	return env, nil
+}
