@@ -243,8 +243,11 @@ func Load(src Sources) (Config, error) {
 		c.File = path
 	}
 	for _, k := range keys {
+		if k.env == "" {
+			continue
+		}
 		name := EnvPrefix + k.env
-		if v := getenv(name); k.env != "" && v != "" {
+		if v := getenv(name); v != "" {
 			if err := k.parse(&c, v); err != nil {
 				return Config{}, fmt.Errorf("environment %s: %w", name, err)
 			}

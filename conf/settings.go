@@ -36,15 +36,13 @@ func (c Config) Settings() []Setting {
 		out = append(out, Setting{Key: key, Value: val, cmp: val})
 	}
 	for _, k := range keys {
-		add(k.path, k.show(&c))
-		if k.secret {
-			last := &out[len(out)-1]
-			last.cmp = fmt.Sprint(k.show(&c))
-			if last.Value = `""`; last.cmp != "" {
-				last.Value = hidden
-			}
+		v := k.show(&c)
+		st := Setting{Key: k.path, Value: tomlValue(v), EnvOnly: !k.file}
+		st.cmp = st.Value
+		if k.secret && st.Value != `""` {
+			st.Value = hidden // Diff still compares the real value
 		}
-		out[len(out)-1].EnvOnly = !k.file
+		out = append(out, st)
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Snapshots)) {
 		p := c.Snapshots[name]
