@@ -93,7 +93,7 @@ func (h *handle) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Proce
 	p, err := h.w.Spawn(ps)
 	pipes.closeChild()
 	if err != nil {
-		pipes.close()
+		pipes.closeParent()
 		return nil, fmt.Errorf("%w: %v", runtime.ErrExecStart, err)
 	}
 	h.execs.add(p)
@@ -199,6 +199,11 @@ func (s *stdio) closeOutputs() {
 
 func (s *stdio) close() {
 	s.closeChild()
+	s.closeParent()
+}
+
+// closeParent closes the daemon's ends of the pipes.
+func (s *stdio) closeParent() {
 	for _, f := range append([]*os.File{s.in}, s.out[:]...) {
 		if f != nil {
 			f.Close()
