@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agent-control-plane/agent-control-plane/proc/probe"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/fake"
@@ -96,8 +97,11 @@ func TestWatchdogKeepsItsRateWhileUsageBlocks(t *testing.T) {
 			inFlight.Add(-1)
 		}
 	}()
-	for rt.UsageCalls.Load() == 0 { // the scrape has reached the runtime
-		time.Sleep(time.Millisecond)
+	// The scrape has reached the runtime.
+	reached, stop := context.WithTimeout(ctx, time.Minute)
+	defer stop()
+	if err := probe.Readiness.Until(reached, func(context.Context) (bool, error) { return rt.UsageCalls.Load() > 0, nil }); err != nil {
+		t.Fatalf("the scrape never asked the runtime: %v", err)
 	}
 	for pings := 0; pings < 10; {
 		if ping() && inFlight.Load() > 0 {

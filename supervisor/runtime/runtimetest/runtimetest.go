@@ -18,7 +18,6 @@ import (
 	"io"
 	"io/fs"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,6 +27,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agent-control-plane/agent-control-plane/proc/probe"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
@@ -161,26 +161,15 @@ func waitDone(t *testing.T, hd runtime.Handle) runtime.Exit {
 	}
 }
 
-// awaitServing polls the endpoint until it answers 2xx.
+// awaitServing waits, with the daemon's own probe, until the endpoint
+// answers 2xx.
 func awaitServing(t *testing.T, ep runtime.Endpoint) {
 	t.Helper()
 	if ep.IsZero() {
 		t.Fatal("the handle reports no endpoint")
 	}
-	c := &http.Client{Timeout: 2 * time.Second}
-	until := time.Now().Add(Deadline)
-	for {
-		resp, err := c.Get(ep.URL("/api/info"))
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode/100 == 2 {
-				return
-			}
-		}
-		if time.Now().After(until) {
-			t.Fatalf("endpoint %s never answered: %v", ep.URL(""), err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := probe.NewHTTP(2*time.Second).Await(ctxT(t), ep.URL("/api/info"), probe.Readiness); err != nil {
+		t.Fatalf("endpoint %s never answered: %v", ep.URL(""), err)
 	}
 }
 
