@@ -14,7 +14,6 @@ package fake
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -142,10 +141,8 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 	if spec.Port != 0 {
 		env = append(env, runtime.EnvPort+"="+strconv.Itoa(spec.Port))
 	}
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
 	h := &handle{
-		m: r.M, r: r, marker: spec.Marker, nonce: hex.EncodeToString(b), env: env,
+		m: r.M, r: r, marker: spec.Marker, nonce: rand.Text(), env: env,
 		Files: workspace.Files{Host: spec.Workspace, Seen: spec.Workspace}, res: spec.Resources,
 		Ending: runtime.NewEnding(), term: make(chan struct{}), stopped: make(chan struct{}),
 		ignoreTerm: knob("STUB_AGENT_IGNORE_SIGTERM") == "1",

@@ -8,7 +8,6 @@ package workspace
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -65,12 +64,6 @@ func (w Files) rel(name string) (string, error) {
 		return "", nil
 	}
 	return clean, nil
-}
-
-func nonce() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // open opens the workspace; each call holds it only for its own use.
@@ -167,7 +160,7 @@ func (w Files) Write(_ context.Context, name string, r io.Reader, perm fs.FileMo
 		perm = fi.Mode().Perm() // a replaced file keeps its mode
 	}
 	var n int64
-	err = d.WriteAtomic(strings.TrimSuffix(dir, "/"), base, "."+base+".upload-"+nonce(), perm, false, func(f io.Writer) error {
+	err = d.WriteAtomic(strings.TrimSuffix(dir, "/"), base, "."+base+".upload-"+rand.Text(), perm, false, func(f io.Writer) error {
 		var err error
 		n, err = io.Copy(f, r)
 		return err
