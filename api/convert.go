@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"math"
 	"time"
 
@@ -61,21 +60,6 @@ func ToInfo(sb supervisor.Sandbox) wire.SandboxInfo {
 		info.Usage = &wire.Usage{CPUSeconds: math.Round(u.CPUSeconds*1e6) / 1e6, MemoryBytes: u.MemoryBytes, Pids: u.Pids}
 	}
 	return info
-}
-
-// daytonaCompat lists create fields Daytona accepts that mean nothing
-// locally (cpu and memory do: see wire.Limits); they are accepted and
-// ignored rather than refused.
-type daytonaCompat struct {
-	Target              json.RawMessage `json:"target,omitempty"`
-	User                json.RawMessage `json:"user,omitempty"`
-	GPU                 json.RawMessage `json:"gpu,omitempty"`
-	Disk                json.RawMessage `json:"disk,omitempty"`
-	Class               json.RawMessage `json:"class,omitempty"`
-	AutoArchiveInterval json.RawMessage `json:"autoArchiveInterval,omitempty"`
-	Volumes             json.RawMessage `json:"volumes,omitempty"`
-	NetworkBlockAll     json.RawMessage `json:"networkBlockAll,omitempty"`
-	NetworkAllowList    json.RawMessage `json:"networkAllowList,omitempty"`
 }
 
 // toLimits converts a request's resource fields.

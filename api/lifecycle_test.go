@@ -57,9 +57,13 @@ func TestCompatibilityRoutes(t *testing.T) {
 	}
 
 	// These sandboxes have no cgroup: resizing to no limit is fine, a
-	// limit is refused and says why; Daytona's disk is ignored.
-	if r := e.do("POST", "/v1/sandboxes/c1/resize", `{"cpu":0,"disk":10}`); r.code != 200 {
+	// limit is refused and says why; so is a Daytona disk (0 is fine: no
+	// bound is what every sandbox here has).
+	if r := e.do("POST", "/v1/sandboxes/c1/resize", `{"cpu":0,"disk":0}`); r.code != 200 {
 		t.Fatalf("resize: %d %s", r.code, r.body)
+	}
+	if r := e.do("POST", "/v1/sandboxes/c1/resize", `{"disk":10}`); r.code != 400 || !strings.Contains(string(r.body), "disk: a sandbox's disk is not bounded") {
+		t.Fatalf("resize with a disk: %d %s", r.code, r.body)
 	}
 	if r := e.do("POST", "/v1/sandboxes/c1/resize", `{"cpu":4}`); r.code != 400 || !strings.Contains(string(r.body), "limits_unsupported") || !strings.Contains(string(r.body), "cpu") {
 		t.Fatalf("resize without cgroups: %d %s", r.code, r.body)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	_ "embed"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -203,7 +202,7 @@ func pageOptions(q map[string][]string) (supervisor.ListOptions, error) {
 		o.Limit = n
 	}
 	if v := firstOf(q, "cursor"); v != "" {
-		c, err := decodeCursor(v)
+		c, err := supervisor.ParseCursor(v)
 		if err != nil {
 			return o, err
 		}
@@ -217,25 +216,6 @@ func firstOf(q map[string][]string, k string) string {
 		return vs[0]
 	}
 	return ""
-}
-
-// A cursor is opaque to clients: base64url of "<createdAt unix ms>:<id>".
-func encodeCursor(sb supervisor.Sandbox) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(sb.CreatedAt.UnixMilli(), 10) + ":" + sb.ID))
-}
-
-func decodeCursor(v string) (supervisor.Cursor, error) {
-	bad := errors.New("cursor is not one this daemon gave out")
-	b, err := base64.RawURLEncoding.DecodeString(v)
-	if err != nil {
-		return supervisor.Cursor{}, bad
-	}
-	ms, id, ok := strings.Cut(string(b), ":")
-	n, err := strconv.ParseInt(ms, 10, 64)
-	if !ok || err != nil || supervisor.ValidateName(id) != nil {
-		return supervisor.Cursor{}, bad
-	}
-	return supervisor.Cursor{CreatedAt: time.UnixMilli(n).UTC(), ID: id}, nil
 }
 
 // list answers GET /v1/sandboxes. With a limit it is one page and the
@@ -263,7 +243,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 			out.Sandboxes = append(out.Sandboxes, ToInfo(sb))
 		}
 		if more {
-			out.NextCursor = encodeCursor(page[len(page)-1])
+			out.NextCursor = supervisor.CursorOf(page[len(page)-1]).String()
 		}
 		writeJSON(w, http.StatusOK, out)
 		return
@@ -290,8 +270,8 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		if !more {
 			break
 		}
-		last := page[len(page)-1]
-		o.After = &supervisor.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
+		c := supervisor.CursorOf(page[len(page)-1])
+		o.After = &c
 	}
 	bw.WriteString("]}\n")
 	bw.Flush()
@@ -322,12 +302,22 @@ func minutesToDuration(field string, m float64) (time.Duration, error) {
 func DecodeCreate(r *http.Request) (supervisor.CreateRequest, error) {
 	var body struct {
 		wire.CreateSandboxRequest
-		daytonaCompat
+		wire.DaytonaFields
+		AutoArchiveInterval *float64 `json:"autoArchiveInterval,omitempty"`
 	}
 	if err := decodeJSON(r, &body); err != nil {
 		return supervisor.CreateRequest{}, err
 	}
-	return createRequest(body.CreateSandboxRequest)
+	if err := body.Check(); err != nil {
+		return supervisor.CreateRequest{}, err
+	}
+	req, err := createRequest(body.CreateSandboxRequest)
+	if err == nil && body.AutoArchiveInterval != nil {
+		var d time.Duration
+		d, err = minutesToDuration("autoArchiveInterval", *body.AutoArchiveInterval)
+		req.AutoArchiveInterval = &d
+	}
+	return req, err
 }
 
 func createRequest(b wire.CreateSandboxRequest) (supervisor.CreateRequest, error) {
@@ -410,15 +400,19 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ToInfo(sb))
 }
 
-// resize applies new limits to a running sandbox (Daytona's resize; its
-// disk and gpu fields mean nothing locally and are ignored).
+// resize applies new limits to a running sandbox (Daytona's resize; a
+// disk or gpu other than 0 is refused, as at create).
 func (s *Server) resize(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		wire.Limits
-		Disk json.RawMessage `json:"disk,omitempty"`
-		GPU  json.RawMessage `json:"gpu,omitempty"`
+		Disk *float64 `json:"disk,omitempty"`
+		GPU  *float64 `json:"gpu,omitempty"`
 	}
 	if err := decodeJSON(r, &body); err != nil {
+		writeError(w, wire.CodeInvalidRequest, err.Error())
+		return
+	}
+	if err := (wire.DaytonaFields{Disk: body.Disk, GPU: body.GPU}).Check(); err != nil {
 		writeError(w, wire.CodeInvalidRequest, err.Error())
 		return
 	}

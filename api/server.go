@@ -9,14 +9,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"mime"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/agent-control-plane/agent-control-plane/api/daytona"
 	"github.com/agent-control-plane/agent-control-plane/api/session"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/conf/auth"
@@ -38,18 +37,10 @@ import (
 // Supervisor is what the API needs from the sandbox supervisor. Each
 // method's contract is the one documented on supervisor.Supervisor.
 type Supervisor interface {
-	Create(ctx context.Context, req supervisor.CreateRequest) (supervisor.Sandbox, error)
-	Get(id string) (supervisor.Sandbox, error)
-	ListPage(o supervisor.ListOptions) (page []supervisor.Sandbox, more bool)
-	Stop(ctx context.Context, id string, force bool) (supervisor.Sandbox, error)
-	Delete(ctx context.Context, id string) error
-	RefreshActivity(id string) error
-	SetAutoStop(id string, interval time.Duration) (supervisor.Sandbox, error)
-	Resize(ctx context.Context, id string, l supervisor.Limits) (supervisor.Sandbox, error)
+	daytona.Supervisor // what /api needs, which /v1 needs too
 	EntrypointLogs(ctx context.Context, id string, tail int) (supervisor.Logs, error)
 	FollowLogs(ctx context.Context, id string, tail int, emit func(supervisor.LogChunk) error) (supervisor.Sandbox, error)
 	Subscribe(f supervisor.Filter, after *uint64) (*supervisor.Subscription, []supervisor.Event)
-	Start(ctx context.Context, id string) (supervisor.Sandbox, error)
 	Stats() supervisor.Stats
 	Meter(ctx context.Context, sbs []supervisor.Sandbox)
 	UsageByRuntime(ctx context.Context) map[string]runtime.Usage
@@ -100,7 +91,7 @@ type Options struct {
 }
 
 // MaxBodyBytes bounds every request body.
-const MaxBodyBytes = 1 << 20
+const MaxBodyBytes = wire.MaxBodyBytes
 
 // Server is the HTTP face of one Supervisor.
 type Server struct {
@@ -143,7 +134,8 @@ func New(sup Supervisor, opts Options) (*Server, error) {
 	for _, f := range uiAssets() {
 		mux.Handle("GET /ui/"+f, http.HandlerFunc(uiAsset))
 	}
-	for path, methods := range routesByPath() {
+	dt := s.newDaytona()
+	for path, methods := range routesByPath(append(routes, daytonaRoutes(dt)...)) {
 		mux.Handle(path, s.dispatch(path, methods))
 	}
 	if opts.Registry != nil {
@@ -161,9 +153,14 @@ func New(sup Supervisor, opts Options) (*Server, error) {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry}))
 	}
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, wire.CodeNotFound, "no route "+quote(r.URL.Path))
+		s.fail(w, r, wire.CodeNotFound, "no route "+quote(r.URL.Path))
 	}))
-	s.handler = s.guard(mux)
+	top := http.NewServeMux()
+	preview := s.previewHandler(dt)
+	top.Handle(daytona.PreviewPath+"/{id}/{port}", preview)
+	top.Handle(daytona.PreviewPath+"/{id}/{port}/{rest...}", preview)
+	top.Handle("/", s.guard(mux))
+	s.handler = top
 	return s, nil
 }
 
@@ -281,9 +278,9 @@ func Routes() []Route {
 	return out
 }
 
-func routesByPath() map[string]map[string]route {
+func routesByPath(all []route) map[string]map[string]route {
 	out := map[string]map[string]route{}
-	for _, rt := range routes {
+	for _, rt := range all {
 		if out[rt.path] == nil {
 			out[rt.path] = map[string]route{}
 		}
@@ -307,12 +304,12 @@ func (s *Server) dispatch(path string, methods map[string]route) http.Handler {
 		}
 		if !ok {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
-			writeError(w, wire.CodeMethodNotAllowed, r.Method+" is not allowed on "+path)
+			s.fail(w, r, wire.CodeMethodNotAllowed, r.Method+" is not allowed on "+path)
 			return
 		}
 		who := callerOf(r.Context())
 		if rt.access == tokenOnly && who.session != "" {
-			writeError(w, wire.CodeTokenRequired, r.Method+" "+path+" needs the daemon's token; a dashboard session may not call it")
+			s.fail(w, r, wire.CodeTokenRequired, r.Method+" "+path+" needs the daemon's token; a dashboard session may not call it")
 			return
 		}
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
@@ -358,12 +355,12 @@ func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter 
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.allowedHost(r.Host) {
-			writeError(w, wire.CodeForbiddenHost, "host "+quote(r.Host)+" is not allowed; use 127.0.0.1 or localhost")
+			s.fail(w, r, wire.CodeForbiddenHost, "host "+quote(r.Host)+" is not allowed; use 127.0.0.1 or localhost")
 			return
 		}
 		if origin := r.Header.Get("Origin"); origin != "" {
 			if !allowedOrigin(origin) {
-				writeError(w, wire.CodeForbiddenOrigin, "origin "+quote(origin)+" is not allowed; only http://localhost:* and http://127.0.0.1:* may call this daemon")
+				s.fail(w, r, wire.CodeForbiddenOrigin, "origin "+quote(origin)+" is not allowed; only http://localhost:* and http://127.0.0.1:* may call this daemon")
 				return
 			}
 			h := w.Header()
@@ -371,8 +368,8 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			h.Add("Vary", "Origin")
 			h.Set("Access-Control-Expose-Headers", "Content-Type")
 			if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
-				h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
-				h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID")
+				h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE, OPTIONS")
+				h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID, X-Daytona-Organization-ID, X-Daytona-Source, X-Daytona-SDK-Version")
 				h.Set("Access-Control-Max-Age", "600")
 				w.WriteHeader(http.StatusNoContent)
 				return
@@ -381,13 +378,13 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		who, ok := s.authorize(r)
 		if !ok && !s.open(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="agent-control-plane"`)
-			writeError(w, wire.CodeUnauthorized, "missing or wrong bearer token: send Authorization: Bearer <token>; the CLI and the Go client read it from $"+auth.TokenEnv+" or the token file (default ~/.local/state/agent-control-plane/token)")
+			s.fail(w, r, wire.CodeUnauthorized, "missing or wrong bearer token: send Authorization: Bearer <token>; the CLI and the Go client read it from $"+auth.TokenEnv+" or the token file (default ~/.local/state/agent-control-plane/token)")
 			return
 		}
 		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 			mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 			if err != nil || mt != "application/json" {
-				writeError(w, wire.CodeUnsupportedMediaType, "a request with a body must have Content-Type: application/json")
+				s.fail(w, r, wire.CodeUnsupportedMediaType, "a request with a body must have Content-Type: application/json")
 				return
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
@@ -444,120 +441,63 @@ func writeError(w http.ResponseWriter, code wire.ErrorCode, msg string) {
 	writeJSON(w, code.Status(), wire.ErrorBody{Error: wire.ErrorDetail{Code: string(code), Message: msg}})
 }
 
-// writeSupervisorError maps a supervisor error to its answer. create names
-// the code for failures that are not the caller's fault.
+// writeSupervisorError maps a supervisor error to its answer. failCode
+// names the code for failures that are not the caller's fault.
 func (s *Server) writeSupervisorError(w http.ResponseWriter, err error, failCode wire.ErrorCode) {
-	switch {
-	case errors.Is(err, supervisor.ErrInvalid):
-		writeError(w, wire.CodeInvalidRequest, err.Error())
-	case errors.Is(err, supervisor.ErrNotFound):
-		writeError(w, wire.CodeNotFound, err.Error())
-	case errors.Is(err, supervisor.ErrConflict):
-		writeError(w, wire.CodeNameConflict, err.Error())
-	case errors.Is(err, supervisor.ErrUnknownSnapshot):
-		writeError(w, wire.CodeUnknownSnapshot, err.Error())
-	case errors.Is(err, supervisor.ErrProgramNotFound):
-		writeError(w, wire.CodeProgramNotFound, err.Error())
-	case errors.Is(err, supervisor.ErrImageNotFound):
-		writeError(w, wire.CodeImageNotFound, err.Error())
-	case errors.Is(err, supervisor.ErrRuntimeUnavailable):
-		writeError(w, wire.CodeRuntimeUnavailable, err.Error())
-	case errors.Is(err, supervisor.ErrLimitsUnsupported):
-		writeError(w, wire.CodeLimitsUnsupported, err.Error())
-	case errors.Is(err, supervisor.ErrUnsupportedRuntime):
-		writeError(w, wire.CodeUnsupportedRuntime, err.Error())
-	case errors.Is(err, supervisor.ErrPortsExhausted):
-		writeError(w, wire.CodePreflightFailed, err.Error())
-	case errors.Is(err, supervisor.ErrNotRunning):
-		writeError(w, wire.CodeSandboxNotRunning, err.Error())
-	case errors.Is(err, supervisor.ErrClosed):
-		writeError(w, wire.CodeShuttingDown, "the daemon is shutting down")
-	default:
-		s.log.Error("request failed", "code", failCode, "err", err)
-		writeError(w, failCode, err.Error())
+	code, msg := s.codeOf(err, failCode)
+	writeError(w, code, msg)
+}
+
+// codeOf is the error code of a supervisor error and its message;
+// failCode is the code of failures that are not the caller's fault, which
+// are logged.
+func (s *Server) codeOf(err error, failCode wire.ErrorCode) (wire.ErrorCode, string) {
+	for _, m := range supervisorCodes {
+		if errors.Is(err, m.err) {
+			if m.code == wire.CodeShuttingDown {
+				return m.code, "the daemon is shutting down"
+			}
+			return m.code, err.Error()
+		}
 	}
+	s.log.Error("request failed", "code", failCode, "err", err)
+	return failCode, err.Error()
+}
+
+// supervisorCodes maps the supervisor's errors to the API's codes.
+var supervisorCodes = []struct {
+	err  error
+	code wire.ErrorCode
+}{
+	{supervisor.ErrInvalid, wire.CodeInvalidRequest},
+	{supervisor.ErrNotFound, wire.CodeNotFound},
+	{supervisor.ErrConflict, wire.CodeNameConflict},
+	{supervisor.ErrUnknownSnapshot, wire.CodeUnknownSnapshot},
+	{supervisor.ErrProgramNotFound, wire.CodeProgramNotFound},
+	{supervisor.ErrImageNotFound, wire.CodeImageNotFound},
+	{supervisor.ErrRuntimeUnavailable, wire.CodeRuntimeUnavailable},
+	{supervisor.ErrLimitsUnsupported, wire.CodeLimitsUnsupported},
+	{supervisor.ErrUnsupportedRuntime, wire.CodeUnsupportedRuntime},
+	{supervisor.ErrPortsExhausted, wire.CodePreflightFailed},
+	{supervisor.ErrNotRunning, wire.CodeSandboxNotRunning},
+	{supervisor.ErrClosed, wire.CodeShuttingDown},
+}
+
+// fail answers an error in the shape of the API the request is for:
+// Daytona's under /api, the daemon's own elsewhere.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, code wire.ErrorCode, msg string) {
+	if isDaytona(r) {
+		daytona.WriteError(w, r, code.Status(), msg)
+		return
+	}
+	writeError(w, code, msg)
+}
+
+func isDaytona(r *http.Request) bool {
+	return r.URL.Path == daytona.Prefix || strings.HasPrefix(r.URL.Path, daytona.Prefix+"/") || strings.HasPrefix(r.URL.Path, daytona.PreviewPath+"/")
 }
 
 // decodeJSON reads exactly one JSON value into v, refusing unknown fields.
-func decodeJSON(r *http.Request, v any) error {
-	if r.Body == nil || r.Body == http.NoBody {
-		return errors.New("request body is required")
-	}
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return fmt.Errorf("body larger than %d bytes", MaxBodyBytes)
-		}
-		if errors.Is(err, io.EOF) {
-			return errors.New("request body is required")
-		}
-		return jsonError(err)
-	}
-	if dec.More() {
-		return errors.New("malformed JSON body: more than one value")
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("malformed JSON body: trailing data")
-	}
-	return nil
-}
-
-// jsonError says what is wrong with a body in the API's terms: the field
-// and the JSON type it wants, never a Go type.
-func jsonError(err error) error {
-	var te *json.UnmarshalTypeError
-	var se *json.SyntaxError
-	switch {
-	case errors.As(err, &te):
-		want := jsonKind(te.Type)
-		// The path may start with embedded Go types
-		// (CreateSandboxRequest.labels): JSON names are lower-case.
-		field := te.Field
-		for field != "" && field[0] >= 'A' && field[0] <= 'Z' {
-			_, rest, _ := strings.Cut(field, ".")
-			field = rest
-		}
-		te.Field = field
-		if te.Field == "" {
-			return fmt.Errorf("the body must be a JSON %s, not %s", want, te.Value)
-		}
-		return fmt.Errorf("%s must be %s, not %s", te.Field, withArticle(want), te.Value)
-	case errors.As(err, &se):
-		return fmt.Errorf("malformed JSON body at byte %d", se.Offset)
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return errors.New(strings.TrimPrefix(err.Error(), "json: "))
-	}
-	return fmt.Errorf("malformed JSON body: %s", strings.TrimPrefix(err.Error(), "json: "))
-}
-
-// jsonKind names the JSON type that decodes into t.
-func jsonKind(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "string"
-	case reflect.Bool:
-		return "boolean"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "whole number"
-	case reflect.Float32, reflect.Float64:
-		return "number"
-	case reflect.Slice, reflect.Array:
-		return "array"
-	}
-	return "object"
-}
-
-func withArticle(kind string) string {
-	if kind == "array" || kind == "object" {
-		return "an " + kind
-	}
-	return "a " + kind
-}
+func decodeJSON(r *http.Request, v any) error { return wire.DecodeJSON(r, v) }
 
 var pid = os.Getpid()

@@ -56,6 +56,10 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 		d := *req.AutoDeleteInterval
 		autoDelete = &d
 	}
+	var autoArchive time.Duration
+	if req.AutoArchiveInterval != nil {
+		autoArchive = *req.AutoArchiveInterval
+	}
 	e := &sandbox{
 		pending:   true,
 		id:        req.Name,
@@ -68,7 +72,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 			ID: req.Name, Runtime: req.Runtime, State: Starting, Labels: cloneMap(req.Labels),
 			Snapshot: snap.Name, Public: req.Public, CreatedAt: now, UpdatedAt: now,
 			LastActivityAt: now, AutoStopInterval: autoStop, AutoDeleteInterval: autoDelete,
-			Resources: res,
+			AutoArchiveInterval: autoArchive, Resources: res,
 		},
 	}
 	// Reserve the name.

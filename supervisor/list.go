@@ -2,9 +2,11 @@ package supervisor
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -115,6 +117,30 @@ func (s *Supervisor) listLocked(f Filter) []Sandbox {
 type Cursor struct {
 	CreatedAt time.Time
 	ID        string
+}
+
+// CursorOf is the cursor that lists what comes after sb.
+func CursorOf(sb Sandbox) Cursor { return Cursor{CreatedAt: sb.CreatedAt, ID: sb.ID} }
+
+// String is the cursor as clients see it, opaque to them: base64url of
+// "<createdAt unix ms>:<id>".
+func (c Cursor) String() string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.CreatedAt.UnixMilli(), 10) + ":" + c.ID))
+}
+
+// ParseCursor reads a cursor that String gave out.
+func ParseCursor(v string) (Cursor, error) {
+	bad := invalid("cursor is not one this daemon gave out")
+	b, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil {
+		return Cursor{}, bad
+	}
+	ms, id, ok := strings.Cut(string(b), ":")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if !ok || err != nil || !validName(id) {
+		return Cursor{}, bad
+	}
+	return Cursor{CreatedAt: time.UnixMilli(n).UTC(), ID: id}, nil
 }
 
 func (c Cursor) before(k listKey) bool { return listKey{at: c.CreatedAt, id: c.ID}.less(k) }

@@ -58,9 +58,12 @@ type Record struct {
 	StoppedAt      *time.Time       `json:"stoppedAt,omitempty"`
 	AutoStopMs     int64            `json:"autoStopIntervalMs"`
 	AutoDeleteMs   *int64           `json:"autoDeleteIntervalMs,omitempty"`
-	ErrorReason    string           `json:"errorReason,omitempty"`
-	StopReason     StopReason       `json:"stopReason,omitempty"`
-	StopGraceMs    int64            `json:"stopGraceMs"` // teardown parameters travel with the record
+	// AutoArchiveMs: see Sandbox.AutoArchiveInterval (added within
+	// version 3: absent is 0).
+	AutoArchiveMs int64      `json:"autoArchiveIntervalMs,omitempty"`
+	ErrorReason   string     `json:"errorReason,omitempty"`
+	StopReason    StopReason `json:"stopReason,omitempty"`
+	StopGraceMs   int64      `json:"stopGraceMs"` // teardown parameters travel with the record
 	// ReadyPath and StartupTimeoutMs are how the sandbox's readiness is
 	// probed, from its snapshot (added within version 3: absent means
 	// the daemon's defaults).
@@ -83,7 +86,7 @@ func (s *Supervisor) toRecord(e *sandbox, sb Sandbox, handle runtime.HandleState
 		Version: recordVersion, ID: sb.ID, RootID: s.fs.id, Runtime: sb.Runtime, State: sb.State,
 		Labels: sb.Labels, Snapshot: sb.Snapshot, Public: sb.Public, Port: sb.Port, Endpoint: sb.Endpoint,
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, LastActivityAt: sb.LastActivityAt,
-		AutoStopMs: sb.AutoStopInterval.Milliseconds(), ErrorReason: sb.ErrorReason,
+		AutoStopMs: sb.AutoStopInterval.Milliseconds(), AutoArchiveMs: sb.AutoArchiveInterval.Milliseconds(), ErrorReason: sb.ErrorReason,
 		StopReason: sb.StopReason, StopGraceMs: e.grace.Milliseconds(), Marker: e.marker,
 		ReadyPath: e.readyPath, StartupTimeoutMs: e.startup.Milliseconds(),
 		Resources: sb.Resources,
@@ -111,8 +114,9 @@ func (r Record) sandbox() Sandbox {
 		ID: r.ID, Runtime: r.Runtime, State: r.State, Labels: r.Labels,
 		Snapshot: r.Snapshot, Public: r.Public, Port: r.Port, Endpoint: r.Endpoint,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, LastActivityAt: r.LastActivityAt,
-		AutoStopInterval: time.Duration(r.AutoStopMs) * time.Millisecond,
-		ErrorReason:      r.ErrorReason, StopReason: r.StopReason,
+		AutoStopInterval:    time.Duration(r.AutoStopMs) * time.Millisecond,
+		AutoArchiveInterval: time.Duration(r.AutoArchiveMs) * time.Millisecond,
+		ErrorReason:         r.ErrorReason, StopReason: r.StopReason,
 		Resources: r.Resources,
 	}
 	if r.StartedAt != nil {

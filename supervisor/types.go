@@ -13,9 +13,9 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
-// State is a sandbox's lifecycle state. The only transitions are
-// starting → started → stopped → destroyed, starting → stopped, and
-// stopped → destroyed. Stop is terminal: a stopped sandbox never runs again.
+// State is a sandbox's lifecycle state. The transitions are starting →
+// started → stopped, starting → stopped, stopped → starting (Start: the
+// same sandbox again, its files kept) and stopped → destroyed.
 type State string
 
 const (
@@ -77,6 +77,9 @@ type Sandbox struct {
 	// AutoDeleteInterval: nil never deletes; 0 deletes right after stop;
 	// N deletes N after stop.
 	AutoDeleteInterval *time.Duration
+	// AutoArchiveInterval is kept and shown for Daytona's clients; it
+	// never acts (see SetAutoArchive). 0: the longest.
+	AutoArchiveInterval time.Duration
 
 	ErrorReason string
 	StopReason  StopReason // set once stopped
@@ -116,6 +119,8 @@ type CreateRequest struct {
 	AutoStopInterval *time.Duration
 	// AutoDeleteInterval nil or negative never deletes; see Sandbox.
 	AutoDeleteInterval *time.Duration
+	// AutoArchiveInterval: see Sandbox; nil is 0.
+	AutoArchiveInterval *time.Duration
 }
 
 // Limits are resource limits in Daytona's units, as a request gives them:

@@ -88,6 +88,9 @@ func (r *CreateRequest) Validate() error {
 	if r.AutoStopInterval != nil && *r.AutoStopInterval < 0 {
 		return invalid("autoStopInterval must be ≥ 0 minutes")
 	}
+	if r.AutoArchiveInterval != nil && *r.AutoArchiveInterval < 0 {
+		return invalid("autoArchiveInterval must be ≥ 0 minutes")
+	}
 	return nil
 }
 

@@ -304,6 +304,16 @@ type Meter interface {
 	Usage(ctx context.Context) (Usage, error)
 }
 
+// Ports is a Handle whose workload's other ports the daemon can reach:
+// previews of any port it listens on. PortEndpoint is where port, as the
+// workload listens on it, is reached from this machine (the shared
+// loopback for a process, the container's address on the daemon's
+// network for a container). It says where to go, not that anything
+// listens there.
+type Ports interface {
+	PortEndpoint(ctx context.Context, port int) (Endpoint, error)
+}
+
 // Usage is what a workload consumes: CPU time so far, memory and tasks
 // now.
 type Usage struct {

@@ -34,6 +34,21 @@ func (e CreateSandboxRequestAutoDeleteInterval0) Valid() bool {
 	}
 }
 
+// Defines values for CreateSandboxRequestNetworkBlockAll.
+const (
+	False CreateSandboxRequestNetworkBlockAll = false
+)
+
+// Valid indicates whether the value is a known member of the CreateSandboxRequestNetworkBlockAll enum.
+func (e CreateSandboxRequestNetworkBlockAll) Valid() bool {
+	switch e {
+	case False:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ErrorErrorCode.
 const (
 	ErrorErrorCodeCreateFailed         ErrorErrorCode = "create_failed"
@@ -199,6 +214,36 @@ func (e InfoName) Valid() bool {
 	}
 }
 
+// Defines values for NoDisk.
+const (
+	NoDiskN0 NoDisk = 0
+)
+
+// Valid indicates whether the value is a known member of the NoDisk enum.
+func (e NoDisk) Valid() bool {
+	switch e {
+	case NoDiskN0:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for NoGpu.
+const (
+	NoGpuN0 NoGpu = 0
+)
+
+// Valid indicates whether the value is a known member of the NoGpu enum.
+func (e NoGpu) Valid() bool {
+	switch e {
+	case NoGpuN0:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for State.
 const (
 	StateDestroyed State = "destroyed"
@@ -298,16 +343,20 @@ type AutostopRequest struct {
 // CpuLimit CPUs (0.5 is half a CPU); 0 no limit.
 type CpuLimit = float32
 
-// CreateSandboxRequest Daytona-only fields (target, user, gpu, disk, class,
-// autoArchiveInterval, volumes, networkBlockAll, networkAllowList) are
-// accepted and ignored; any other field is invalid_request. cpu,
-// memory and pids are limits (absent: the daemon's default); one the
-// runtime cannot enforce here is a 400 limits_unsupported. Sizes are
-// bytes of UTF-8 where the daemon checks them (label keys at most
+// CreateSandboxRequest Daytona's own create fields are taken too. target is accepted
+// (there is one place here) and autoArchiveInterval kept (shown on /api;
+// it never acts: a stopped sandbox keeps its files here). The
+// others name what a local sandbox cannot have: each is accepted
+// only as what every sandbox here is (absent, empty, 0 or false),
+// and anything else is a 400 invalid_request naming the field and
+// why, never silently dropped. Any other field is invalid_request.
+// cpu, memory and pids are limits (absent: the daemon's default); one
+// the runtime cannot enforce here is a 400 limits_unsupported. Sizes
+// are bytes of UTF-8 where the daemon checks them (label keys at most
 // 128, values 512, envVars values 32768).
 type CreateSandboxRequest struct {
-	// AutoArchiveInterval Accepted and ignored (Daytona).
-	AutoArchiveInterval interface{} `json:"autoArchiveInterval,omitempty"`
+	// AutoArchiveInterval Minutes; kept (shown on /api), never acts.
+	AutoArchiveInterval *float32 `json:"autoArchiveInterval,omitempty"`
 
 	// AutoDeleteInterval Minutes; absent or -1 never, 0 right after stop, N that long after stop.
 	AutoDeleteInterval *CreateSandboxRequest_AutoDeleteInterval `json:"autoDeleteInterval,omitempty"`
@@ -315,14 +364,21 @@ type CreateSandboxRequest struct {
 	// AutoStopInterval Minutes; absent takes the daemon default (15), 0 disables.
 	AutoStopInterval *float32 `json:"autoStopInterval,omitempty"`
 
-	// Class Accepted and ignored (Daytona).
-	Class interface{} `json:"class,omitempty"`
+	// BuildInfo Nothing is built on create here.
+	BuildInfo any `json:"buildInfo,omitempty"`
+
+	// Class There are no sandbox classes here; give cpu and memory.
+	Class *string `json:"class,omitempty"`
 
 	// Cpu CPUs (0.5 is half a CPU); 0 no limit.
 	Cpu *CpuLimit `json:"cpu,omitempty"`
 
-	// Disk Accepted and ignored (Daytona).
-	Disk interface{} `json:"disk,omitempty"`
+	// Disk Daytona's disk quota. A sandbox's disk is not bounded here: any
+	// other value is a 400 naming it.
+	Disk *NoDisk `json:"disk,omitempty"`
+
+	// DomainAllowList This daemon does not filter a sandbox's traffic.
+	DomainAllowList *string `json:"domainAllowList,omitempty"`
 
 	// EnvVars The agent-server's environment. PORT, AGENT_SANDBOX_ID,
 	// AGENT_WORKSPACE_DIR and AGENT_CONTROL_PLANE_MARKER are reserved
@@ -331,19 +387,26 @@ type CreateSandboxRequest struct {
 	// every interface (docker).
 	EnvVars *map[string]string `json:"envVars,omitempty"`
 
-	// Gpu Accepted and ignored (Daytona).
-	Gpu    interface{} `json:"gpu,omitempty"`
-	Labels *Labels     `json:"labels,omitempty"`
+	// Gpu Daytona's GPU count. Sandboxes get no GPU here: any other value is
+	// a 400 naming it.
+	Gpu *NoGpu `json:"gpu,omitempty"`
+
+	// GpuType Sandboxes get no GPU here.
+	GpuType *[]string `json:"gpuType,omitempty"`
+	Labels  *Labels   `json:"labels,omitempty"`
+
+	// LinkedSandbox There is one machine here; sandboxes are not linked.
+	LinkedSandbox *string `json:"linkedSandbox,omitempty"`
 
 	// Memory GiB (0.25 is 256 MiB, at least 16 MiB); 0 no limit.
 	Memory *MemoryLimit `json:"memory,omitempty"`
 	Name   string       `json:"name"`
 
-	// NetworkAllowList Accepted and ignored (Daytona).
-	NetworkAllowList interface{} `json:"networkAllowList,omitempty"`
+	// NetworkAllowList This daemon does not filter a sandbox's traffic.
+	NetworkAllowList *string `json:"networkAllowList,omitempty"`
 
-	// NetworkBlockAll Accepted and ignored (Daytona).
-	NetworkBlockAll interface{} `json:"networkBlockAll,omitempty"`
+	// NetworkBlockAll This daemon cannot cut a sandbox's network; true is a 400.
+	NetworkBlockAll *CreateSandboxRequestNetworkBlockAll `json:"networkBlockAll,omitempty"`
 
 	// Pids Tasks (processes and threads); 0 no limit.
 	Pids   *PidsLimit `json:"pids,omitempty"`
@@ -360,14 +423,14 @@ type CreateSandboxRequest struct {
 	// Unknown for native: 400 unknown_snapshot listing the names.
 	Snapshot *string `json:"snapshot,omitempty"`
 
-	// Target Accepted and ignored (Daytona).
-	Target interface{} `json:"target,omitempty"`
+	// Target Daytona's region: accepted, there is one here.
+	Target *string `json:"target,omitempty"`
 
-	// User Accepted and ignored (Daytona).
-	User interface{} `json:"user,omitempty"`
+	// User A sandbox runs as the daemon's user (a container as its image's).
+	User *string `json:"user,omitempty"`
 
-	// Volumes Accepted and ignored (Daytona).
-	Volumes interface{} `json:"volumes,omitempty"`
+	// Volumes There are no volumes here.
+	Volumes *[]interface{} `json:"volumes,omitempty"`
 }
 
 // CreateSandboxRequestAutoDeleteInterval0 defines model for CreateSandboxRequest.AutoDeleteInterval.0.
@@ -380,6 +443,9 @@ type CreateSandboxRequestAutoDeleteInterval1 = float32
 type CreateSandboxRequest_AutoDeleteInterval struct {
 	union json.RawMessage
 }
+
+// CreateSandboxRequestNetworkBlockAll This daemon cannot cut a sandbox's network; true is a 400.
+type CreateSandboxRequestNetworkBlockAll bool
 
 // DashboardLink defines model for DashboardLink.
 type DashboardLink struct {
@@ -503,6 +569,14 @@ type Labels map[string]string
 // MemoryLimit GiB (0.25 is 256 MiB, at least 16 MiB); 0 no limit.
 type MemoryLimit = float32
 
+// NoDisk Daytona's disk quota. A sandbox's disk is not bounded here: any
+// other value is a 400 naming it.
+type NoDisk float32
+
+// NoGpu Daytona's GPU count. Sandboxes get no GPU here: any other value is
+// a 400 naming it.
+type NoGpu float32
+
 // PidsLimit Tasks (processes and threads); 0 no limit.
 type PidsLimit = int
 
@@ -522,11 +596,13 @@ type ResizeRequest struct {
 	// Cpu CPUs (0.5 is half a CPU); 0 no limit.
 	Cpu *CpuLimit `json:"cpu,omitempty"`
 
-	// Disk Accepted and ignored (Daytona).
-	Disk interface{} `json:"disk,omitempty"`
+	// Disk Daytona's disk quota. A sandbox's disk is not bounded here: any
+	// other value is a 400 naming it.
+	Disk *NoDisk `json:"disk,omitempty"`
 
-	// Gpu Accepted and ignored (Daytona).
-	Gpu interface{} `json:"gpu,omitempty"`
+	// Gpu Daytona's GPU count. Sandboxes get no GPU here: any other value is
+	// a 400 naming it.
+	Gpu *NoGpu `json:"gpu,omitempty"`
 
 	// Memory GiB (0.25 is 256 MiB, at least 16 MiB); 0 no limit.
 	Memory *MemoryLimit `json:"memory,omitempty"`

@@ -28,6 +28,7 @@ type handle struct {
 
 	mu       sync.Mutex
 	unfollow context.CancelFunc
+	ip       string // the container's address on the daemon's network, once asked
 	followed sync.WaitGroup
 }
 
@@ -136,4 +137,35 @@ func (h *handle) Usage(ctx context.Context) (runtime.Usage, error) {
 		MemoryBytes: int64(st.MemoryStats.Usage),
 		Pids:        int64(st.PidsStats.Current),
 	}, nil
+}
+
+// PortEndpoint: the agent's port is the one published on the loopback;
+// any other is reached at the container's address on the daemon's
+// network (a bridge: the host routes to it), which the engine is asked
+// for once.
+func (h *handle) PortEndpoint(ctx context.Context, port int) (runtime.Endpoint, error) {
+	if port == h.r.Port && h.st.Port != 0 {
+		return h.Endpoint(), nil
+	}
+	h.mu.Lock()
+	ip := h.ip
+	h.mu.Unlock()
+	if ip == "" {
+		info, err := h.r.Client.ContainerInspect(ctx, h.st.ID)
+		if err != nil {
+			return runtime.Endpoint{}, h.r.engineErr("inspect container", err)
+		}
+		if info.NetworkSettings != nil {
+			if n := info.NetworkSettings.Networks[h.r.network()]; n != nil {
+				ip = n.IPAddress
+			}
+		}
+		if ip == "" {
+			return runtime.Endpoint{}, fmt.Errorf("container %s has no address on the network %s", h.st.ID[:min(12, len(h.st.ID))], h.r.network())
+		}
+		h.mu.Lock()
+		h.ip = ip
+		h.mu.Unlock()
+	}
+	return runtime.Endpoint{Host: ip, Port: port}, nil
 }

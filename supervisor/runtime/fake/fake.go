@@ -327,6 +327,11 @@ func (h *handle) State() runtime.HandleState {
 
 func (h *handle) Endpoint() runtime.Endpoint { return h.ep }
 
+// PortEndpoint: a fake workload serves on this machine's loopback.
+func (h *handle) PortEndpoint(_ context.Context, port int) (runtime.Endpoint, error) {
+	return runtime.Loopback(port), nil
+}
+
 // Stop asks politely, waits up to grace, then kills.
 func (h *handle) Stop(ctx context.Context, grace time.Duration) error {
 	if grace > 0 {

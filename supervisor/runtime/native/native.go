@@ -297,6 +297,12 @@ func (h *handle) State() runtime.HandleState {
 	return runtime.HandleState{Version: v, Data: b}
 }
 
+// PortEndpoint: a process shares the host's network, so any port it
+// listens on is the loopback's.
+func (h *handle) PortEndpoint(_ context.Context, port int) (runtime.Endpoint, error) {
+	return runtime.Loopback(port), nil
+}
+
 // Endpoint: the leased port on the loopback.
 func (h *handle) Endpoint() runtime.Endpoint {
 	if h.port == 0 {

@@ -1,0 +1,91 @@
+package api
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base32"
+	"net/http"
+	"os/user"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/agent-control-plane/agent-control-plane/api/daytona"
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
+)
+
+// newDaytona builds Daytona's API at /api over the server's supervisor,
+// with the server's error mapping, token and machine.
+func (s *Server) newDaytona() *daytona.API {
+	return daytona.New(s.sup, daytona.Options{
+		Version: s.opts.Version, Root: s.sup.Root(), User: currentUser(), Machine: machine(s.sup.Root()),
+		Fail: func(w http.ResponseWriter, r *http.Request, err error, fail wire.ErrorCode) {
+			code, msg := s.codeOf(err, fail)
+			daytona.WriteError(w, r, code.Status(), msg)
+		},
+		PreviewToken: s.previewToken,
+		Authorized: func(r *http.Request) bool {
+			who, ok := s.authorize(r)
+			return ok && who.token
+		},
+	})
+}
+
+// daytonaRoutes are /api's operations as the server's routes: the same
+// dispatch (metrics by pattern, logged mutations), any credential.
+func daytonaRoutes(a *daytona.API) []route {
+	var out []route
+	for _, rt := range a.Routes() {
+		h := rt.Handler
+		out = append(out, route{rt.Method, rt.Path, func(_ *Server, w http.ResponseWriter, r *http.Request) { h(w, r) }, rt.Mutates, member})
+	}
+	return out
+}
+
+// previewToken is a sandbox's preview token: an HMAC under the daemon's
+// token of the sandbox's id and creation time, so a rotation ends every
+// preview token and a new sandbox of the same name has another.
+func (s *Server) previewToken(sb supervisor.Sandbox) string {
+	m := hmac.New(sha256.New, []byte(*s.token.Load()))
+	m.Write([]byte("agent-control-plane preview\x00" + sb.ID + "\x00" + strconv.FormatInt(sb.CreatedAt.UnixNano(), 10)))
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(m.Sum(nil)[:20]))
+}
+
+// previewHandler serves previews: outside the guard (a workload's
+// traffic is not the API's: any method, any body), but only to loopback
+// hosts like the rest.
+func (s *Server) previewHandler(a *daytona.API) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.allowedHost(r.Host) {
+			s.fail(w, r, wire.CodeForbiddenHost, "host "+quote(r.Host)+" is not allowed; use 127.0.0.1 or localhost")
+			return
+		}
+		a.Preview(w, r)
+	})
+}
+
+func currentUser() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return ""
+}
+
+// machine is what a sandbox without limits may use: this machine's CPUs
+// and memory, and the size of the filesystem that holds the root.
+func machine(root string) daytona.Machine {
+	const gib = 1 << 30
+	m := daytona.Machine{CPU: float64(runtime.NumCPU())}
+	var si syscall.Sysinfo_t
+	if syscall.Sysinfo(&si) == nil {
+		m.MemoryGiB = float64(uint64(si.Totalram)*uint64(si.Unit)) / gib
+	}
+	var st syscall.Statfs_t
+	if syscall.Statfs(root, &st) == nil {
+		m.DiskGiB = float64(st.Blocks*uint64(st.Bsize)) / gib
+	}
+	m.MemoryGiB, m.DiskGiB = float64(int64(m.MemoryGiB*100))/100, float64(int64(m.DiskGiB*100))/100
+	return m
+}

@@ -1,0 +1,345 @@
+package api
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/api/daytona"
+	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
+)
+
+// dsb is what these tests read of Daytona's Sandbox.
+type dsb struct {
+	ID, Name, State, DesiredState, ErrorReason, OrganizationID, Target, ToolboxProxyURL string
+	Recoverable                                                                         *bool
+	Env, Labels                                                                         map[string]string
+	AutoStopInterval, AutoArchiveInterval, AutoDeleteInterval, CPU, Memory, Disk, GPU   float64
+	NetworkBlockAll                                                                     bool
+	LastActivityAt                                                                      string
+}
+
+func (e *env) dget(id string) dsb {
+	e.t.Helper()
+	r := e.do("GET", "/api/sandbox/"+id, "")
+	var sb dsb
+	if r.code != 200 || json.Unmarshal(r.body, &sb) != nil {
+		e.t.Fatalf("GET /api/sandbox/%s: %d %s", id, r.code, r.body)
+	}
+	return sb
+}
+
+func (e *env) dwait(id, state string) dsb {
+	e.t.Helper()
+	var sb dsb
+	testenv.Eventually(e.t, id+" "+state, func() bool { sb = e.dget(id); return sb.State == state })
+	return sb
+}
+
+// daytonaError checks Daytona's error shape and returns its message.
+func daytonaError(t *testing.T, r resp, status int) string {
+	t.Helper()
+	var eb struct {
+		StatusCode      int
+		Error, Message  string
+		Path, Timestamp string
+	}
+	if r.code != status || json.Unmarshal(r.body, &eb) != nil || eb.StatusCode != status || eb.Message == "" ||
+		eb.Error != http.StatusText(status) || !strings.HasPrefix(eb.Path, "/") || eb.Timestamp == "" {
+		t.Fatalf("want Daytona's error shape with %d, got %d %s", status, r.code, r.body)
+	}
+	return eb.Message
+}
+
+var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+
+func TestDaytonaSandboxLifecycle(t *testing.T) {
+	e := newEnv(t, nil)
+	r := e.do("POST", "/api/sandbox", `{"env":{"NODE_ENV":"dev","OPENAI_API_KEY":"sk-abcdefghijklmnopqrstuvwx"},"labels":{"app":"x"},"target":"us","autoArchiveInterval":60}`,
+		"X-Daytona-Organization-ID", "org", "X-Daytona-Source", "sdk-go", "X-Daytona-SDK-Version", "0.190.0")
+	var sb dsb
+	if r.code != 200 || json.Unmarshal(r.body, &sb) != nil {
+		t.Fatalf("create: %d %s", r.code, r.body)
+	}
+	if !uuidRE.MatchString(sb.ID) || sb.Name != sb.ID || sb.Target != "local" || sb.GPU != 0 || sb.CPU <= 0 || sb.Memory <= 0 || sb.Disk <= 0 {
+		t.Fatalf("create answer: %s", r.body)
+	}
+	if sb.Env["NODE_ENV"] != "dev" || sb.Env["OPENAI_API_KEY"] != "[REDACTED]" || strings.Contains(string(r.body), "sk-abc") {
+		t.Fatalf("env comes back redacted: %s", r.body)
+	}
+	if sb.AutoArchiveInterval != 60 || sb.AutoDeleteInterval != -1 || sb.OrganizationID != daytona.OrganizationID(e.sup.Root()) {
+		t.Fatalf("intervals and organization: %s", r.body)
+	}
+	if want := e.srv.URL + "/api/toolbox"; sb.ToolboxProxyURL != want {
+		t.Fatalf("toolboxProxyUrl %q, want %q", sb.ToolboxProxyURL, want)
+	}
+	e.dwait(sb.ID, "started")
+
+	// Labels are replaced whole; the answer is the labels.
+	if r := e.do("PUT", "/api/sandbox/"+sb.ID+"/labels", `{"labels":{"team":"b"}}`); r.code != 200 || string(r.body) != `{"labels":{"team":"b"}}`+"\n" {
+		t.Fatalf("labels: %d %s", r.code, r.body)
+	}
+	before := e.dget(sb.ID).LastActivityAt
+	time.Sleep(2 * time.Millisecond) // timestamps have milliseconds
+	if r := e.do("POST", "/api/sandbox/"+sb.ID+"/last-activity", ""); r.code != 201 || len(r.body) != 0 {
+		t.Fatalf("last-activity: %d %s", r.code, r.body)
+	}
+	if after := e.dget(sb.ID).LastActivityAt; after <= before {
+		t.Fatalf("last-activity did not move: %s → %s", before, after)
+	}
+	for _, c := range []struct{ path, field string }{{"autostop/30", "autoStopInterval"}, {"autoarchive/0", "autoArchiveInterval"}, {"autodelete/90", "autoDeleteInterval"}} {
+		r := e.do("POST", "/api/sandbox/"+sb.ID+"/"+c.path, "")
+		var m map[string]any
+		json.Unmarshal(r.body, &m)
+		want, _ := strconv.ParseFloat(c.path[strings.Index(c.path, "/")+1:], 64)
+		if r.code != 200 || m[c.field] != want {
+			t.Fatalf("%s: %d %s", c.path, r.code, r.body)
+		}
+	}
+	for _, bad := range []string{"autostop/-1", "autostop/x", "autoarchive/-5", "autodelete/NaN"} {
+		daytonaError(t, e.do("POST", "/api/sandbox/"+sb.ID+"/"+bad, ""), 400)
+	}
+	if r := e.do("POST", "/api/sandbox/"+sb.ID+"/stop", ""); r.code != 200 || e.dget(sb.ID).State != "stopped" {
+		t.Fatalf("stop: %d %s", r.code, r.body)
+	}
+	// Settings change on a stopped sandbox too; the keep-alive does not.
+	if r := e.do("PUT", "/api/sandbox/"+sb.ID+"/labels", `{"labels":{"team":"c"}}`); r.code != 200 {
+		t.Fatalf("labels of a stopped sandbox: %d %s", r.code, r.body)
+	}
+	if r := e.do("POST", "/api/sandbox/"+sb.ID+"/autodelete/-1", ""); r.code != 200 || e.dget(sb.ID).AutoDeleteInterval != -1 {
+		t.Fatalf("autodelete -1: %d %s", r.code, r.body)
+	}
+	daytonaError(t, e.do("POST", "/api/sandbox/"+sb.ID+"/last-activity", ""), 409)
+	if r := e.do("POST", "/api/sandbox/"+sb.ID+"/start", ""); r.code != 200 {
+		t.Fatalf("start: %d %s", r.code, r.body)
+	}
+	got := e.dwait(sb.ID, "started")
+	if got.Labels["team"] != "c" || got.AutoArchiveInterval != 0 || got.AutoStopInterval != 30 {
+		t.Fatalf("settings kept across stop and start: %+v", got)
+	}
+	r = e.do("DELETE", "/api/sandbox/"+sb.ID, "")
+	if json.Unmarshal(r.body, &got); r.code != 200 || got.State != "destroyed" {
+		t.Fatalf("delete: %d %s", r.code, r.body)
+	}
+	daytonaError(t, e.do("GET", "/api/sandbox/"+sb.ID, ""), 404)
+	daytonaError(t, e.do("DELETE", "/api/sandbox/"+sb.ID, ""), 404)
+}
+
+// A sandbox whose workload exits before it is ready is Daytona's error,
+// recoverable: the SDK's wait for started ends there, and a start (or
+// recover) runs it again.
+func TestDaytonaStartupFailureIsError(t *testing.T) {
+	e := newEnv(t, nil)
+	r := e.do("POST", "/api/sandbox", `{"name":"bad","env":{"STUB_AGENT_EXIT_AFTER_MS":"50","STUB_AGENT_READY_DELAY_MS":"60000"}}`)
+	if r.code != 200 {
+		t.Fatalf("create: %d %s", r.code, r.body)
+	}
+	sb := e.dwait("bad", "error")
+	if sb.Recoverable == nil || !*sb.Recoverable || !strings.HasPrefix(sb.ErrorReason, "exited_during_startup") || sb.DesiredState != "started" {
+		t.Fatalf("error state: %+v", sb)
+	}
+	// /v1 keeps its own word for it.
+	if st := e.info("bad").State; st != "stopped" {
+		t.Fatalf("/v1 state %q", st)
+	}
+	list := e.do("GET", "/api/sandbox?states=error", "")
+	if !strings.Contains(string(list.body), `"id":"bad"`) {
+		t.Fatalf("states=error: %s", list.body)
+	}
+	if list := e.do("GET", "/api/sandbox?states=stopped", ""); strings.Contains(string(list.body), `"id":"bad"`) {
+		t.Fatalf("states=stopped lists an errored sandbox: %s", list.body)
+	}
+	if r := e.do("POST", "/api/sandbox/bad/recover", ""); r.code != 200 || !strings.Contains(string(r.body), `"state":"starting"`) {
+		t.Fatalf("recover: %d %s", r.code, r.body)
+	}
+}
+
+// What a local sandbox cannot have is refused on both APIs, naming the
+// field, and nothing is created.
+func TestDaytonaFieldsRefusedNotDropped(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, c := range []struct{ body, names string }{
+		{`"networkBlockAll":true`, "networkBlockAll"},
+		{`"networkAllowList":"10.0.0.0/8"`, "networkAllowList"},
+		{`"domainAllowList":"example.com"`, "domainAllowList"},
+		{`"volumes":[{"volumeId":"v","mountPath":"/data"}]`, "volumes"},
+		{`"gpu":1`, "gpu"},
+		{`"disk":10`, "disk"},
+		{`"user":"daytona"`, "user"},
+		{`"linkedSandbox":"other"`, "linkedSandbox"},
+		{`"buildInfo":{"dockerfileContent":"FROM x"}`, "buildInfo"},
+		{`"gpu":1,"networkBlockAll":true`, "gpu: sandboxes get no GPU here; networkBlockAll"},
+	} {
+		msg := daytonaError(t, e.do("POST", "/api/sandbox", `{"name":"n1",`+c.body+`}`), 400)
+		if !strings.Contains(msg, c.names) {
+			t.Errorf("/api %s: %q does not name it", c.body, msg)
+		}
+		if c.body == `"linkedSandbox":"other"` || c.body == `"buildInfo":{"dockerfileContent":"FROM x"}` {
+			continue // Daytona-only: /v1 never had them
+		}
+		r := e.do("POST", "/v1/sandboxes", `{"name":"n1",`+c.body+`}`)
+		if r.code != 400 || r.errCode() != "invalid_request" || !strings.Contains(string(r.body), c.names) {
+			t.Errorf("/v1 %s: %d %s", c.body, r.code, r.body)
+		}
+	}
+	// What every sandbox here is passes.
+	if r := e.do("POST", "/api/sandbox", `{"name":"n2","networkBlockAll":false,"gpu":0,"disk":0,"volumes":[],"target":"eu"}`); r.code != 200 {
+		t.Fatalf("defaults refused: %d %s", r.code, r.body)
+	}
+	if r := e.do("GET", "/api/sandbox/n1", ""); r.code != 404 {
+		t.Fatalf("a refused create left a sandbox: %d", r.code)
+	}
+	daytonaError(t, e.do("POST", "/api/sandbox", `{"nme":"typo"}`), 400)
+	for _, p := range []string{"archive", "backup", "fork", "pause", "snapshot", "network-settings", "ssh-access"} {
+		msg := daytonaError(t, e.do("POST", "/api/sandbox/n2/"+p, ""), 400)
+		if !strings.Contains(msg, "not supported by this daemon") {
+			t.Errorf("%s: %q", p, msg)
+		}
+	}
+}
+
+func TestDaytonaErrorsHaveDaytonaShape(t *testing.T) {
+	e := newEnv(t, nil)
+	daytonaError(t, e.do("GET", "/api/nothing-here", ""), 404)
+	daytonaError(t, e.do("PATCH", "/api/sandbox", ""), 405)
+	daytonaError(t, e.do("GET", "/api/sandbox", "", "Authorization", "Bearer wrong"), 401)
+	daytonaError(t, e.do("POST", "/api/sandbox", `{}`, "Content-Type", "text/plain"), 415)
+	daytonaError(t, e.do("GET", "/api/sandbox?limit=201", ""), 400)
+	daytonaError(t, e.do("GET", "/api/sandbox?states=sleeping", ""), 400)
+	daytonaError(t, e.do("GET", "/api/sandbox?order=desc", ""), 400)
+	daytonaError(t, e.do("POST", "/api/sandbox", `{"name":"a/b"}`), 400)
+	e.do("POST", "/api/sandbox", `{"name":"dup"}`)
+	daytonaError(t, e.do("POST", "/api/sandbox", `{"name":"dup"}`), 409)
+	// /v1 keeps its own.
+	if r := e.do("GET", "/v1/nothing-here", ""); r.errCode() != "not_found" {
+		t.Fatalf("/v1 error shape: %s", r.body)
+	}
+}
+
+func TestDaytonaListPages(t *testing.T) {
+	e := newEnv(t, nil)
+	for i := range 5 {
+		e.do("POST", "/api/sandbox", `{"name":"p`+strconv.Itoa(i)+`","labels":{"set":"`+[]string{"a", "b"}[i%2]+`"}}`)
+	}
+	var ids []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		q := "/api/sandbox?limit=2&labels=" + `%7B%22set%22%3A%22a%22%7D`
+		if cursor != "" {
+			q += "&cursor=" + cursor
+		}
+		var page struct {
+			Items      []dsb
+			NextCursor *string
+		}
+		r := e.do("GET", q, "")
+		if r.code != 200 || json.Unmarshal(r.body, &page) != nil || !strings.Contains(string(r.body), `"nextCursor":`) {
+			t.Fatalf("list: %d %s", r.code, r.body)
+		}
+		for _, it := range page.Items {
+			ids = append(ids, it.ID)
+		}
+		if page.NextCursor == nil {
+			break
+		}
+		cursor = *page.NextCursor
+		if pages > 5 {
+			t.Fatal("the pages do not end")
+		}
+	}
+	if strings.Join(ids, ",") != "p0,p2,p4" {
+		t.Fatalf("labels filter over pages: %v", ids)
+	}
+	r := e.do("GET", "/api/sandbox?name=P1&states=started&states=starting", "")
+	if !strings.Contains(string(r.body), `"id":"p1"`) || strings.Contains(string(r.body), `"id":"p0"`) {
+		t.Fatalf("name prefix, repeated states: %s", r.body)
+	}
+	if r := e.do("GET", "/api/sandbox?states=archived", ""); string(r.body) != `{"items":[],"nextCursor":null}`+"\n" {
+		t.Fatalf("a state no sandbox here is in: %s", r.body)
+	}
+}
+
+// A preview reaches any port of the sandbox, wants its token (or the
+// daemon's) unless the sandbox is public, keeps the daemon's credentials
+// from the workload, runs the page in an origin of its own, and is no
+// activity.
+func TestDaytonaPreviewProxy(t *testing.T) {
+	e := newEnv(t, nil)
+	e.do("POST", "/api/sandbox", `{"name":"pv","autoStopInterval":30}`)
+	e.dwait("pv", "started")
+	var seen http.Header
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = r.Header.Clone()
+		io.WriteString(w, r.Method+" "+r.URL.RequestURI())
+	}))
+	defer app.Close()
+	_, port, _ := net.SplitHostPort(app.Listener.Addr().String())
+
+	r := e.do("GET", "/api/sandbox/pv/ports/"+port+"/preview-url", "")
+	var pv daytona.PortPreviewURL
+	if r.code != 200 || json.Unmarshal(r.body, &pv) != nil || pv.SandboxID != "pv" || pv.Token == "" ||
+		pv.URL != e.srv.URL+"/preview/pv/"+port {
+		t.Fatalf("preview-url: %d %s", r.code, r.body)
+	}
+	daytonaError(t, e.do("GET", "/api/sandbox/pv/ports/0/preview-url", ""), 400)
+	daytonaError(t, e.do("GET", "/api/sandbox/pv/ports/70000/preview-url", ""), 400)
+
+	before := e.dget("pv").LastActivityAt
+	raw := func(method, url string, hdr ...string) resp {
+		req, _ := http.NewRequest(method, url, strings.NewReader("form=1"))
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		res, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return resp{res.StatusCode, res.Header, b}
+	}
+	daytonaError(t, raw("GET", pv.URL+"/x"), 401)
+	daytonaError(t, raw("GET", pv.URL+"/x", daytona.PreviewTokenHeader, "wrong"), 401)
+	got := raw("POST", pv.URL+"/a/b?q=1", daytona.PreviewTokenHeader, pv.Token, "Content-Type", "application/x-www-form-urlencoded")
+	if got.code != 200 || string(got.body) != "POST /a/b?q=1" {
+		t.Fatalf("proxied: %d %s", got.code, got.body)
+	}
+	if got.hdr.Get("Content-Security-Policy") == "" || seen.Get(daytona.PreviewTokenHeader) != "" {
+		t.Fatalf("the preview token reached the workload (%v) or the page shares the daemon's origin (%q)", seen, got.hdr.Get("Content-Security-Policy"))
+	}
+	got = raw("GET", pv.URL+"/", "Authorization", "Bearer "+testToken)
+	if got.code != 200 || seen.Get("Authorization") != "" {
+		t.Fatalf("with the daemon's token: %d, Authorization reached the workload: %q", got.code, seen.Get("Authorization"))
+	}
+	if got := raw("GET", pv.URL+"?a=b", daytona.PreviewTokenHeader, pv.Token); got.code != 308 || got.hdr.Get("Location") != "/preview/pv/"+port+"/?a=b" {
+		t.Fatalf("no slash: %d %v", got.code, got.hdr)
+	}
+	if after := e.dget("pv").LastActivityAt; after != before {
+		t.Fatalf("preview traffic moved the idle clock: %s → %s", before, after)
+	}
+	e.do("POST", "/api/sandbox/pv/public/true", "")
+	if got := raw("GET", pv.URL+"/open"); got.code != 200 {
+		t.Fatalf("public preview: %d %s", got.code, got.body)
+	}
+	daytonaError(t, raw("GET", e.srv.URL+"/preview/pv/1/"), 502)
+	e.do("POST", "/api/sandbox/pv/stop", "")
+	daytonaError(t, raw("GET", pv.URL+"/"), 409)
+	daytonaError(t, e.do("GET", "/api/sandbox/pv/ports/"+port+"/preview-url", ""), 409)
+	daytonaError(t, raw("GET", e.srv.URL+"/preview/nope/80/"), 404)
+	// The token ends with the sandbox.
+	e.do("DELETE", "/api/sandbox/pv", "")
+	e.do("POST", "/api/sandbox", `{"name":"pv"}`)
+	e.dwait("pv", "started")
+	var again daytona.PortPreviewURL
+	json.Unmarshal(e.do("GET", "/api/sandbox/pv/ports/"+port+"/preview-url", "").body, &again)
+	if again.Token == pv.Token || again.Token == "" {
+		t.Fatalf("a new sandbox of the same name has the old preview token")
+	}
+}

@@ -1,0 +1,125 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/redact"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+)
+
+// Settings a sandbox keeps in any state, running or stopped: its labels and
+// its after-stop intervals. Changing one is not activity (the idle clock
+// is fed by keep-alives alone) and needs no workload.
+
+// ReplaceLabels replaces every label of a sandbox, running or stopped.
+func (s *Supervisor) ReplaceLabels(id string, labels map[string]string) (Sandbox, error) {
+	if err := ValidateLabels(labels); err != nil {
+		return Sandbox{}, err
+	}
+	return s.update(id, func(sb *Sandbox) { sb.Labels = cloneMap(labels) })
+}
+
+// SetAutoDelete sets how long after its stop a sandbox is deleted: nil
+// never, 0 right after the stop (a sandbox stopped already goes at the
+// next check).
+func (s *Supervisor) SetAutoDelete(id string, after *time.Duration) (Sandbox, error) {
+	if after != nil && *after < 0 {
+		after = nil
+	}
+	return s.update(id, func(sb *Sandbox) {
+		if after == nil {
+			sb.AutoDeleteInterval = nil
+			return
+		}
+		d := *after
+		sb.AutoDeleteInterval = &d
+	})
+}
+
+// SetAutoArchive records the auto-archive interval (0: the longest). It
+// is kept and shown, as Daytona does, but never acts: locally a stopped
+// sandbox keeps its files where they are, which is all an archive would
+// restore.
+func (s *Supervisor) SetAutoArchive(id string, interval time.Duration) (Sandbox, error) {
+	if interval < 0 {
+		return Sandbox{}, invalid("the auto-archive interval must be ≥ 0 minutes")
+	}
+	return s.update(id, func(sb *Sandbox) { sb.AutoArchiveInterval = interval })
+}
+
+// SetPublic sets whether the sandbox's previews need no token.
+func (s *Supervisor) SetPublic(id string, public bool) (Sandbox, error) {
+	return s.update(id, func(sb *Sandbox) { sb.Public = public })
+}
+
+// update changes a sandbox's settings in whatever state it is, under its
+// operation lock, and persists them.
+func (s *Supervisor) update(id string, change func(*Sandbox)) (Sandbox, error) {
+	e, err := s.lookup(id)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	e.op.Lock()
+	defer e.op.Unlock()
+	s.mu.Lock()
+	next, gone := e.info, s.sandboxes[id] != e
+	s.mu.Unlock()
+	if gone {
+		return Sandbox{}, fmt.Errorf("%w: %s", ErrNotFound, Clip(id, MaxQuoted))
+	}
+	change(&next)
+	next.UpdatedAt = s.clock()
+	s.commit(e, next, "")
+	return next, nil
+}
+
+// Env returns the variables a sandbox was created with, each value that
+// may be a secret (by its key, by its shape, or one of the daemon's
+// forwarded credentials) replaced by redact.Redacted.
+func (s *Supervisor) Env(id string) (map[string]string, error) {
+	e, err := s.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	env, err := s.envOf(e)
+	if err != nil {
+		return nil, err
+	}
+	r := redact.New(s.secretsOf(e))
+	out := maps.Clone(env)
+	for k, v := range out {
+		if redact.SecretKey(k) {
+			out[k] = redact.Redacted
+		} else {
+			out[k] = r.Redact(v)
+		}
+	}
+	return out, nil
+}
+
+// PortEndpoint is where port of a running sandbox's workload (the port as
+// the workload listens on it) is reached from this machine: a preview of
+// any port. A runtime whose handles cannot say is ErrUnsupportedRuntime.
+func (s *Supervisor) PortEndpoint(ctx context.Context, id string, port int) (runtime.Endpoint, error) {
+	if port < 1 || port > 65535 {
+		return runtime.Endpoint{}, invalid("port %d is not a TCP port", port)
+	}
+	e, err := s.lookup(id)
+	if err != nil {
+		return runtime.Endpoint{}, err
+	}
+	s.mu.Lock()
+	st, h := e.info.State, e.handle
+	s.mu.Unlock()
+	if !st.Live() || h == nil {
+		return runtime.Endpoint{}, fmt.Errorf("%w: %s is %s", ErrNotRunning, Clip(id, MaxQuoted), st)
+	}
+	p, ok := h.(runtime.Ports)
+	if !ok {
+		return runtime.Endpoint{}, fmt.Errorf("%w: the %s runtime cannot reach a port of its workloads", ErrUnsupportedRuntime, e.info.Runtime)
+	}
+	return p.PortEndpoint(ctx, port)
+}
