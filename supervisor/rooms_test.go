@@ -48,7 +48,7 @@ var rooms = []room{
 	{Pkg: "conf/auth", Not: []string{"..."}, Why: "the token is read by the daemon and every client: standard library only"},
 	{Pkg: "api/client", Not: []string{"supervisor/...", "conf", "proc", "cgroup/...", "api"}, Why: "the Go client is a small library: the wire shapes, the token, the backoff"},
 	{Pkg: "api/wire", Not: []string{"..."}, Why: "the wire shapes are shared with every client: standard library only"},
-	{Pkg: "api/daytona", Not: append([]string{"api", "api/client", "api/session", "proc/...", "cgroup/...", "conf/...", "cmd/..."}, implementations...),
+	{Pkg: "api/daytona", Not: append([]string{"api", "api/client", "api/session", "proc/...", "cgroup/...", "conf/...", "cmd/..."}, implementations...), But: []string{"proc/probe"},
 		Why: "Daytona's API is a room beside /v1: it knows the supervisor and the wire shapes, and package api mounts it, not the other way"},
 	{Pkg: "api", Not: append([]string{"proc", "cgroup/...", "conf", "cmd/..."}, implementations...),
 		Why: "the API serves the supervisor; runtimes and configuration are the daemon's wiring"},
