@@ -255,7 +255,8 @@ func runScenario(t *testing.T, cc *contractClient) {
 	cc.do("GET", "/v1/openapi.yaml", "")
 	cc.do("GET", "/v1/snapshots", "")
 	cc.do("POST", "/v1/sandboxes", `{"name":"k5","snapshot":"no-such-snapshot"}`)
-	cc.do("POST", "/v1/sandboxes", `{"name":"k1","labels":{"suite":"contract","harnessSessionId":"h-1"},"envVars":{"A":"1"},"autoDeleteInterval":-1,"cpu":0,"gpu":1}`)
+	cc.do("POST", "/v1/sandboxes", `{"name":"k1","labels":{"suite":"contract","harnessSessionId":"h-1"},"envVars":{"A":"1"},"autoDeleteInterval":-1,"cpu":0,"gpu":0}`)
+	cc.do("POST", "/v1/sandboxes", `{"name":"k6","gpu":1,"networkBlockAll":true}`) // refused, named: never dropped
 	cc.do("POST", "/v1/sandboxes", `{"name":"k2","labels":{"suite":"contract"},"autoStopInterval":0,"autoDeleteInterval":0}`)
 	cc.do("POST", "/v1/sandboxes", `{"name":"k1"}`)
 	cc.do("POST", "/v1/sandboxes", `{"name":"../k"}`)
@@ -285,7 +286,8 @@ func runScenario(t *testing.T, cc *contractClient) {
 	cc.do("POST", "/v1/sandboxes/missing/autostop/1", "")
 	// Limits of 0 hold with or without cgroups (the cgroup tests set real
 	// ones).
-	cc.do("POST", "/v1/sandboxes/k1/resize", `{"cpu":0,"memory":0,"disk":3}`)
+	cc.do("POST", "/v1/sandboxes/k1/resize", `{"cpu":0,"memory":0,"disk":0}`)
+	cc.do("POST", "/v1/sandboxes/k1/resize", `{"disk":3}`) // no disk bound here: refused, named
 	cc.do("POST", "/v1/sandboxes/k1/resize", `{"pids":-1}`)
 	cc.do("POST", "/v1/sandboxes/missing/resize", `{"cpu":1}`)
 	cc.do("GET", "/v1/sandboxes/k1/preview-url?port=4000&ttl=60", "")

@@ -85,16 +85,21 @@ func TestGeneratedClientCurrent(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("needs the go command to run oapi-codegen")
 	}
-	dir := t.TempDir()
-	cfg, _ := os.ReadFile("oapiclient/config.yaml")
-	os.WriteFile(filepath.Join(dir, "config.yaml"), bytes.Replace(cfg, []byte("output: oapiclient.gen.go"), []byte("output: "+filepath.Join(dir, "gen.go")), 1), 0o644)
-	cmd := exec.Command("go", "tool", "oapi-codegen", "-config", filepath.Join(dir, "config.yaml"), "../api/openapi.yaml")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("oapi-codegen: %v\n%s", err, out)
-	}
-	fresh, _ := os.ReadFile(filepath.Join(dir, "gen.go"))
-	committed, _ := os.ReadFile("oapiclient/oapiclient.gen.go")
-	if !bytes.Equal(fresh, committed) {
-		t.Fatal("tests/oapiclient is stale: run go generate ./tests/oapiclient")
+	for _, c := range []struct{ pkg, gen, doc string }{
+		{"oapiclient", "oapiclient.gen.go", "../api/openapi.yaml"},
+		{"daytonaclient", "daytonaclient.gen.go", daytonaDoc},
+	} {
+		dir := t.TempDir()
+		cfg, _ := os.ReadFile(filepath.Join(c.pkg, "config.yaml"))
+		os.WriteFile(filepath.Join(dir, "config.yaml"), bytes.Replace(cfg, []byte("output: "+c.gen), []byte("output: "+filepath.Join(dir, "gen.go")), 1), 0o644)
+		cmd := exec.Command("go", "tool", "oapi-codegen", "-config", filepath.Join(dir, "config.yaml"), c.doc)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("oapi-codegen: %v\n%s", err, out)
+		}
+		fresh, _ := os.ReadFile(filepath.Join(dir, "gen.go"))
+		committed, _ := os.ReadFile(filepath.Join(c.pkg, c.gen))
+		if !bytes.Equal(fresh, committed) {
+			t.Errorf("tests/%s is stale: run go generate ./tests/%s", c.pkg, c.pkg)
+		}
 	}
 }

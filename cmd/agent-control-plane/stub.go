@@ -38,6 +38,9 @@ import (
 //	STUB_AGENT_DIAL             host:port,… each tried once over TCP at
 //	                            start, printing "stub-agent: dial ADDR: ok"
 //	                            or "…: failed: why" (network isolation)
+//	STUB_AGENT_EXTRA_PORT       also listen on $HOST:this port, answering
+//	                            every path with "stub-agent: port N of
+//	                            sandbox ID: PATH" (a second port to preview)
 func stubCommand() command {
 	return command{
 		name: "stub-agent", summary: "run the bundled stub agent-server (the default child)",
@@ -133,6 +136,16 @@ func runStub(stdout, stderr io.Writer) int {
 	}
 	if mb, _ := strconv.Atoi(os.Getenv("STUB_AGENT_ALLOC_MB")); mb > 0 {
 		go hog(mb)
+	}
+	if extra := os.Getenv("STUB_AGENT_EXTRA_PORT"); extra != "" {
+		eln, err := net.Listen("tcp", net.JoinHostPort(host, extra))
+		if err != nil {
+			fmt.Fprintln(stderr, "stub-agent: extra port:", err)
+			return exitFailure
+		}
+		go http.Serve(eln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "stub-agent: port %s of sandbox %s: %s", extra, id, r.URL.RequestURI())
+		}))
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	fmt.Fprintf(stdout, "stub-agent: sandbox %s listening on http://%s\n", id, net.JoinHostPort(host, strconv.Itoa(port)))

@@ -1,0 +1,449 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pb33f/libopenapi"
+	validator "github.com/pb33f/libopenapi-validator"
+	"github.com/pb33f/libopenapi-validator/config"
+	"github.com/pb33f/libopenapi-validator/paths"
+	"github.com/pb33f/libopenapi-validator/schema_validation"
+	v3 "github.com/pb33f/libopenapi/datamodel/high/v3"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/agent-control-plane/agent-control-plane/conf"
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
+	"github.com/agent-control-plane/agent-control-plane/tests/daytonaclient"
+	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
+)
+
+// daytonaDoc is Daytona's own API document, the contract of /api.
+const daytonaDoc = "testdata/daytona/daytona-api.yaml"
+
+// daytonaErrorSchema is the body of Daytona's errors (NestJS's), which its
+// document does not write down: its SDKs read message.
+const daytonaErrorSchema = `{"type":"object","additionalProperties":false,
+ "required":["statusCode","error","message","path","timestamp"],
+ "properties":{"statusCode":{"type":"integer","minimum":400,"maximum":599},"error":{"type":"string","minLength":1},
+  "message":{"type":"string","minLength":1},"path":{"type":"string","pattern":"^/"},"timestamp":{"type":"string","format":"date-time"}}}`
+
+// daytonaChecker validates every exchange of a client with the daemon's
+// /api against Daytona's document, with an OpenAPI implementation the
+// daemon does not use (pb33f/libopenapi): the request always, the answer
+// and its status where the document has them; an error status the
+// document does not list (it lists none) must be Daytona's error shape.
+type daytonaChecker struct {
+	t    *testing.T
+	v    validator.Validator
+	doc  *libopenapi.DocumentModel[v3.Document]
+	errs *errorSchema
+	next http.RoundTripper
+
+	mu   sync.Mutex
+	seen map[string]bool // "operationId status"
+	n    int
+}
+
+func newDaytonaChecker(t *testing.T) *daytonaChecker {
+	raw, err := os.ReadFile(daytonaDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Daytona's clients are given http://HOST:PORT/api: the document's
+	// paths are under the server's /api.
+	var y map[string]any
+	if err := yaml.Unmarshal(raw, &y); err != nil {
+		t.Fatal(err)
+	}
+	y["servers"] = []any{map[string]any{"url": "/api"}}
+	if raw, err = yaml.Marshal(y); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := libopenapi.NewDocument(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, errs := validator.NewValidator(doc)
+	if len(errs) > 0 {
+		t.Fatalf("%s: %v", daytonaDoc, errs)
+	}
+	m, err := doc.BuildV3Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &daytonaChecker{t: t, v: v, doc: m, errs: newErrorSchema(t), next: http.DefaultTransport, seen: map[string]bool{}}
+}
+
+func (c *daytonaChecker) RoundTrip(req *http.Request) (*http.Response, error) {
+	var reqBody []byte
+	if req.Body != nil {
+		reqBody, _ = io.ReadAll(req.Body)
+		req.Body.Close()
+		req.Body = io.NopCloser(bytes.NewReader(reqBody))
+	}
+	res, err := c.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	if err := c.check(req, reqBody, res, body); err != nil {
+		c.t.Error(err)
+	}
+	return res, nil
+}
+
+func (c *daytonaChecker) check(req *http.Request, reqBody []byte, res *http.Response, body []byte) error {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	pi, errs, tpl := paths.FindPath(req, &c.doc.Model, config.NewValidationOptions())
+	if pi == nil {
+		return fmt.Errorf("%s %s: not in Daytona's document:%s", req.Method, req.URL.Path, describe(errs))
+	}
+	op := pi.GetOperations().GetOrZero(strings.ToLower(req.Method))
+	if op == nil {
+		return fmt.Errorf("%s %s: no such operation in Daytona's document", req.Method, tpl)
+	}
+	again := req.Clone(req.Context())
+	again.Body = io.NopCloser(bytes.NewReader(reqBody))
+	if ok, errs := c.v.ValidateHttpRequest(again); !ok {
+		return fmt.Errorf("%s %s: the request does not match Daytona's document:%s", req.Method, req.URL, describe(errs))
+	}
+	code := strconv.Itoa(res.StatusCode)
+	c.mu.Lock()
+	c.seen[op.OperationId+" "+code] = true
+	c.mu.Unlock()
+	if op.Responses.Codes.GetOrZero(code) == nil {
+		if res.StatusCode < 400 {
+			return fmt.Errorf("%s %s: status %d is not Daytona's (%s)", req.Method, tpl, res.StatusCode, body)
+		}
+		return c.errs.check(body)
+	}
+	res2 := &http.Response{StatusCode: res.StatusCode, Header: res.Header, Body: io.NopCloser(bytes.NewReader(body)), Request: req}
+	if ok, errs := c.v.ValidateHttpResponse(req, res2); !ok {
+		return fmt.Errorf("%s %s %d: the answer does not match Daytona's document:%s\n%s", req.Method, tpl, res.StatusCode, describe(errs), body)
+	}
+	return nil
+}
+
+// errorSchema validates Daytona's error body with the same library.
+type errorSchema struct {
+	doc *libopenapi.DocumentModel[v3.Document]
+}
+
+func newErrorSchema(t *testing.T) *errorSchema {
+	doc, err := libopenapi.NewDocument([]byte(`{"openapi":"3.1.0","info":{"title":"errors","version":"1"},"paths":{},
+		"components":{"schemas":{"Error":` + daytonaErrorSchema + `}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := doc.BuildV3Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &errorSchema{doc: m}
+}
+
+func (e *errorSchema) check(body []byte) error {
+	s := e.doc.Model.Components.Schemas.GetOrZero("Error").Schema()
+	if ok, errs := schema_validation.NewSchemaValidator().ValidateSchemaBytes(s, body); !ok {
+		return fmt.Errorf("an error answer is not Daytona's error shape:%s\n%s", describe(errs), body)
+	}
+	return nil
+}
+
+// daytonaFlow is what one run of the SDK's calls needs to know of the
+// runtime under it.
+type daytonaFlow struct {
+	snapshot  string // "" for the daemon's default
+	agentPort func(t *testing.T, d *testenv.Daemon, id string) int
+	extraPort int // a second port the agent opens
+}
+
+// runDaytonaFlow drives /api as Daytona's SDKs do, with a client generated
+// from Daytona's document: create without a name (env and labels), poll
+// every ~100 ms until started, get by name, list by label, replace
+// labels, set intervals, last-activity, preview the agent's port and a
+// second one, stop, start (the workspace kept), delete, 404.
+func runDaytonaFlow(t *testing.T, d *testenv.Daemon, f daytonaFlow) {
+	ctx := testenv.Context(t)
+	chk := newDaytonaChecker(t)
+	dc, err := daytonaclient.NewClientWithResponses(d.URL+"/api",
+		daytonaclient.WithHTTPClient(&http.Client{Transport: chk, Timeout: 2 * time.Minute}),
+		daytonaclient.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+			r.Header.Set("Authorization", "Bearer "+d.Token)
+			r.Header.Set("X-Daytona-Source", "sdk-go")
+			r.Header.Set("X-Daytona-SDK-Version", "0.190.0")
+			return nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(what string, status int, body []byte, err error, want int) {
+		t.Helper()
+		if err != nil || status != want {
+			t.Fatalf("%s: %d %v %s", what, status, err, body)
+		}
+	}
+
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	env := map[string]string{"NODE_ENV": "development", "STUB_AGENT_EXTRA_PORT": strconv.Itoa(f.extraPort), "GITHUB_TOKEN": "ghp_" + strings.Repeat("a", 36)}
+	labels := map[string]string{"suite": "daytona", "run": run}
+	body := daytonaclient.CreateSandbox{Env: &env, Labels: &labels}
+	if f.snapshot != "" {
+		body.Snapshot = &f.snapshot
+	}
+	cr, err := dc.CreateSandboxWithResponse(ctx, nil, body)
+	must("create", cr.StatusCode(), cr.Body, err, 200)
+	sb := *cr.JSON200
+	id := sb.Id
+	if sb.Name != id || sb.Env["NODE_ENV"] != "development" || sb.Env["GITHUB_TOKEN"] != "[REDACTED]" || sb.Target != "local" || sb.NetworkBlockAll {
+		t.Fatalf("create answer: %s", cr.Body)
+	}
+	// The SDK's wait: every ~100 ms until started; error ends it.
+	var polls int
+	testenv.Eventually(t, "started", func() bool {
+		polls++
+		g, err := dc.GetSandboxWithResponse(ctx, id, nil)
+		must("get", g.StatusCode(), g.Body, err, 200)
+		if st := *g.JSON200.State; st == daytonaclient.SandboxStateError || st == daytonaclient.SandboxStateBuildFailed {
+			t.Fatalf("the sandbox failed to start: %s", g.Body)
+		}
+		if *g.JSON200.State != daytonaclient.SandboxStateStarted {
+			time.Sleep(100 * time.Millisecond)
+			return false
+		}
+		return true
+	})
+	byName, err := dc.GetSandboxWithResponse(ctx, sb.Name, nil)
+	must("get by name", byName.StatusCode(), byName.Body, err, 200)
+
+	lj := `{"run":"` + run + `"}`
+	ls, err := dc.ListSandboxesWithResponse(ctx, &daytonaclient.ListSandboxesParams{Labels: &lj, States: &[]daytonaclient.SandboxState{daytonaclient.SandboxStateStarted, daytonaclient.SandboxStateStarting}})
+	must("list", ls.StatusCode(), ls.Body, err, 200)
+	if len(ls.JSON200.Items) != 1 || ls.JSON200.Items[0].Id != id || ls.JSON200.NextCursor != nil {
+		t.Fatalf("list by label: %s", ls.Body)
+	}
+	rl, err := dc.ReplaceLabelsWithResponse(ctx, id, nil, daytonaclient.SandboxLabels{Labels: map[string]string{"suite": "daytona", "run": run, "phase": "two"}})
+	must("replace labels", rl.StatusCode(), rl.Body, err, 200)
+	as, err := dc.SetAutostopIntervalWithResponse(ctx, id, 30, nil)
+	must("autostop", as.StatusCode(), as.Body, err, 200)
+	aa, err := dc.SetAutoArchiveIntervalWithResponse(ctx, id, 60, nil)
+	must("autoarchive", aa.StatusCode(), aa.Body, err, 200)
+	ad, err := dc.SetAutoDeleteIntervalWithResponse(ctx, id, -1, nil)
+	must("autodelete", ad.StatusCode(), ad.Body, err, 200)
+	if s := ad.JSON200; s.Labels["phase"] != "two" || *s.AutoStopInterval != 30 || *s.AutoArchiveInterval != 60 || *s.AutoDeleteInterval != -1 {
+		t.Fatalf("settings: %s", ad.Body)
+	}
+	la, err := dc.UpdateLastActivityWithResponse(ctx, id, nil)
+	must("last-activity", la.StatusCode(), la.Body, err, 201)
+	tp, err := dc.GetToolboxProxyUrlWithResponse(ctx, id, nil)
+	must("toolbox-proxy-url", tp.StatusCode(), tp.Body, err, 200)
+	if tp.JSON200.Url != d.URL+"/api/toolbox" {
+		t.Fatalf("toolbox proxy URL %s", tp.JSON200.Url)
+	}
+
+	// Previews: the agent's port and the second one, with the token.
+	preview := func(port int, path string) string {
+		t.Helper()
+		pv, err := dc.GetPortPreviewUrlWithResponse(ctx, id, float32(port), nil)
+		must("preview-url", pv.StatusCode(), pv.Body, err, 200)
+		req, _ := http.NewRequest("GET", pv.JSON200.Url+path, nil)
+		req.Header.Set("X-Daytona-Preview-Token", pv.JSON200.Token)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		if res.StatusCode != 200 {
+			t.Fatalf("preview of port %d: %d %s", port, res.StatusCode, b)
+		}
+		return string(b)
+	}
+	if got := preview(f.agentPort(t, d, id), "/api/info"); !strings.Contains(got, `"sandboxId":"`+id+`"`) {
+		t.Fatalf("the agent's preview: %s", got)
+	}
+	if got, want := preview(f.extraPort, "/x?y=1"), fmt.Sprintf("stub-agent: port %d of sandbox %s: /x?y=1", f.extraPort, id); got != want {
+		t.Fatalf("the second port's preview: %q, want %q", got, want)
+	}
+
+	// Files survive a stop and a start.
+	kept := filepath.Join(d.Root, id, supervisor.WorkspaceDir, "kept.txt")
+	if err := os.WriteFile(kept, []byte("still here"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := dc.StopSandboxWithResponse(ctx, id, nil)
+	must("stop", st.StatusCode(), st.Body, err, 200)
+	if *st.JSON200.State != daytonaclient.SandboxStateStopped {
+		t.Fatalf("stop answer: %s", st.Body)
+	}
+	sr, err := dc.StartSandboxWithResponse(ctx, id, nil)
+	must("start", sr.StatusCode(), sr.Body, err, 200)
+	testenv.Eventually(t, "started again", func() bool {
+		g, err := dc.GetSandboxWithResponse(ctx, id, nil)
+		must("get", g.StatusCode(), g.Body, err, 200)
+		return *g.JSON200.State == daytonaclient.SandboxStateStarted
+	})
+	if b, err := os.ReadFile(kept); err != nil || string(b) != "still here" {
+		t.Fatalf("the workspace after stop and start: %q %v", b, err)
+	}
+	if got := preview(f.extraPort, "/"); !strings.Contains(got, "sandbox "+id) {
+		t.Fatalf("preview after the start: %s", got)
+	}
+	dl, err := dc.DeleteSandboxWithResponse(ctx, id, nil)
+	must("delete", dl.StatusCode(), dl.Body, err, 200)
+	gone, err := dc.GetSandboxWithResponse(ctx, id, nil)
+	must("get after delete", gone.StatusCode(), gone.Body, err, 404)
+
+	// What cannot be done here is refused in Daytona's shape.
+	yes := true
+	nb, err := dc.CreateSandboxWithResponse(ctx, nil, daytonaclient.CreateSandbox{NetworkBlockAll: &yes})
+	must("networkBlockAll", nb.StatusCode(), nb.Body, err, 400)
+	if !strings.Contains(string(nb.Body), "networkBlockAll") {
+		t.Fatalf("networkBlockAll refusal: %s", nb.Body)
+	}
+	t.Logf("%d exchanges checked against Daytona's document (%d polls until started)", chk.n, polls)
+	for _, want := range []string{"createSandbox 200", "getSandbox 200", "listSandboxes 200", "replaceLabels 200", "setAutostopInterval 200",
+		"setAutoArchiveInterval 200", "setAutoDeleteInterval 200", "updateLastActivity 201", "getPortPreviewUrl 200", "getToolboxProxyUrl 200",
+		"stopSandbox 200", "startSandbox 200", "deleteSandbox 200", "getSandbox 404", "createSandbox 400"} {
+		if !chk.seen[want] {
+			t.Errorf("never exchanged: %s", want)
+		}
+	}
+}
+
+func TestDaytonaSDKFlowNative(t *testing.T) {
+	lo, hi := portBlock.Next()
+	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi})
+	runDaytonaFlow(t, d, daytonaFlow{
+		agentPort: func(t *testing.T, d *testenv.Daemon, id string) int {
+			// A process listens on its leased port, the one /v1 shows.
+			_, b := call(t, d, "GET", "/v1/sandboxes/"+id, "")
+			var info struct{ Port int }
+			json.Unmarshal(b, &info)
+			return info.Port
+		},
+		extraPort: testenv.FreePort(t),
+	})
+}
+
+func TestDaytonaSDKFlowDocker(t *testing.T) {
+	c := engine(t)
+	lo, hi := portBlock.Next()
+	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi, Config: `
+[snapshots.stub]
+runtime = "docker"
+image = "` + stubImage + `"
+command = ["/agent-control-plane", "stub-agent"]
+`})
+	t.Cleanup(func() { c.NetworkRemove(context.Background(), conf.InstanceName(d.Root)) })
+	runDaytonaFlow(t, d, daytonaFlow{
+		snapshot:  "stub",
+		agentPort: func(*testing.T, *testenv.Daemon, string) int { return 4000 }, // PORT inside the container
+		extraPort: 3000,
+	})
+}
+
+// A sandbox whose agent exits before it is ready reads error (with its
+// reason, recoverable) on /api, so that the SDK's wait for started ends
+// there instead of at its own timeout.
+func TestDaytonaStartupExitIsError(t *testing.T) {
+	lo, hi := portBlock.Next()
+	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi})
+	ctx := testenv.Context(t)
+	chk := newDaytonaChecker(t)
+	dc, _ := daytonaclient.NewClientWithResponses(d.URL+"/api", daytonaclient.WithHTTPClient(&http.Client{Transport: chk}),
+		daytonaclient.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+			r.Header.Set("Authorization", "Bearer "+d.Token)
+			return nil
+		}))
+	env := map[string]string{"STUB_AGENT_EXIT_AFTER_MS": "200", "STUB_AGENT_READY_DELAY_MS": "600000"}
+	cr, err := dc.CreateSandboxWithResponse(ctx, nil, daytonaclient.CreateSandbox{Env: &env})
+	if err != nil || cr.StatusCode() != 200 {
+		t.Fatalf("create: %v %s", err, cr.Body)
+	}
+	start := time.Now()
+	var last *daytonaclient.Sandbox
+	testenv.Eventually(t, "error", func() bool {
+		g, err := dc.GetSandboxWithResponse(ctx, cr.JSON200.Id, nil)
+		if err != nil || g.StatusCode() != 200 {
+			t.Fatalf("get: %v %s", err, g.Body)
+		}
+		last = g.JSON200
+		switch *last.State {
+		case daytonaclient.SandboxStateStarting:
+			time.Sleep(100 * time.Millisecond)
+			return false
+		case daytonaclient.SandboxStateError:
+			return true
+		}
+		t.Fatalf("state %s before error", *last.State)
+		return false
+	})
+	if last.ErrorReason == nil || !strings.HasPrefix(*last.ErrorReason, "exited_during_startup") || last.Recoverable == nil || !*last.Recoverable {
+		t.Fatalf("error answer: %+v", last)
+	}
+	t.Logf("error seen %v after the create (the agent exits 200 ms in)", time.Since(start).Round(time.Millisecond))
+	if !chk.seen["getSandbox 200"] {
+		t.Error("no get was checked")
+	}
+}
+
+// The check can fail: an answer without a field Daytona requires, a
+// status Daytona does not answer with, a request its document refuses and
+// an error in the daemon's /v1 shape are each caught.
+func TestDaytonaCheckerCanFail(t *testing.T) {
+	chk := newDaytonaChecker(t)
+	req := func(method, path, body string) (*http.Request, []byte) {
+		r, _ := http.NewRequest(method, "http://127.0.0.1:1/api"+path, strings.NewReader(body))
+		if body != "" {
+			r.Header.Set("Content-Type", "application/json")
+		}
+		r.Header.Set("Authorization", "Bearer x")
+		return r, []byte(body)
+	}
+	answer := func(status int, body string) (*http.Response, []byte) {
+		h := http.Header{}
+		h.Set("Content-Type", "application/json")
+		return &http.Response{StatusCode: status, Header: h}, []byte(body)
+	}
+	good := `{"id":"a","organizationId":"o","name":"a","target":"local","user":"u","public":false,"cpu":1,"gpu":0,"memory":1,"disk":1,
+		"labels":{},"env":{},"networkBlockAll":false,"toolboxProxyUrl":"http://127.0.0.1:1/api/toolbox","state":"started"}`
+	for _, c := range []struct {
+		what             string
+		method, path, in string
+		status           int
+		out              string
+		ok               bool
+	}{
+		{"a whole sandbox", "GET", "/sandbox/a", "", 200, good, true},
+		{"no toolboxProxyUrl", "GET", "/sandbox/a", "", 200, strings.Replace(good, `"toolboxProxyUrl":"http://127.0.0.1:1/api/toolbox",`, "", 1), false},
+		{"a state Daytona lacks", "GET", "/sandbox/a", "", 200, strings.Replace(good, `"started"`, `"running"`, 1), false},
+		{"201 for a create", "POST", "/sandbox", `{}`, 201, good, false},
+		{"cpu as a string", "POST", "/sandbox", `{"cpu":"2"}`, 200, good, false},
+		{"Daytona's error", "GET", "/sandbox/a", "", 404, `{"statusCode":404,"error":"Not Found","message":"no","path":"/api/sandbox/a","timestamp":"2026-01-01T00:00:00.000Z"}`, true},
+		{"the /v1 error shape", "GET", "/sandbox/a", "", 404, `{"error":{"code":"not_found","message":"no"}}`, false},
+		{"a route Daytona lacks", "GET", "/sandboxes", "", 200, `{}`, false},
+	} {
+		r, in := req(c.method, c.path, c.in)
+		res, out := answer(c.status, c.out)
+		if err := chk.check(r, in, res, []byte(out)); (err == nil) != c.ok {
+			t.Errorf("%s: check said %v", c.what, err)
+		}
+	}
+}
