@@ -343,3 +343,32 @@ func TestDaytonaPreviewProxy(t *testing.T) {
 		t.Fatalf("a new sandbox of the same name has the old preview token")
 	}
 }
+
+// A stop or a delete that takes time reads stopping or destroying while
+// it runs (/v1 keeps the state it had).
+func TestDaytonaStoppingAndDestroying(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, c := range []struct{ method, path, during, after string }{
+		{"POST", "/stop", "stopping", "stopped"},
+		{"DELETE", "", "destroying", ""},
+	} {
+		e.do("POST", "/api/sandbox", `{"name":"slow","env":{"STUB_AGENT_IGNORE_SIGTERM":"1"}}`)
+		e.dwait("slow", "started")
+		done := make(chan resp, 1)
+		go func() { done <- e.do(c.method, "/api/sandbox/slow"+c.path, "") }()
+		sb := e.dwait("slow", c.during)
+		if want := map[string]string{"stopping": "stopped", "destroying": "destroyed"}[c.during]; sb.DesiredState != want {
+			t.Errorf("%s: desiredState %q", c.during, sb.DesiredState)
+		}
+		if st := e.info("slow").State; st != "started" {
+			t.Errorf("/v1 during %s: %s", c.during, st)
+		}
+		if r := <-done; r.code != 200 {
+			t.Fatalf("%s %s: %d %s", c.method, c.path, r.code, r.body)
+		}
+		if c.after != "" {
+			e.dwait("slow", c.after)
+			e.do("DELETE", "/api/sandbox/slow", "")
+		}
+	}
+}

@@ -225,13 +225,26 @@ func (s *Supervisor) stop(e *sandbox, why StopReason, errorReason string, grace 
 // The caller holds e.op for the whole stop, so operations on e wait for it;
 // other sandboxes do not. The port is released only after the workload is
 // gone. It reports whether it stopped anything.
-func (s *Supervisor) stopHoldingOp(e *sandbox, why StopReason, errorReason string, grace time.Duration) (bool, error) {
+func (s *Supervisor) stopHoldingOp(e *sandbox, why StopReason, errorReason string, grace time.Duration) (stopped bool, err error) {
 	s.mu.Lock()
 	live, h, port := e.info.State.Live(), e.handle, e.info.Port
+	if live {
+		e.ending = EndingStop
+		if why == StopDeleted {
+			e.ending = EndingDelete
+		}
+	}
 	s.mu.Unlock()
 	if !live {
 		return false, nil
 	}
+	defer func() { // a delete goes on being one until it is done
+		s.mu.Lock()
+		if e.ending == EndingStop || err != nil {
+			e.ending = ""
+		}
+		s.mu.Unlock()
+	}()
 	if h != nil {
 		// Bounded, whoever asked: callers that may leave go through
 		// detach.
@@ -312,8 +325,12 @@ func (s *Supervisor) delete(e *sandbox) error {
 		s.mu.Unlock()
 		return nil // deleted meanwhile
 	}
+	e.ending = EndingDelete
 	s.mu.Unlock()
 	if err := s.fs.removeAll(e.id); err != nil {
+		s.mu.Lock()
+		e.ending = ""
+		s.mu.Unlock()
 		return fmt.Errorf("remove sandbox directory: %w", err)
 	}
 	s.logs.Forget(e.id)

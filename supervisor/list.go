@@ -25,7 +25,7 @@ func (s *Supervisor) Get(id string) (Sandbox, error) {
 		s.mu.Unlock()
 		return Sandbox{}, fmt.Errorf("%w: %s", ErrNotFound, Clip(id, MaxQuoted))
 	}
-	sb := e.info
+	sb := e.viewLocked()
 	s.mu.Unlock()
 	return sb, nil
 }
@@ -200,7 +200,7 @@ func (s *Supervisor) listPageLocked(o ListOptions) (page []Sandbox, more bool) {
 	}
 	page = make([]Sandbox, len(keys))
 	for i, k := range keys {
-		page[i] = k.e.info
+		page[i] = k.e.viewLocked()
 	}
 	return page, more
 }

@@ -115,6 +115,9 @@ type sandbox struct {
 	// changed is closed when info changes (log followers wait on it);
 	// nil until one asks.
 	changed chan struct{}
+	// ending is what is being done to the sandbox while a stop or a
+	// delete is under way (Sandbox.Ending).
+	ending string
 
 	// Fixed at creation.
 	id     string
@@ -141,6 +144,13 @@ func (e *sandbox) changesLocked() <-chan struct{} {
 
 // setInfoLocked makes next e's state and tells whoever waits for a
 // change.
+// viewLocked is the sandbox as readers see it.
+func (e *sandbox) viewLocked() Sandbox {
+	sb := e.info
+	sb.Ending = e.ending
+	return sb
+}
+
 func (e *sandbox) setInfoLocked(next Sandbox) {
 	e.info = next
 	if e.changed != nil {

@@ -72,12 +72,13 @@ type SandboxLabels struct {
 
 // Daytona's states and desired states, as this daemon uses them.
 const (
-	StateStarting  = "starting"
-	StateStarted   = "started"
-	StateStopping  = "stopping"
-	StateStopped   = "stopped"
-	StateError     = "error"
-	StateDestroyed = "destroyed"
+	StateStarting   = "starting"
+	StateStarted    = "started"
+	StateStopping   = "stopping"
+	StateStopped    = "stopped"
+	StateDestroying = "destroying"
+	StateError      = "error"
+	StateDestroyed  = "destroyed"
 )
 
 // States is Daytona's SandboxState enum: what a list may filter on. The
@@ -90,6 +91,12 @@ var States = []string{"creating", "restoring", "destroyed", "destroying", "start
 // became ready (it exited during startup, or its startup timed out) is
 // Daytona's error, recoverable by a start; /v1 calls it stopped.
 func stateOf(sb supervisor.Sandbox) (state, desired string) {
+	switch sb.Ending {
+	case supervisor.EndingStop:
+		return StateStopping, StateStopped
+	case supervisor.EndingDelete:
+		return StateDestroying, StateDestroyed
+	}
 	switch sb.State {
 	case supervisor.Starting:
 		return StateStarting, StateStarted
