@@ -314,6 +314,13 @@ func TestDaytonaPreviewProxy(t *testing.T) {
 	if got.hdr.Get("Content-Security-Policy") == "" || seen.Get(daytona.PreviewTokenHeader) != "" {
 		t.Fatalf("the preview token reached the workload (%v) or the page shares the daemon's origin (%q)", seen, got.hdr.Get("Content-Security-Policy"))
 	}
+	if !strings.HasPrefix(got.hdr.Get("Content-Security-Policy"), "sandbox ") || strings.Contains(got.hdr.Get("Content-Security-Policy"), "allow-same-origin") {
+		t.Fatalf("the preview's page is not in an opaque origin: %q", got.hdr.Get("Content-Security-Policy"))
+	}
+	// What a page in an opaque origin sends the daemon is refused.
+	if r := e.do("GET", "/v1/sandboxes", "", "Origin", "null"); r.code != 403 {
+		t.Fatalf("Origin: null: %d", r.code)
+	}
 	got = raw("GET", pv.URL+"/", "Authorization", "Bearer "+testToken)
 	if got.code != 200 || seen.Get("Authorization") != "" {
 		t.Fatalf("with the daemon's token: %d, Authorization reached the workload: %q", got.code, seen.Get("Authorization"))
