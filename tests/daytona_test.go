@@ -166,6 +166,24 @@ func (e *errorSchema) check(body []byte) error {
 	return nil
 }
 
+// daytonaClient is the generated client of d's /api, as an SDK sets it
+// up, each exchange checked.
+func daytonaClient(t *testing.T, d *testenv.Daemon) (*daytonaclient.ClientWithResponses, *daytonaChecker) {
+	chk := newDaytonaChecker(t)
+	dc, err := daytonaclient.NewClientWithResponses(d.URL+"/api",
+		daytonaclient.WithHTTPClient(&http.Client{Transport: chk, Timeout: 2 * time.Minute}),
+		daytonaclient.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+			r.Header.Set("Authorization", "Bearer "+d.Token)
+			r.Header.Set("X-Daytona-Source", "sdk-go")
+			r.Header.Set("X-Daytona-SDK-Version", "0.190.0")
+			return nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dc, chk
+}
+
 // daytonaFlow is what one run of the SDK's calls needs to know of the
 // runtime under it.
 type daytonaFlow struct {
@@ -181,18 +199,7 @@ type daytonaFlow struct {
 // second one, stop, start (the workspace kept), delete, 404.
 func runDaytonaFlow(t *testing.T, d *testenv.Daemon, f daytonaFlow) {
 	ctx := testenv.Context(t)
-	chk := newDaytonaChecker(t)
-	dc, err := daytonaclient.NewClientWithResponses(d.URL+"/api",
-		daytonaclient.WithHTTPClient(&http.Client{Transport: chk, Timeout: 2 * time.Minute}),
-		daytonaclient.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
-			r.Header.Set("Authorization", "Bearer "+d.Token)
-			r.Header.Set("X-Daytona-Source", "sdk-go")
-			r.Header.Set("X-Daytona-SDK-Version", "0.190.0")
-			return nil
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dc, chk := daytonaClient(t, d)
 	must := func(what string, status int, body []byte, err error, want int) {
 		t.Helper()
 		if err != nil || status != want {
@@ -366,12 +373,7 @@ func TestDaytonaStartupExitIsError(t *testing.T) {
 	lo, hi := portBlock.Next()
 	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi})
 	ctx := testenv.Context(t)
-	chk := newDaytonaChecker(t)
-	dc, _ := daytonaclient.NewClientWithResponses(d.URL+"/api", daytonaclient.WithHTTPClient(&http.Client{Transport: chk}),
-		daytonaclient.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
-			r.Header.Set("Authorization", "Bearer "+d.Token)
-			return nil
-		}))
+	dc, chk := daytonaClient(t, d)
 	env := map[string]string{"STUB_AGENT_EXIT_AFTER_MS": "200", "STUB_AGENT_READY_DELAY_MS": "600000"}
 	cr, err := dc.CreateSandboxWithResponse(ctx, nil, daytonaclient.CreateSandbox{Env: &env})
 	if err != nil || cr.StatusCode() != 200 {
