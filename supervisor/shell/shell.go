@@ -1,0 +1,422 @@
+// Package shell keeps a shell running inside a sandbox and runs commands
+// in it one after another, so that what one command changes of the
+// shell's state (its directory, its variables) the next one sees: Daytona's
+// toolbox sessions. Each command's output is told apart by markers only
+// the daemon knows, and kept (its tail, bounded) for its logs.
+package shell
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/logcap"
+)
+
+// Argv is the shell a session runs (looked up in the sandbox's PATH).
+var Argv = []string{"sh"}
+
+// Bounds of one session.
+const (
+	// MaxKept is how many finished commands a session remembers.
+	MaxKept = 100
+	// MaxQueued is how many commands may wait for the shell.
+	MaxQueued = 32
+	// MaxOutput is the tail of each command's output kept, per stream
+	// and combined.
+	MaxOutput = 1 << 20
+	// MaxLine bounds one command line.
+	MaxLine = 64 << 10
+)
+
+// Errors a session returns.
+var (
+	ErrClosed   = errors.New("the session has ended")
+	ErrBusy     = errors.New("too many commands are waiting in this session")
+	ErrNoSuch   = errors.New("no such command in this session")
+	ErrFinished = errors.New("the command has finished")
+)
+
+// Start runs the session's shell: start is given the shell's input and
+// its two outputs and returns once the shell runs.
+type Start func(stdin io.Reader, stdout, stderr io.Writer) (Process, error)
+
+// Process is the running shell.
+type Process interface {
+	Wait(ctx context.Context) (code int, err error)
+	Kill() error
+}
+
+// Session is one shell and the commands run in it.
+type Session struct {
+	ID      string
+	Created time.Time
+	marker  string
+	proc    Process
+	in      *io.PipeWriter
+	queue   chan *Command
+	ended   chan struct{}
+	out     *splitter
+	errs    *splitter
+
+	mu      sync.Mutex
+	cmds    []*Command // in order, the last MaxKept finished and every live one
+	current *Command
+	nextID  int
+	closed  bool
+}
+
+// Command is one command line run in a session.
+type Command struct {
+	ID   string
+	Line string
+
+	s       *Session
+	mu      sync.Mutex
+	stdout  *logcap.Tail
+	stderr  *logcap.Tail
+	output  *logcap.Tail // both, in the order the daemon read them
+	exit    *int
+	started bool
+	done    chan struct{}
+	changed chan struct{} // closed and replaced at each write (followers)
+	got     int           // markers seen: stdout's and stderr's
+}
+
+// New starts a session named id.
+func New(id string, start Start) (*Session, error) {
+	s := &Session{ID: id, Created: time.Now(), marker: "__acp_" + strings.ToLower(rand.Text()) + "_",
+		queue: make(chan *Command, MaxQueued), ended: make(chan struct{})}
+	pr, pw := io.Pipe()
+	s.in = pw
+	s.out = &splitter{s: s, stderr: false}
+	s.errs = &splitter{s: s, stderr: true}
+	p, err := start(pr, s.out, s.errs)
+	if err != nil {
+		return nil, err
+	}
+	s.proc = p
+	go s.run()
+	go func() {
+		code, _ := p.Wait(context.Background())
+		s.end(code)
+	}()
+	return s, nil
+}
+
+// run writes each queued command to the shell once the one before it
+// has finished: a command that reads its input gets what Input sends,
+// never the next command.
+func (s *Session) run() {
+	for {
+		var c *Command
+		select {
+		case c = <-s.queue:
+		case <-s.ended:
+			return
+		}
+		s.mu.Lock()
+		s.current = c
+		c.started = true
+		s.mu.Unlock()
+		q := "'" + strings.ReplaceAll(c.Line, "'", `'\''`) + "'"
+		// command eval: a line the shell cannot parse is that command's
+		// error, not the shell's end (eval is a special built-in).
+		line := fmt.Sprintf("command eval %s\nprintf '%s%%d\\n' \"$?\"; printf '%s\\n' >&2\n", q, s.marker, s.marker)
+		if _, err := io.WriteString(s.in, line); err != nil {
+			return
+		}
+		select {
+		case <-c.done:
+		case <-s.ended:
+			return
+		}
+	}
+}
+
+// Run queues line; it runs once the commands before it have finished.
+func (s *Session) Run(line string) (*Command, error) {
+	if len(line) > MaxLine {
+		return nil, fmt.Errorf("a command line of %d bytes; at most %d", len(line), MaxLine)
+	}
+	if strings.ContainsRune(line, 0) {
+		return nil, errors.New("a command line cannot hold a NUL byte")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	s.nextID++
+	c := &Command{ID: "cmd-" + strconv.Itoa(s.nextID), Line: line, s: s,
+		stdout: logcap.NewTail(MaxOutput), stderr: logcap.NewTail(MaxOutput), output: logcap.NewTail(MaxOutput),
+		done: make(chan struct{}), changed: make(chan struct{})}
+	select {
+	case s.queue <- c:
+	default:
+		return nil, ErrBusy
+	}
+	s.cmds = append(s.cmds, c)
+	s.trimLocked()
+	return c, nil
+}
+
+// trimLocked forgets the oldest finished commands past MaxKept.
+func (s *Session) trimLocked() {
+	for len(s.cmds) > MaxKept {
+		i := 0
+		for i < len(s.cmds) && !s.cmds[i].Finished() {
+			i++
+		}
+		if i == len(s.cmds) {
+			return
+		}
+		s.cmds = append(s.cmds[:i], s.cmds[i+1:]...)
+	}
+}
+
+// Commands lists the commands the session remembers, oldest first.
+func (s *Session) Commands() []*Command {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*Command(nil), s.cmds...)
+}
+
+// Command finds a command by id.
+func (s *Session) Command(id string) (*Command, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.cmds {
+		if c.ID == id {
+			return c, nil
+		}
+	}
+	return nil, ErrNoSuch
+}
+
+// Input sends data to the input of the command that is running.
+func (s *Session) Input(id string, data string) error {
+	s.mu.Lock()
+	cur := s.current
+	s.mu.Unlock()
+	c, err := s.Command(id)
+	if err != nil {
+		return err
+	}
+	if c != cur || c.Finished() {
+		if c.Finished() {
+			return ErrFinished
+		}
+		return errors.New("the command has not started yet")
+	}
+	_, err = io.WriteString(s.in, data)
+	return err
+}
+
+// Close ends the shell and every command in it.
+func (s *Session) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.in.Close()
+	s.proc.Kill()
+	<-s.ended
+}
+
+// Ended is closed once the shell has ended.
+func (s *Session) Ended() <-chan struct{} { return s.ended }
+
+// end is the shell's end: the command running, and every one waiting,
+// ends with it.
+func (s *Session) end(code int) {
+	s.mu.Lock()
+	s.closed = true
+	cmds := append([]*Command(nil), s.cmds...)
+	s.mu.Unlock()
+	s.in.CloseWithError(ErrClosed)
+	for _, c := range cmds {
+		c.finish(code)
+	}
+	close(s.ended)
+}
+
+// deliver is output of the running command.
+func (s *Session) deliver(stderr bool, b []byte) {
+	s.mu.Lock()
+	c := s.current
+	s.mu.Unlock()
+	if c == nil || len(b) == 0 {
+		return
+	}
+	c.write(stderr, b)
+}
+
+// marked is a marker seen on one stream (with the exit code on stdout's).
+func (s *Session) marked(stderr bool, code int) {
+	s.mu.Lock()
+	c := s.current
+	s.mu.Unlock()
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.got++
+	if !stderr {
+		c.exit = &code
+	}
+	both := c.got == 2
+	c.mu.Unlock()
+	if both {
+		c.finish(code)
+	}
+}
+
+func (c *Command) write(stderr bool, b []byte) {
+	c.mu.Lock()
+	if stderr {
+		c.stderr.Write(b)
+	} else {
+		c.stdout.Write(b)
+	}
+	c.output.Write(b)
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+}
+
+// finish ends the command with code unless it has ended.
+func (c *Command) finish(code int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	if c.exit == nil {
+		c.exit = &code
+	}
+	close(c.done)
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// Finished reports whether the command has ended.
+func (c *Command) Finished() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Done is closed when the command has ended.
+func (c *Command) Done() <-chan struct{} { return c.done }
+
+// ExitCode is the command's exit code once it has ended; nil before.
+func (c *Command) ExitCode() *int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.Finished() || c.exit == nil {
+		return nil
+	}
+	code := *c.exit
+	return &code
+}
+
+// Logs is what the command wrote: stdout, stderr, both in the order read,
+// and whether any was cut (the tail is kept).
+func (c *Command) Logs() (stdout, stderr, output string, cut bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stdout.String(), c.stderr.String(), c.output.String(), c.stdout.Cut() || c.stderr.Cut() || c.output.Cut()
+}
+
+// Follow passes emit what the command writes from offset on (of its
+// combined output) until it ends or ctx does; it returns the offset
+// reached.
+func (c *Command) Follow(ctx context.Context, emit func(stderr bool, text string) error) error {
+	var sentOut, sentErr int64
+	for {
+		c.mu.Lock()
+		outNew, outAt := c.stdout.Since(sentOut)
+		errNew, errAt := c.stderr.Since(sentErr)
+		changed := c.changed
+		c.mu.Unlock()
+		if outNew != "" {
+			if err := emit(false, outNew); err != nil {
+				return err
+			}
+		}
+		if errNew != "" {
+			if err := emit(true, errNew); err != nil {
+				return err
+			}
+		}
+		sentOut, sentErr = outAt, errAt
+		if c.Finished() {
+			if outNew == "" && errNew == "" {
+				return nil
+			}
+			continue // what came last, then the end
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// splitter routes one of the shell's streams: output of the command
+// running, then its marker and the end of that line (the marker follows
+// the output directly: a command's last line need not end).
+type splitter struct {
+	s       *Session
+	stderr  bool
+	pending []byte // bytes that may be the start of a marker
+}
+
+func (w *splitter) Write(b []byte) (int, error) {
+	n := len(b)
+	w.pending = append(w.pending, b...)
+	m := w.s.marker // random: output cannot hold it, wherever it comes
+	for {
+		i := strings.Index(string(w.pending), m)
+		if i < 0 {
+			break
+		}
+		end := strings.IndexByte(string(w.pending[i+len(m):]), '\n')
+		if end < 0 {
+			// The marker's line has not all come: keep it.
+			w.s.deliver(w.stderr, w.pending[:i])
+			w.pending = append([]byte(nil), w.pending[i:]...)
+			return n, nil
+		}
+		w.s.deliver(w.stderr, w.pending[:i])
+		code := 0
+		if !w.stderr {
+			code, _ = strconv.Atoi(string(w.pending[i+len(m) : i+len(m)+end]))
+		}
+		w.pending = append([]byte(nil), w.pending[i+len(m)+end+1:]...)
+		w.s.marked(w.stderr, code)
+	}
+	// Deliver all but what could begin a marker.
+	keep := 0
+	for k := min(len(m)-1, len(w.pending)); k > 0; k-- {
+		if strings.HasPrefix(m, string(w.pending[len(w.pending)-k:])) {
+			keep = k
+			break
+		}
+	}
+	w.s.deliver(w.stderr, w.pending[:len(w.pending)-keep])
+	w.pending = append([]byte(nil), w.pending[len(w.pending)-keep:]...)
+	return n, nil
+}

@@ -1,0 +1,163 @@
+package shell
+
+import (
+	"context"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// localShell runs the session's shell as a plain child of the test.
+func localShell(t *testing.T) *Session {
+	t.Helper()
+	s, err := New("s1", func(stdin io.Reader, stdout, stderr io.Writer) (Process, error) {
+		cmd := exec.Command("sh")
+		cmd.Stdout, cmd.Stderr = stdout, stderr
+		in, err := cmd.StdinPipe() // as the runtimes do: Wait does not wait on the copy
+		if err != nil {
+			return nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		go func() { io.Copy(in, stdin); in.Close() }()
+		return &cmdProcess{cmd}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+type cmdProcess struct{ cmd *exec.Cmd }
+
+func (p *cmdProcess) Wait(context.Context) (int, error) {
+	err := p.cmd.Wait()
+	return p.cmd.ProcessState.ExitCode(), err
+}
+func (p *cmdProcess) Kill() error { return p.cmd.Process.Kill() }
+
+func run(t *testing.T, s *Session, line string) *Command {
+	t.Helper()
+	c, err := s.Run(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(time.Minute):
+		t.Fatalf("%q did not end", line)
+	}
+	return c
+}
+
+func TestStatePersistsBetweenCommands(t *testing.T) {
+	s := localShell(t)
+	if c := run(t, s, "cd /tmp && export X=1"); *c.ExitCode() != 0 {
+		t.Fatalf("exit %d", *c.ExitCode())
+	}
+	c := run(t, s, "pwd; echo $X")
+	if out, _, _, _ := c.Logs(); out != "/tmp\n1\n" {
+		t.Fatalf("pwd; echo $X: %q", out)
+	}
+}
+
+func TestOutputsAndCodesAreEachCommands(t *testing.T) {
+	s := localShell(t)
+	c := run(t, s, "printf out; printf err >&2; exit_code() { return 7; }; exit_code")
+	out, errs, both, cut := c.Logs()
+	if out != "out" || errs != "err" || len(both) != 6 || cut || *c.ExitCode() != 7 {
+		t.Fatalf("out %q err %q both %q cut %v code %d", out, errs, both, cut, *c.ExitCode())
+	}
+	// A line the shell cannot parse is that command's error, and the
+	// session goes on.
+	c = run(t, s, `echo "unterminated`)
+	if *c.ExitCode() == 0 {
+		t.Fatal("a syntax error exited 0")
+	}
+	c = run(t, s, "echo 'it''s' \"fine\"")
+	if out, _, _, _ := c.Logs(); out != "its fine\n" {
+		t.Fatalf("after the error: %q", out)
+	}
+	// A marker a command prints is not one: the daemon's carries a secret.
+	c = run(t, s, `printf '\n__acp_fake_0\nafter\n'`)
+	if out, _, _, _ := c.Logs(); !strings.Contains(out, "after") {
+		t.Fatalf("a forged marker cut the output: %q", out)
+	}
+}
+
+func TestInputReachesTheRunningCommand(t *testing.T) {
+	s := localShell(t)
+	c, err := s.Run("read line; echo got $line")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for s.Input(c.ID, "hello\n") != nil { // until it has started
+		if time.Now().After(deadline) {
+			t.Fatal("the command never started")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	<-c.Done()
+	if out, _, _, _ := c.Logs(); out != "got hello\n" {
+		t.Fatalf("%q", out)
+	}
+	if err := s.Input(c.ID, "x"); err != ErrFinished {
+		t.Fatalf("input to a finished command: %v", err)
+	}
+}
+
+func TestFollowToTheEnd(t *testing.T) {
+	s := localShell(t)
+	c, _ := s.Run("for i in 1 2 3; do echo $i; sleep 0.05; done; echo bye >&2")
+	var got strings.Builder
+	if err := c.Follow(context.Background(), func(stderr bool, text string) error {
+		if stderr {
+			text = "E:" + text
+		}
+		got.WriteString(text)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != "1\n2\n3\nE:bye\n" {
+		t.Fatalf("followed %q", got.String())
+	}
+}
+
+func TestTheShellEnding(t *testing.T) {
+	s := localShell(t)
+	c := run(t, s, "exit 4")
+	if *c.ExitCode() != 4 {
+		t.Fatalf("exit 4: %d", *c.ExitCode())
+	}
+	<-s.Ended()
+	if _, err := s.Run("true"); err != ErrClosed {
+		t.Fatalf("run after the end: %v", err)
+	}
+}
+
+func TestBounds(t *testing.T) {
+	s := localShell(t)
+	c := run(t, s, "head -c 3000000 /dev/zero | tr '\\0' x; echo; echo end")
+	out, _, _, cut := c.Logs()
+	if !cut || len(out) > MaxOutput || !strings.HasSuffix(out, "\nend\n") {
+		t.Fatalf("output %d bytes, cut %v, ends %q", len(out), cut, out[max(0, len(out)-10):])
+	}
+	if _, err := s.Run(strings.Repeat("x", MaxLine+1)); err == nil {
+		t.Fatal("an oversize line was taken")
+	}
+	blocker, _ := s.Run("sleep 60")
+	var err error
+	for i := 0; i <= MaxQueued && err == nil; i++ {
+		_, err = s.Run("true")
+	}
+	if err != ErrBusy {
+		t.Fatalf("the queue has no bound: %v", err)
+	}
+	_ = blocker
+}
