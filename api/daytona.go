@@ -25,7 +25,7 @@ func (s *Server) newDaytona() *daytona.API {
 			code, msg := s.codeOf(err, fail)
 			daytona.WriteError(w, r, code.Status(), msg)
 		},
-		PreviewToken: s.previewToken,
+		PreviewToken: s.previewToken, MaxUpload: s.opts.MaxUpload,
 		Authorized: func(r *http.Request) bool {
 			who, ok := s.authorize(r)
 			return ok && who.token

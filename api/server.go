@@ -88,6 +88,8 @@ type Options struct {
 	SessionTTL time.Duration
 	// Now is the sessions' clock; default time.Now (tests move it).
 	Now func() time.Time
+	// MaxUpload bounds one toolbox upload (default daytona.DefaultUpload).
+	MaxUpload int64
 }
 
 // MaxBodyBytes bounds every request body.
@@ -381,7 +383,16 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			s.fail(w, r, wire.CodeUnauthorized, "missing or wrong bearer token: send Authorization: Bearer <token>; the CLI and the Go client read it from $"+auth.TokenEnv+" or the token file (default ~/.local/state/agent-control-plane/token)")
 			return
 		}
-		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody && daytona.IsUpload(r.URL.Path) {
+			// A file upload: a multipart form, which its handler bounds
+			// (toolbox.max_upload) and gives time to arrive. A form post
+			// from another site has no bearer token: refused above.
+			mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+			if err != nil || mt != "multipart/form-data" {
+				s.fail(w, r, wire.CodeUnsupportedMediaType, "an upload must have Content-Type: multipart/form-data")
+				return
+			}
+		} else if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 			mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 			if err != nil || mt != "application/json" {
 				s.fail(w, r, wire.CodeUnsupportedMediaType, "a request with a body must have Content-Type: application/json")
@@ -481,6 +492,7 @@ var supervisorCodes = []struct {
 	{supervisor.ErrPortsExhausted, wire.CodePreflightFailed},
 	{supervisor.ErrNotRunning, wire.CodeSandboxNotRunning},
 	{supervisor.ErrClosed, wire.CodeShuttingDown},
+	{supervisor.ErrBusy, wire.CodeBusy},
 }
 
 // fail answers an error in the shape of the API the request is for:

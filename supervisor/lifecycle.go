@@ -334,6 +334,7 @@ func (s *Supervisor) delete(e *sandbox) error {
 		return fmt.Errorf("remove sandbox directory: %w", err)
 	}
 	s.logs.Forget(e.id)
+	s.tools.forget(e.id)
 	s.mu.Lock()
 	delete(s.sandboxes, e.id)
 	gone := e.info

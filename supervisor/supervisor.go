@@ -74,6 +74,7 @@ type Supervisor struct {
 	logs   *logcap.Cap
 	ports  *ports
 	events *hub
+	tools  toolbox // commands running, shell sessions
 	stats  *stats
 	probe  *probe.HTTP
 

@@ -43,6 +43,7 @@ type Supervisor interface {
 	Resize(ctx context.Context, id string, l supervisor.Limits) (supervisor.Sandbox, error)
 	Env(id string) (map[string]string, error)
 	PortEndpoint(ctx context.Context, id string, port int) (runtime.Endpoint, error)
+	Toolbox
 }
 
 // Options configure the API.
@@ -61,6 +62,8 @@ type Options struct {
 	// Authorized reports whether a request carries the daemon's own
 	// credential (previews of private sandboxes accept it too).
 	Authorized func(r *http.Request) bool
+	// MaxUpload bounds one upload's body (default DefaultUpload).
+	MaxUpload int64
 }
 
 // API is Daytona's API over one supervisor.
@@ -88,6 +91,10 @@ type Route struct {
 // Routes lists every operation, sorted by path then method. Paths name
 // the sandbox {id}: Daytona's sandboxIdOrName and sandboxId are one here.
 func (a *API) Routes() []Route {
+	return append(a.sandboxRoutes(), a.toolboxRoutes()...)
+}
+
+func (a *API) sandboxRoutes() []Route {
 	return []Route{
 		{"GET", "/api/sandbox", a.list, false},
 		{"POST", "/api/sandbox", a.create, true},

@@ -26,6 +26,8 @@ const (
 	CodeSandboxNotRunning    ErrorCode = "sandbox_not_running"
 	CodeUnsupportedMediaType ErrorCode = "unsupported_media_type"
 	CodeTooManyLinks         ErrorCode = "too_many_links"
+	CodeBusy                 ErrorCode = "busy"      // a toolbox bound: too many commands or sessions at once
+	CodeTooLarge             ErrorCode = "too_large" // an upload past its bound
 	CodeCreateFailed         ErrorCode = "create_failed"
 	CodeStartFailed          ErrorCode = "start_failed"
 	CodeStopFailed           ErrorCode = "stop_failed"
@@ -56,6 +58,8 @@ var statusOf = map[ErrorCode]int{
 	CodeSandboxNotRunning:    http.StatusConflict,
 	CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
 	CodeTooManyLinks:         http.StatusTooManyRequests,
+	CodeBusy:                 http.StatusTooManyRequests,
+	CodeTooLarge:             http.StatusRequestEntityTooLarge,
 	CodeCreateFailed:         http.StatusInternalServerError,
 	CodeStartFailed:          http.StatusInternalServerError,
 	CodeStopFailed:           http.StatusInternalServerError,

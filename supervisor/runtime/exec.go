@@ -34,6 +34,10 @@ type ExecSpec struct {
 	// writes; nil discards. With TTY both outputs go to Stdout.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+	// Merged sends stderr to Stdout as one stream, in the order the
+	// command writes (its stderr is its stdout, as with 2>&1); Stderr is
+	// then unused.
+	Merged bool
 	// TTY gives the command a terminal, for an interactive shell.
 	TTY bool
 	// Timeout kills the command this long after it started (its Exit
@@ -66,6 +70,9 @@ var ErrExecStart = errors.New("command could not start")
 // (through "..", an absolute path elsewhere, or a symbolic link) is
 // refused with an error wrapping ErrOutside; nothing is followed there.
 type Files interface {
+	// WorkDir is the workspace as the workload sees it: where relative
+	// names start, and where commands run by default.
+	WorkDir() string
 	// Stat describes name; a link is described, not followed.
 	Stat(ctx context.Context, name string) (FileInfo, error)
 	// List describes the entries of directory name, sorted by name.

@@ -76,6 +76,9 @@ func (x *execProc) run(ctx context.Context, spec runtime.ExecSpec, out io.Reader
 		}()
 	}
 	stdout, stderr := orDiscard(spec.Stdout), orDiscard(spec.Stderr)
+	if spec.Merged { // the engine sends the two apart: merged as they come
+		stderr = stdout
+	}
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)

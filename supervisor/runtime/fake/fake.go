@@ -424,7 +424,11 @@ func (h *handle) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Proce
 		return w
 	}
 	code := make(chan int, 1)
-	go func() { code <- Tool(spec.Argv[1:], env, dir, stdin, out(spec.Stdout), out(spec.Stderr), p.kill) }()
+	errw := out(spec.Stderr)
+	if spec.Merged {
+		errw = out(spec.Stdout)
+	}
+	go func() { code <- Tool(spec.Argv[1:], env, dir, stdin, out(spec.Stdout), errw, p.kill) }()
 	go func() {
 		var expired <-chan time.Time
 		if spec.Timeout > 0 {

@@ -168,6 +168,10 @@ func newStdio(spec runtime.ExecSpec) (*stdio, error) {
 		s.child[0], s.in, err = os.Pipe()
 	}
 	for i := range 2 {
+		if err == nil && i == 1 && spec.Merged {
+			s.child[2], err = dup(s.child[1]) // 2>&1: one pipe, in write order
+			break
+		}
 		if err == nil {
 			s.out[i], s.child[i+1], err = os.Pipe()
 		}
@@ -177,6 +181,15 @@ func newStdio(spec runtime.ExecSpec) (*stdio, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// dup is a second descriptor of f's open file.
+func dup(f *os.File) (*os.File, error) {
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, os.NewSyscallError("fcntl", err)
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
 }
 
 func (s *stdio) closeChild() {
@@ -193,7 +206,9 @@ const outputGrace = time.Second
 // closeOutputs ends the reading of the command's outputs.
 func (s *stdio) closeOutputs() {
 	for _, f := range s.out {
-		f.Close()
+		if f != nil {
+			f.Close()
+		}
 	}
 }
 
@@ -223,6 +238,9 @@ func (s *stdio) copy(spec runtime.ExecSpec) <-chan struct{} {
 	}
 	var wg sync.WaitGroup
 	for i, w := range []io.Writer{spec.Stdout, spec.Stderr} {
+		if s.out[i] == nil { // merged into stdout
+			continue
+		}
 		if w == nil {
 			w = io.Discard
 		}

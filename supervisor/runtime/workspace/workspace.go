@@ -36,6 +36,9 @@ type Files struct {
 
 var _ runtime.Files = Files{}
 
+// WorkDir is the workspace as the workload sees it.
+func (w Files) WorkDir() string { return w.Seen }
+
 // rel maps a name as the workload sees it to a path beneath the
 // workspace, or an error wrapping runtime.ErrOutside.
 func (w Files) rel(name string) (string, error) {

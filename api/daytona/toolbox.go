@@ -1,0 +1,226 @@
+package daytona
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/logcap"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/shell"
+)
+
+// Toolbox is what the toolbox needs of the supervisor.
+type Toolbox interface {
+	Exec(ctx context.Context, id string, spec runtime.ExecSpec) (runtime.Process, error)
+	Files(id string) (runtime.Files, error)
+	CreateSession(id, sid string) (*shell.Session, error)
+	Sessions(id string) ([]*shell.Session, error)
+	Session(id, sid string) (*shell.Session, error)
+	DeleteSession(id, sid string) error
+	EntrypointLogs(ctx context.Context, id string, tail int) (supervisor.Logs, error)
+}
+
+// Toolbox bounds and defaults (Daytona's document: a command's timeout
+// defaults to 10 seconds).
+const (
+	DefaultExecTimeout = 10 * time.Second
+	MaxExecTimeout     = 24 * time.Hour
+	// MaxExecOutput is the tail of a command's output kept (combined).
+	MaxExecOutput = 1 << 20
+)
+
+// toolboxRoutes are Daytona's toolbox, relative to toolboxProxyUrl/{id}.
+func (a *API) toolboxRoutes() []Route {
+	p := ToolboxPath + "/{id}"
+	no := func(what, why string) http.HandlerFunc { return unsupported(what, why) }
+	return []Route{
+		{"GET", p + "/computeruse/{rest...}", no("computer use", "there is no desktop in a sandbox here"), false},
+		{"POST", p + "/computeruse/{rest...}", no("computer use", "there is no desktop in a sandbox here"), false},
+		{"DELETE", p + "/files", a.deleteFile, true},
+		{"GET", p + "/files", a.listFiles, false},
+		{"POST", p + "/files/bulk-download", a.bulkDownload, false},
+		{"POST", p + "/files/bulk-upload", a.bulkUpload, true},
+		{"GET", p + "/files/download", a.download, false},
+		{"GET", p + "/files/find", a.findInFiles, false},
+		{"POST", p + "/files/folder", a.createFolder, true},
+		{"GET", p + "/files/info", a.fileInfo, false},
+		{"POST", p + "/files/move", a.moveFile, true},
+		{"POST", p + "/files/permissions", a.setPermissions, true},
+		{"POST", p + "/files/replace", a.replaceInFiles, true},
+		{"GET", p + "/files/search", a.searchFiles, false},
+		{"POST", p + "/files/upload", a.upload, true},
+		{"GET", p + "/git/{rest...}", no("git", "run git through process/execute"), false},
+		{"POST", p + "/git/{rest...}", no("git", "run git through process/execute"), false},
+		{"GET", p + "/lsp/{rest...}", no("language servers", "none runs here"), false},
+		{"POST", p + "/lsp/{rest...}", no("language servers", "none runs here"), false},
+		{"POST", p + "/process/code-run", no("code-run", "no interpreter is bundled; run one through process/execute"), false},
+		{"POST", p + "/process/execute", a.execute, true},
+		{"GET", p + "/process/interpreter/{rest...}", no("the interpreter", "no interpreter is bundled; run one through process/execute"), false},
+		{"POST", p + "/process/interpreter/{rest...}", no("the interpreter", "no interpreter is bundled; run one through process/execute"), false},
+		{"GET", p + "/process/pty", no("PTY sessions", "sessions here have no terminal"), false},
+		{"POST", p + "/process/pty", no("PTY sessions", "sessions here have no terminal"), false},
+		{"GET", p + "/process/session", a.listSessions, false},
+		{"POST", p + "/process/session", a.createSession, true},
+		{"GET", p + "/process/session/entrypoint", a.entrypointSession, false},
+		{"GET", p + "/process/session/entrypoint/logs", a.entrypointLogs, false},
+		{"DELETE", p + "/process/session/{sid}", a.deleteSession, true},
+		{"GET", p + "/process/session/{sid}", a.getSession, false},
+		{"GET", p + "/process/session/{sid}/command/{cid}", a.getCommand, false},
+		{"POST", p + "/process/session/{sid}/command/{cid}/input", a.sendInput, true},
+		{"GET", p + "/process/session/{sid}/command/{cid}/logs", a.commandLogs, false},
+		{"POST", p + "/process/session/{sid}/exec", a.sessionExec, true},
+		{"GET", p + "/user-home-dir", a.userHomeDir, false},
+		{"GET", p + "/version", a.version, false},
+		{"GET", p + "/work-dir", a.workDir, false},
+	}
+}
+
+// IsUpload reports whether a request to path is an upload, whose body is
+// a multipart form bounded by Options.MaxUpload rather than the API's
+// JSON bound.
+func IsUpload(path string) bool {
+	return strings.HasPrefix(path, ToolboxPath+"/") && (strings.HasSuffix(path, "/files/upload") || strings.HasSuffix(path, "/files/bulk-upload"))
+}
+
+func (a *API) files(w http.ResponseWriter, r *http.Request) (runtime.Files, bool) {
+	f, err := a.sup.Files(r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err, wire.CodeInternal)
+		return nil, false
+	}
+	return f, true
+}
+
+// fileError answers a file operation's error.
+func (a *API) fileError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, runtime.ErrOutside):
+		WriteError(w, r, http.StatusBadRequest, err.Error())
+	case errors.Is(err, fs.ErrNotExist):
+		WriteError(w, r, http.StatusNotFound, err.Error())
+	case errors.Is(err, fs.ErrExist):
+		WriteError(w, r, http.StatusConflict, err.Error())
+	case errors.Is(err, fs.ErrInvalid), errors.Is(err, errBadInput):
+		WriteError(w, r, http.StatusBadRequest, err.Error())
+	default:
+		a.fail(w, r, err, wire.CodeInternal)
+	}
+}
+
+var errBadInput = errors.New("bad input")
+
+func required(w http.ResponseWriter, r *http.Request, names ...string) ([]string, bool) {
+	q := r.URL.Query()
+	out := make([]string, len(names))
+	for i, n := range names {
+		if out[i] = q.Get(n); out[i] == "" {
+			badRequest(w, r, n+" is required")
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+func (a *API) workDir(w http.ResponseWriter, r *http.Request) {
+	f, ok := a.files(w, r)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"dir": f.WorkDir()})
+}
+
+// userHomeDir: a sandbox here has no home of its own; commands run in
+// its workspace, which is also where it may keep files.
+func (a *API) userHomeDir(w http.ResponseWriter, r *http.Request) {
+	a.workDir(w, r)
+}
+
+func (a *API) version(w http.ResponseWriter, r *http.Request) {
+	if _, ok := a.files(w, r); !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"version": a.opts.Version})
+}
+
+// ExecuteRequest and ExecuteResponse are Daytona's.
+type ExecuteRequest struct {
+	Command string            `json:"command"`
+	Cwd     string            `json:"cwd,omitempty"`
+	Envs    map[string]string `json:"envs,omitempty"`
+	Timeout *int              `json:"timeout,omitempty"` // seconds
+}
+
+type ExecuteResponse struct {
+	Result   string `json:"result"`
+	ExitCode int    `json:"exitCode"`
+}
+
+// execute runs one command line, split into words as a shell would but
+// with nothing expanded (Daytona's SDKs send `sh -c "…"` themselves),
+// its stdout and stderr combined in the order they came; a command that
+// cannot start answers exit code -1 with why. A client that goes away
+// kills it.
+func (a *API) execute(w http.ResponseWriter, r *http.Request) {
+	var b ExecuteRequest
+	if err := wire.DecodeJSON(r, &b); err != nil {
+		badRequest(w, r, err.Error())
+		return
+	}
+	argv, err := SplitWords(b.Command)
+	if err != nil {
+		badRequest(w, r, "command: "+err.Error())
+		return
+	}
+	if len(argv) == 0 {
+		badRequest(w, r, "command is required")
+		return
+	}
+	timeout := DefaultExecTimeout
+	if b.Timeout != nil {
+		if *b.Timeout < 0 || time.Duration(*b.Timeout)*time.Second > MaxExecTimeout {
+			badRequest(w, r, fmt.Sprintf("timeout must be 0 to %d seconds", int(MaxExecTimeout.Seconds())))
+			return
+		}
+		if *b.Timeout > 0 {
+			timeout = time.Duration(*b.Timeout) * time.Second
+		}
+	}
+	var env []string
+	for k, v := range b.Envs {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+			badRequest(w, r, fmt.Sprintf("envs: %q is not a variable", k))
+			return
+		}
+		env = append(env, k+"="+v)
+	}
+	out := &lockedTail{t: logcap.NewTail(MaxExecOutput)}
+	p, err := a.sup.Exec(r.Context(), r.PathValue("id"), runtime.ExecSpec{Argv: argv, Env: env, Dir: b.Cwd, Stdout: out, Merged: true, Timeout: timeout})
+	if errors.Is(err, supervisor.ErrInvalid) && errors.Is(err, runtime.ErrExecStart) {
+		writeJSON(w, http.StatusOK, ExecuteResponse{Result: err.Error(), ExitCode: -1})
+		return
+	}
+	if err != nil {
+		a.fail(w, r, err, wire.CodeInternal)
+		return
+	}
+	x, err := p.Wait(r.Context())
+	if err != nil {
+		return // the client went away; the command was killed with its request
+	}
+	if x.Reason == runtime.ReasonTimeout {
+		WriteError(w, r, http.StatusRequestTimeout, fmt.Sprintf("command execution timeout: killed after %s", timeout))
+		return
+	}
+	res := out.String()
+	if out.Cut() {
+		res = fmt.Sprintf("[output cut: the last %d bytes]\n", MaxExecOutput) + res
+	}
+	writeJSON(w, http.StatusOK, ExecuteResponse{Result: res, ExitCode: x.Code})
+}

@@ -1,0 +1,575 @@
+package daytona
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/logcap"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+)
+
+// Bounds of the file routes that walk a tree or read files whole.
+const (
+	MaxWalk        = 10000   // entries a find or a search looks at
+	MaxMatches     = 1000    // matches a find answers
+	MaxScanned     = 8 << 20 // bytes of one file a find or a replace reads
+	MaxBulkFiles   = 100     // files one bulk upload or download moves
+	DefaultUpload  = 1 << 30 // Options.MaxUpload when unset
+	uploadDeadline = 30 * time.Minute
+)
+
+// FileInfo is Daytona's FileInfo.
+type FileInfo struct {
+	Name        string `json:"name"`
+	IsDir       bool   `json:"isDir"`
+	Size        int64  `json:"size"`
+	Mode        string `json:"mode"`
+	Permissions string `json:"permissions"`
+	Owner       string `json:"owner"`
+	Group       string `json:"group"`
+	ModTime     string `json:"modTime"`
+	ModifiedAt  string `json:"modifiedAt"`
+}
+
+func (a *API) fileInfoOf(fi runtime.FileInfo) FileInfo {
+	return FileInfo{Name: fi.Name, IsDir: fi.IsDir(), Size: fi.Size, Mode: fi.Mode.String(),
+		Permissions: fmt.Sprintf("%#o", fi.Mode.Perm()), Owner: a.opts.User, Group: a.opts.User,
+		ModTime: fi.ModTime.String(), ModifiedAt: fi.ModTime.UTC().Format(time.RFC3339Nano)}
+}
+
+// lockedTail is a Tail written by two copiers at once.
+type lockedTail struct {
+	mu sync.Mutex
+	t  *logcap.Tail
+}
+
+func (l *lockedTail) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.t.Write(b)
+}
+
+func (l *lockedTail) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.t.String() }
+func (l *lockedTail) Cut() bool      { l.mu.Lock(); defer l.mu.Unlock(); return l.t.Cut() }
+
+func (a *API) listFiles(w http.ResponseWriter, r *http.Request) {
+	f, ok := a.files(w, r)
+	if !ok {
+		return
+	}
+	dir := r.URL.Query().Get("path")
+	if dir == "" {
+		dir = f.WorkDir()
+	}
+	list, err := f.List(r.Context(), dir)
+	if err != nil {
+		a.fileError(w, r, err)
+		return
+	}
+	out := make([]FileInfo, 0, len(list))
+	for _, fi := range list {
+		out = append(out, a.fileInfoOf(fi))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *API) fileInfo(w http.ResponseWriter, r *http.Request) {
+	q, ok := required(w, r, "path")
+	if !ok {
+		return
+	}
+	f, ok := a.files(w, r)
+	if !ok {
+		return
+	}
+	fi, err := f.Stat(r.Context(), q[0])
+	if err != nil {
+		a.fileError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a.fileInfoOf(fi))
+}
+
+func (a *API) download(w http.ResponseWriter, r *http.Request) {
+	q, ok := required(w, r, "path")
+	if !ok {
+		return
+	}
+	f, ok := a.files(w, r)
+	if !ok {
+		return
+	}
+	rc, fi, err := f.Open(r.Context(), q[0])
+	if err != nil {
+		a.fileError(w, r, err)
+		return
+	}
+	defer rc.Close()
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Length", strconv.FormatInt(fi.Size, 10))
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": fi.Name}))
+	w.WriteHeader(http.StatusOK)
+	io.Copy(w, rc)
+}
+
+// uploadBody bounds an upload's body and gives it time to arrive.
+func (a *API) uploadBody(w http.ResponseWriter, r *http.Request) (*multipart.Reader, bool) {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(uploadDeadline))
+	if r.ContentLength > a.maxUpload() {
+		WriteError(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("the upload is %d bytes; at most %d (config toolbox.max_upload)", r.ContentLength, a.maxUpload()))
+		return nil, false
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, a.maxUpload())
+	mr, err := r.MultipartReader()
+	if err != nil {
+		badRequest(w, r, "an upload is a multipart/form-data body: "+err.Error())
+		return nil, false
+	}
+	return mr, true
+}
+
+func (a *API) maxUpload() int64 {
+	if a.opts.MaxUpload > 0 {
+		return a.opts.MaxUpload
+	}
+	return DefaultUpload
+}
+
+// uploadError answers a failed upload: too large, or the file's own
+// error.
+func (a *API) uploadError(w http.ResponseWriter, r *http.Request, err error) {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		WriteError(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("the upload is larger than %d bytes (config toolbox.max_upload); nothing was written", a.maxUpload()))
+		return
+	}
+	a.fileError(w, r, err)
+}
+
+// upload writes the form's "file" part to path, atomically: a reader
+// sees the old file or the whole new one, and a cut upload leaves none.
+func (a *API) upload(w http.ResponseWriter, r *http.Request) {
+	q, ok := required(w, r, "path")
+	if !ok {
+		return
+	}
+	f, ok := a.files(w, r)
+	if !ok {
+		return
+	}
+	mr, ok := a.uploadBody(w, r)
+	if !ok {
+		return
+	}
+	for {
+		part, err := mr.NextPart()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				badRequest(w, r, `the form has no "file" part`)
+			} else {
+				a.uploadError(w, r, err)
+			}
+			return
+		}
+		if part.FormName() != "file" {
+			continue
+		}
+		if _, err := f.Write(r.Context(), q[0], part, 0o644); err != nil {
+			a.uploadError(w, r, err)
+			return
+		}
+		a.touched(r)
+		writeJSON(w, http.StatusOK, map[string]string{"message": "uploaded " + q[0]})
+		return
+	}
+}
+
+// bulkUpload takes Daytona's SDK form: files[i].path then files[i].file.
+func (a *API) bulkUpload(w http.ResponseWriter, r *http.Request) {
+	f, ok := a.files(w, r)
+	if !ok {
+		return
+	}
+	mr, ok := a.uploadBody(w, r)
+	if !ok {
+		return
+	}
+	paths := map[string]string{}
+	n := 0
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			a.uploadError(w, r, err)
+			return
+		}
+		name := part.FormName()
+		idx, field, ok := strings.Cut(strings.TrimPrefix(name, "files["), "].")
+		if !strings.HasPrefix(name, "files[") || !ok {
+			badRequest(w, r, fmt.Sprintf("form field %q: want files[N].path and files[N].file", name))
+			return
+		}
+		switch field {
+		case "path":
+			b, err := io.ReadAll(io.LimitReader(part, 4096))
+			if err != nil {
+				a.uploadError(w, r, err)
+				return
+			}
+			paths[idx] = string(b)
+		case "file":
+			p, ok := paths[idx]
+			if !ok {
+				badRequest(w, r, fmt.Sprintf("files[%s].file comes before its files[%s].path", idx, idx))
+				return
+			}
+			if n++; n > MaxBulkFiles {
+				badRequest(w, r, fmt.Sprintf("at most %d files in one bulk upload", MaxBulkFiles))
+				return
+			}
+			if _, err := f.Write(r.Context(), p, part, 0o644); err != nil {
+				a.uploadError(w, r, err)
+				return
+			}
+		default:
+			badRequest(w, r, fmt.Sprintf("form field %q: want files[N].path and files[N].file", name))
+			return
+		}
+	}
+	a.touched(r)
+	w.WriteHeader(http.StatusOK)
+}
+
+// bulkDownload answers a multipart body: a "file" part per file found,
+// an "error" part (JSON) per one that could not be read.
+func (a *API) bulkDownload(w http.ResponseWriter, r *http.Request) {
+	var b struct {
+		Paths []string `json:"paths"`
+	}
+	if err := wire.DecodeJSON(r, &b); err != nil {
+		badRequest(w, r, err.Error())
+		return
+	}
+	if len(b.Paths) == 0 || len(b.Paths) > MaxBulkFiles {
+		badRequest(w, r, fmt.Sprintf("paths must name 1 to %d files", MaxBulkFiles))
+		return
+	}
+	f, ok := a.files(w, r)
+	if !ok {
+		return
+	}
+	mw := multipart.NewWriter(w)
+	w.Header().Set("Content-Type", mw.FormDataContentType())
+	w.WriteHeader(http.StatusOK)
+	for _, p := range b.Paths {
+		rc, _, err := f.Open(r.Context(), p)
+		if err != nil {
+			h := textproto.MIMEHeader{}
+			h.Set("Content-Disposition", mime.FormatMediaType("form-data", map[string]string{"name": "error", "filename": p}))
+			h.Set("Content-Type", "application/json")
+			pw, _ := mw.CreatePart(h)
+			json.NewEncoder(pw).Encode(map[string]any{"path": p, "message": err.Error()})
+			continue
+		}
+		h := textproto.MIMEHeader{}
+		h.Set("Content-Disposition", mime.FormatMediaType("form-data", map[string]string{"name": "file", "filename": p}))
+		h.Set("Content-Type", "application/octet-stream")
+		pw, _ := mw.CreatePart(h)
+		_, err = io.Copy(pw, rc)
+		rc.Close()
+		if err != nil {
+			return // the client went away
+		}
+	}
+	mw.Close()
+}
+
+func (a *API) deleteFile(w http.ResponseWriter, r *http.Request) {
+	q, ok := required(w, r, "path")
+	if !ok {
+		return
+	}
+	recursive, ok := boolQuery(w, r, "recursive")
+	if !ok {
+		return
+	}
+	f, ok := a.files(w, r)
+	if !ok {
+		return
+	}
+	if err := f.Remove(r.Context(), q[0], recursive); err != nil {
+		a.fileError(w, r, err)
+		return
+	}
+	a.touched(r)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// parseMode reads an octal permission mode ("0755", "755").
+func parseMode(s string) (fs.FileMode, error) {
+	m, err := strconv.ParseUint(s, 8, 32)
+	if err != nil || m > 0o7777 {
+		return 0, fmt.Errorf("%w: mode %q is not an octal permission mode such as 0755", errBadInput, s)
+	}
+	return fs.FileMode(m).Perm() | fs.FileMode(m)&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky), nil
+}
+
+func (a *API) createFolder(w http.ResponseWriter, r *http.Request) {
+	q, ok := required(w, r, "path")
+	if !ok {
+		return
+	}
+	mode := fs.FileMode(0o755)
+	if v := r.URL.Query().Get("mode"); v != "" {
+		m, err := parseMode(v)
+		if err != nil {
+			badRequest(w, r, err.Error())
+			return
+		}
+		mode = m
+	}
+	f, ok := a.files(w, r)
+	if !ok {
+		return
+	}
+	if err := f.Mkdir(r.Context(), q[0], mode); err != nil {
+		a.fileError(w, r, err)
+		return
+	}
+	a.touched(r)
+	w.WriteHeader(http.StatusCreated)
+}
+
+func (a *API) moveFile(w http.ResponseWriter, r *http.Request) {
+	q, ok := required(w, r, "source", "destination")
+	if !ok {
+		return
+	}
+	f, ok := a.files(w, r)
+	if !ok {
+		return
+	}
+	if err := f.Rename(r.Context(), q[0], q[1]); err != nil {
+		a.fileError(w, r, err)
+		return
+	}
+	a.touched(r)
+	w.WriteHeader(http.StatusOK)
+}
+
+// setPermissions sets the mode; an owner or a group other than the
+// daemon's user is refused (the daemon changes no file's owner).
+func (a *API) setPermissions(w http.ResponseWriter, r *http.Request) {
+	q, ok := required(w, r, "path")
+	if !ok {
+		return
+	}
+	query := r.URL.Query()
+	for _, k := range []string{"owner", "group"} {
+		if v := query.Get(k); v != "" && v != a.opts.User {
+			badRequest(w, r, k+": not supported by this daemon (files here belong to the user it runs as, "+a.opts.User+")")
+			return
+		}
+	}
+	f, ok := a.files(w, r)
+	if !ok {
+		return
+	}
+	if v := query.Get("mode"); v != "" {
+		m, err := parseMode(v)
+		if err != nil {
+			badRequest(w, r, err.Error())
+			return
+		}
+		if err := f.Chmod(r.Context(), q[0], m); err != nil {
+			a.fileError(w, r, err)
+			return
+		}
+	}
+	a.touched(r)
+	w.WriteHeader(http.StatusOK)
+}
+
+// walk visits the regular files beneath dir (links are not followed),
+// at most MaxWalk entries; visit returns false to stop.
+func walk(r *http.Request, f runtime.Files, dir string, visit func(name string, fi runtime.FileInfo) bool) error {
+	seen := 0
+	queue := []string{dir}
+	for len(queue) > 0 {
+		d := queue[0]
+		queue = queue[1:]
+		list, err := f.List(r.Context(), d)
+		if err != nil {
+			if d == dir {
+				return err
+			}
+			continue
+		}
+		for _, fi := range list {
+			if seen++; seen > MaxWalk {
+				return nil
+			}
+			name := path.Join(d, fi.Name)
+			switch {
+			case fi.IsDir():
+				queue = append(queue, name)
+			case fi.Mode.IsRegular():
+				if !visit(name, fi) {
+					return nil
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Match is Daytona's.
+type Match struct {
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Content string `json:"content"`
+}
+
+// findInFiles answers the lines holding pattern (text, not a regular
+// expression), file by file.
+func (a *API) findInFiles(w http.ResponseWriter, r *http.Request) {
+	q, ok := required(w, r, "path", "pattern")
+	if !ok {
+		return
+	}
+	f, ok := a.files(w, r)
+	if !ok {
+		return
+	}
+	out := []Match{}
+	err := walk(r, f, q[0], func(name string, fi runtime.FileInfo) bool {
+		if fi.Size > MaxScanned {
+			return true
+		}
+		rc, _, err := f.Open(r.Context(), name)
+		if err != nil {
+			return true
+		}
+		b, _ := io.ReadAll(io.LimitReader(rc, MaxScanned))
+		rc.Close()
+		if bytes.IndexByte(b, 0) >= 0 { // binary
+			return true
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, q[1]) {
+				out = append(out, Match{File: name, Line: i + 1, Content: line})
+				if len(out) == MaxMatches {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	if err != nil {
+		a.fileError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// searchFiles answers the files whose name matches the glob.
+func (a *API) searchFiles(w http.ResponseWriter, r *http.Request) {
+	q, ok := required(w, r, "path", "pattern")
+	if !ok {
+		return
+	}
+	if _, err := path.Match(q[1], ""); err != nil {
+		badRequest(w, r, "pattern: "+err.Error())
+		return
+	}
+	f, ok := a.files(w, r)
+	if !ok {
+		return
+	}
+	files := []string{}
+	err := walk(r, f, q[0], func(name string, fi runtime.FileInfo) bool {
+		if m, _ := path.Match(q[1], fi.Name); m {
+			files = append(files, name)
+		}
+		return len(files) < MaxMatches
+	})
+	if err != nil {
+		a.fileError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string][]string{"files": files})
+}
+
+// ReplaceResult is Daytona's.
+type ReplaceResult struct {
+	File    string `json:"file"`
+	Success bool   `json:"success"`
+	Error   string `json:"error,omitempty"`
+}
+
+func (a *API) replaceInFiles(w http.ResponseWriter, r *http.Request) {
+	var b struct {
+		Files    []string `json:"files"`
+		Pattern  string   `json:"pattern"`
+		NewValue string   `json:"newValue"`
+	}
+	if err := wire.DecodeJSON(r, &b); err != nil {
+		badRequest(w, r, err.Error())
+		return
+	}
+	if b.Pattern == "" || len(b.Files) == 0 || len(b.Files) > MaxBulkFiles {
+		badRequest(w, r, fmt.Sprintf("pattern and 1 to %d files are required", MaxBulkFiles))
+		return
+	}
+	f, ok := a.files(w, r)
+	if !ok {
+		return
+	}
+	out := make([]ReplaceResult, 0, len(b.Files))
+	for _, name := range b.Files {
+		res := ReplaceResult{File: name}
+		err := func() error {
+			rc, fi, err := f.Open(r.Context(), name)
+			if err != nil {
+				return err
+			}
+			data, err := io.ReadAll(io.LimitReader(rc, MaxScanned+1))
+			rc.Close()
+			if err != nil {
+				return err
+			}
+			if len(data) > MaxScanned {
+				return fmt.Errorf("larger than %d bytes", MaxScanned)
+			}
+			_, err = f.Write(r.Context(), name, strings.NewReader(strings.ReplaceAll(string(data), b.Pattern, b.NewValue)), fi.Mode.Perm())
+			return err
+		}()
+		if res.Success = err == nil; err != nil {
+			res.Error = err.Error()
+		}
+		out = append(out, res)
+	}
+	a.touched(r)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// touched counts a change of the sandbox's files as activity (as
+// Daytona's toolbox does); reads do not.
+func (a *API) touched(r *http.Request) { _ = a.sup.RefreshActivity(r.PathValue("id")) }

@@ -1,0 +1,309 @@
+package daytona
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/shell"
+)
+
+// Session and Command are Daytona's.
+type Session struct {
+	SessionID string    `json:"sessionId"`
+	Commands  []Command `json:"commands"`
+}
+
+type Command struct {
+	ID       string `json:"id"`
+	Command  string `json:"command"`
+	ExitCode *int   `json:"exitCode,omitempty"`
+}
+
+// SessionExecuteResponse is Daytona's.
+type SessionExecuteResponse struct {
+	CmdID    string `json:"cmdId"`
+	Output   string `json:"output,omitempty"`
+	Stdout   string `json:"stdout,omitempty"`
+	Stderr   string `json:"stderr,omitempty"`
+	ExitCode *int   `json:"exitCode,omitempty"`
+}
+
+// LogsResponse is Daytona's SessionCommandLogsResponse.
+type LogsResponse struct {
+	Output string `json:"output"`
+	Stdout string `json:"stdout"`
+	Stderr string `json:"stderr"`
+}
+
+// EntrypointSession is the session id of the sandbox's own workload.
+const EntrypointSession = "entrypoint"
+
+func sessionOf(s *shell.Session) Session {
+	out := Session{SessionID: s.ID, Commands: []Command{}}
+	for _, c := range s.Commands() {
+		out.Commands = append(out.Commands, Command{ID: c.ID, Command: c.Line, ExitCode: c.ExitCode()})
+	}
+	return out
+}
+
+func (a *API) sessionError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, shell.ErrNoSuch):
+		WriteError(w, r, http.StatusNotFound, err.Error())
+	case errors.Is(err, shell.ErrClosed), errors.Is(err, shell.ErrFinished):
+		WriteError(w, r, http.StatusConflict, err.Error())
+	case errors.Is(err, shell.ErrBusy):
+		WriteError(w, r, http.StatusTooManyRequests, err.Error())
+	default:
+		a.fail(w, r, err, wire.CodeInternal)
+	}
+}
+
+func (a *API) createSession(w http.ResponseWriter, r *http.Request) {
+	var b struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := wire.DecodeJSON(r, &b); err != nil {
+		badRequest(w, r, err.Error())
+		return
+	}
+	if b.SessionID == EntrypointSession {
+		WriteError(w, r, http.StatusConflict, "entrypoint is the session of the sandbox's own workload")
+		return
+	}
+	if _, err := a.sup.CreateSession(r.PathValue("id"), b.SessionID); err != nil {
+		a.fail(w, r, err, wire.CodeInternal)
+		return
+	}
+	w.WriteHeader(http.StatusCreated)
+}
+
+func (a *API) listSessions(w http.ResponseWriter, r *http.Request) {
+	list, err := a.sup.Sessions(r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err, wire.CodeInternal)
+		return
+	}
+	out := []Session{}
+	for _, s := range list {
+		out = append(out, sessionOf(s))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *API) session(w http.ResponseWriter, r *http.Request) (*shell.Session, bool) {
+	s, err := a.sup.Session(r.PathValue("id"), r.PathValue("sid"))
+	if err != nil {
+		a.fail(w, r, err, wire.CodeInternal)
+		return nil, false
+	}
+	return s, true
+}
+
+func (a *API) getSession(w http.ResponseWriter, r *http.Request) {
+	if s, ok := a.session(w, r); ok {
+		writeJSON(w, http.StatusOK, sessionOf(s))
+	}
+}
+
+func (a *API) deleteSession(w http.ResponseWriter, r *http.Request) {
+	if err := a.sup.DeleteSession(r.PathValue("id"), r.PathValue("sid")); err != nil {
+		a.fail(w, r, err, wire.CodeInternal)
+		return
+	}
+	a.touched(r)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// sessionExec runs a command in the session: with async (or runAsync)
+// the answer is 202 with its id at once; otherwise 200 once it has ended,
+// with its output. A client that leaves a synchronous command leaves it
+// running in the session (it is the session's), as on Daytona.
+func (a *API) sessionExec(w http.ResponseWriter, r *http.Request) {
+	var b struct {
+		Command           string `json:"command"`
+		Async             bool   `json:"async,omitempty"`
+		RunAsync          bool   `json:"runAsync,omitempty"`
+		SuppressInputEcho bool   `json:"suppressInputEcho,omitempty"`
+	}
+	if err := wire.DecodeJSON(r, &b); err != nil {
+		badRequest(w, r, err.Error())
+		return
+	}
+	if strings.TrimSpace(b.Command) == "" {
+		badRequest(w, r, "command is required")
+		return
+	}
+	s, ok := a.session(w, r)
+	if !ok {
+		return
+	}
+	c, err := s.Run(b.Command)
+	if err != nil {
+		a.sessionError(w, r, err)
+		return
+	}
+	a.touched(r)
+	if b.Async || b.RunAsync {
+		writeJSON(w, http.StatusAccepted, SessionExecuteResponse{CmdID: c.ID})
+		return
+	}
+	select {
+	case <-c.Done():
+	case <-r.Context().Done():
+		return
+	}
+	stdout, stderr, output, _ := c.Logs()
+	writeJSON(w, http.StatusOK, SessionExecuteResponse{CmdID: c.ID, Output: output, Stdout: stdout, Stderr: stderr, ExitCode: c.ExitCode()})
+}
+
+func (a *API) command(w http.ResponseWriter, r *http.Request) (*shell.Command, bool) {
+	s, ok := a.session(w, r)
+	if !ok {
+		return nil, false
+	}
+	c, err := s.Command(r.PathValue("cid"))
+	if err != nil {
+		a.sessionError(w, r, err)
+		return nil, false
+	}
+	return c, true
+}
+
+func (a *API) getCommand(w http.ResponseWriter, r *http.Request) {
+	if c, ok := a.command(w, r); ok {
+		writeJSON(w, http.StatusOK, Command{ID: c.ID, Command: c.Line, ExitCode: c.ExitCode()})
+	}
+}
+
+func (a *API) sendInput(w http.ResponseWriter, r *http.Request) {
+	var b struct {
+		Data string `json:"data"`
+	}
+	if err := wire.DecodeJSON(r, &b); err != nil {
+		badRequest(w, r, err.Error())
+		return
+	}
+	s, ok := a.session(w, r)
+	if !ok {
+		return
+	}
+	if err := s.Input(r.PathValue("cid"), b.Data); err != nil {
+		a.sessionError(w, r, err)
+		return
+	}
+	a.touched(r)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// commandLogs answers a command's output so far; with follow=true it is
+// streamed (chunked text/plain) as it comes, to the command's end.
+func (a *API) commandLogs(w http.ResponseWriter, r *http.Request) {
+	follow, ok := boolQuery(w, r, "follow")
+	if !ok {
+		return
+	}
+	c, ok := a.command(w, r)
+	if !ok {
+		return
+	}
+	if !follow {
+		stdout, stderr, output, _ := c.Logs()
+		writeJSON(w, http.StatusOK, LogsResponse{Output: output, Stdout: stdout, Stderr: stderr})
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	c.Follow(r.Context(), func(_ bool, text string) error {
+		if _, err := w.Write([]byte(text)); err != nil {
+			return err
+		}
+		return rc.Flush()
+	})
+}
+
+// entrypointSession is the sandbox's own workload as a session: one
+// command, its snapshot's, running while the sandbox does.
+func (a *API) entrypointSession(w http.ResponseWriter, r *http.Request) {
+	sb, err := a.sup.Get(r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err, wire.CodeInternal)
+		return
+	}
+	cmd := Command{ID: EntrypointSession, Command: "snapshot " + sb.Snapshot}
+	writeJSON(w, http.StatusOK, Session{SessionID: EntrypointSession, Commands: []Command{cmd}})
+}
+
+// entrypointLogs are the workload's logs, redacted as on /v1.
+func (a *API) entrypointLogs(w http.ResponseWriter, r *http.Request) {
+	l, err := a.sup.EntrypointLogs(r.Context(), r.PathValue("id"), supervisor.DefaultLogTail)
+	if err != nil {
+		a.fail(w, r, err, wire.CodeInternal)
+		return
+	}
+	writeJSON(w, http.StatusOK, LogsResponse{Output: l.Stdout + l.Stderr, Stdout: l.Stdout, Stderr: l.Stderr})
+}
+
+// SplitWords splits a command line into words as a POSIX shell would
+// (blanks between words; single quotes keep everything; double quotes
+// keep all but \" \\ \$ \` escapes; a backslash outside quotes keeps the
+// next character) with nothing expanded: a command that wants a shell
+// names one (`sh -c "…"`, as Daytona's SDKs send).
+func SplitWords(line string) ([]string, error) {
+	var words []string
+	var cur strings.Builder
+	inWord := false
+	for i := 0; i < len(line); i++ {
+		ch := line[i]
+		switch {
+		case ch == '\'':
+			j := strings.IndexByte(line[i+1:], '\'')
+			if j < 0 {
+				return nil, errors.New("a single quote is not closed")
+			}
+			cur.WriteString(line[i+1 : i+1+j])
+			i += j + 1
+			inWord = true
+		case ch == '"':
+			i++
+			for ; i < len(line) && line[i] != '"'; i++ {
+				if line[i] == '\\' && i+1 < len(line) && strings.IndexByte("\"\\$`", line[i+1]) >= 0 {
+					i++
+				}
+				cur.WriteByte(line[i])
+			}
+			if i >= len(line) {
+				return nil, errors.New("a double quote is not closed")
+			}
+			inWord = true
+		case ch == '\\':
+			if i+1 < len(line) {
+				i++
+				if line[i] != '\n' {
+					cur.WriteByte(line[i])
+				}
+			}
+			inWord = true
+		case ch == ' ' || ch == '\t' || ch == '\n':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteByte(ch)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words, nil
+}

@@ -1,0 +1,315 @@
+package api
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agent-control-plane/agent-control-plane/api/daytona"
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
+	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
+)
+
+// tb is a running sandbox's toolbox base.
+func (e *env) toolbox(name string) string {
+	e.t.Helper()
+	if r := e.do("POST", "/api/sandbox", `{"name":"`+name+`"}`); r.code != 200 {
+		e.t.Fatalf("create: %d %s", r.code, r.body)
+	}
+	e.dwait(name, "started")
+	return "/api/toolbox/" + name
+}
+
+func (e *env) execute(base, body string) (daytona.ExecuteResponse, resp) {
+	e.t.Helper()
+	r := e.do("POST", base+"/process/execute", body)
+	var out daytona.ExecuteResponse
+	json.Unmarshal(r.body, &out)
+	return out, r
+}
+
+func TestToolboxExecute(t *testing.T) {
+	e := newRealEnv(t, nil)
+	base := e.toolbox("x1")
+	ws := filepath.Join(e.sup.Root(), "x1", supervisor.WorkspaceDir)
+	os.Mkdir(filepath.Join(ws, "sub"), 0o755)
+
+	out, r := e.execute(base, `{"command":"sh -c 'echo $GREETING; pwd; echo oops >&2; exit 3'","cwd":"sub","envs":{"GREETING":"hi there"}}`)
+	if r.code != 200 || out.ExitCode != 3 || out.Result != "hi there\n"+filepath.Join(ws, "sub")+"\noops\n" {
+		t.Fatalf("execute: %d %s", r.code, r.body)
+	}
+	// The sandbox's own environment, and nothing that waits on a prompt.
+	out, _ = e.execute(base, `{"command":"sh -c 'echo $AGENT_SANDBOX_ID $GIT_TERMINAL_PROMPT'"}`)
+	if out.Result != "x1 0\n" {
+		t.Fatalf("environment: %q", out.Result)
+	}
+	if out, r := e.execute(base, `{"command":"no-such-program-here"}`); r.code != 200 || out.ExitCode != -1 || !strings.Contains(out.Result, "no-such-program-here") {
+		t.Fatalf("missing program: %d %s", r.code, r.body)
+	}
+	// Stdin is closed: a command that reads it ends.
+	if out, _ := e.execute(base, `{"command":"cat"}`); out.ExitCode != 0 || out.Result != "" {
+		t.Fatalf("cat with no input: %+v", out)
+	}
+	if _, r := e.execute(base, `{"command":"sleep 30","timeout":1}`); r.code != http.StatusRequestTimeout || !strings.Contains(string(r.body), "timeout") {
+		t.Fatalf("timeout: %d %s", r.code, r.body)
+	}
+	for _, bad := range []string{`{"command":""}`, `{"command":"echo 'open"}`, `{"command":"true","timeout":-1}`, `{"command":"true","envs":{"A=B":"x"}}`, `{}`} {
+		if _, r := e.execute(base, bad); r.code != 400 {
+			t.Errorf("%s: %d %s", bad, r.code, r.body)
+		}
+	}
+	// Too much output keeps the tail and says so.
+	out, _ = e.execute(base, `{"command":"sh -c 'head -c 3000000 /dev/zero | tr \"\\\\0\" x; echo; echo last'"}`)
+	if !strings.HasPrefix(out.Result, "[output cut") || !strings.HasSuffix(out.Result, "\nlast\n") || len(out.Result) > daytona.MaxExecOutput+100 {
+		t.Fatalf("big output: %d bytes, %q…", len(out.Result), out.Result[:min(40, len(out.Result))])
+	}
+}
+
+// Past the per-sandbox bound a command is refused at once (429), and the
+// daemon serves on.
+func TestToolboxExecBound(t *testing.T) {
+	e := newRealEnv(t, nil)
+	base := e.toolbox("x2")
+	var wg sync.WaitGroup
+	codes := make(chan int, supervisor.MaxExecsPerSandbox+4)
+	for range supervisor.MaxExecsPerSandbox + 4 {
+		wg.Go(func() {
+			_, r := e.execute(base, `{"command":"sleep 2","timeout":10}`)
+			codes <- r.code
+		})
+	}
+	wg.Wait()
+	close(codes)
+	busy := 0
+	for c := range codes {
+		if c == 429 {
+			busy++
+		} else if c != 200 {
+			t.Errorf("status %d", c)
+		}
+	}
+	if busy == 0 {
+		t.Fatal("no command was refused past the bound")
+	}
+	if out, _ := e.execute(base, `{"command":"true"}`); out.ExitCode != 0 {
+		t.Fatal("the toolbox does not serve after the bound")
+	}
+}
+
+func multipartBody(t *testing.T, fields ...string) (string, *bytes.Buffer) {
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	for i := 0; i+1 < len(fields); i += 2 {
+		if strings.HasSuffix(fields[i], "file") {
+			w, _ := mw.CreateFormFile(fields[i], "f")
+			io.WriteString(w, fields[i+1])
+		} else {
+			mw.WriteField(fields[i], fields[i+1])
+		}
+	}
+	mw.Close()
+	return mw.FormDataContentType(), &buf
+}
+
+func (e *env) upload(url, ctype string, body io.Reader) resp {
+	e.t.Helper()
+	req, _ := http.NewRequest("POST", e.srv.URL+url, body)
+	req.Header.Set("Content-Type", ctype)
+	res, err := authClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return resp{res.StatusCode, res.Header, b}
+}
+
+func TestToolboxFiles(t *testing.T) {
+	e := newRealEnv(t, nil)
+	base := e.toolbox("f1")
+	ws := filepath.Join(e.sup.Root(), "f1", supervisor.WorkspaceDir)
+
+	blob := make([]byte, 3<<20)
+	rand.Read(blob)
+	ct, body := multipartBody(t, "file", string(blob))
+	if r := e.upload(base+"/files/upload?path=dir/blob.bin", ct, body); r.code != 404 {
+		t.Fatalf("upload into a missing directory: %d %s", r.code, r.body)
+	}
+	if r := e.do("POST", base+"/files/folder?path=dir&mode=0750", ""); r.code != 201 {
+		t.Fatalf("folder: %d %s", r.code, r.body)
+	}
+	ct, body = multipartBody(t, "file", string(blob))
+	if r := e.upload(base+"/files/upload?path=dir/blob.bin", ct, body); r.code != 200 {
+		t.Fatalf("upload: %d %s", r.code, r.body)
+	}
+	r := e.do("GET", base+"/files?path=dir", "")
+	var list []daytona.FileInfo
+	if json.Unmarshal(r.body, &list); len(list) != 1 || list[0].Name != "blob.bin" || list[0].Size != int64(len(blob)) || list[0].Permissions != "0644" {
+		t.Fatalf("list: %s", r.body)
+	}
+	if r := e.do("GET", base+"/files/download?path="+ws+"/dir/blob.bin", ""); r.code != 200 || !bytes.Equal(r.body, blob) {
+		t.Fatalf("download: %d, %d bytes", r.code, len(r.body))
+	}
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("one needle\ntwo\nneedle three\n"), 0o644)
+	r = e.do("GET", base+"/files/find?path=.&pattern=needle", "")
+	if !strings.Contains(string(r.body), `"line":3`) || !strings.Contains(string(r.body), `"content":"one needle"`) {
+		t.Fatalf("find: %s", r.body)
+	}
+	if r := e.do("GET", base+"/files/search?path=.&pattern=*.bin", ""); !strings.Contains(string(r.body), `"dir/blob.bin"`) {
+		t.Fatalf("search: %s", r.body)
+	}
+	if r := e.do("POST", base+"/files/replace", `{"files":["a.txt","missing.txt"],"pattern":"needle","newValue":"pin"}`); !strings.Contains(string(r.body), `"success":false`) {
+		t.Fatalf("replace: %s", r.body)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(b) != "one pin\ntwo\npin three\n" {
+		t.Fatalf("replaced: %q", b)
+	}
+	if r := e.do("POST", base+"/files/move?source=a.txt&destination=dir/b.txt", ""); r.code != 200 {
+		t.Fatalf("move: %d %s", r.code, r.body)
+	}
+	if r := e.do("POST", base+"/files/permissions?path=dir/b.txt&mode=0600", ""); r.code != 200 {
+		t.Fatalf("permissions: %d %s", r.code, r.body)
+	}
+	if fi, _ := os.Stat(filepath.Join(ws, "dir/b.txt")); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v", fi.Mode())
+	}
+	daytonaError(t, e.do("POST", base+"/files/permissions?path=dir/b.txt&owner=nobody-else", ""), 400)
+	daytonaError(t, e.do("DELETE", base+"/files?path=dir", ""), 409) // not empty, not recursive
+	if r := e.do("DELETE", base+"/files?path=dir&recursive=true", ""); r.code != 204 {
+		t.Fatalf("delete: %d %s", r.code, r.body)
+	}
+
+	// Escapes: "..", an absolute path elsewhere and a link planted in the
+	// workspace are refused; nothing outside is read or written.
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "secret"), []byte("s3cret"), 0o600)
+	os.Symlink(outside, filepath.Join(ws, "link"))
+	for _, p := range []string{"../../x", outside + "/secret", "link/secret", "/etc/passwd"} {
+		r := e.do("GET", base+"/files/download?path="+p, "")
+		if r.code != 400 || strings.Contains(string(r.body), "s3cret") {
+			t.Errorf("download %s: %d %s", p, r.code, r.body)
+		}
+		ct, body := multipartBody(t, "file", "pwned")
+		if r := e.upload(base+"/files/upload?path="+p+"-new", ct, body); r.code != 400 {
+			t.Errorf("upload %s: %d %s", p, r.code, r.body)
+		}
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 1 {
+		t.Fatalf("something was written outside: %v", entries)
+	}
+	// An upload past the bound is 413 and writes nothing.
+	ct, body = multipartBody(t, "file", strings.Repeat("x", 2<<20))
+	small := newRealEnvWith(t, 1<<20)
+	sbase := small.toolbox("f2")
+	if r := small.upload(sbase+"/files/upload?path=big", ct, body); r.code != 413 {
+		t.Fatalf("too large: %d %s", r.code, r.body)
+	}
+	if _, err := os.Stat(filepath.Join(small.sup.Root(), "f2", supervisor.WorkspaceDir, "big")); err == nil {
+		t.Fatal("a refused upload left a file")
+	}
+	// A JSON body to an upload route, and multipart elsewhere, are refused.
+	daytonaError(t, e.do("POST", base+"/files/upload?path=x", `{}`), 415)
+	ct, body = multipartBody(t, "file", "x")
+	daytonaError(t, e.upload(base+"/process/execute", ct, body), 415)
+}
+
+func newRealEnvWith(t *testing.T, maxUpload int64) *env {
+	e := newRealEnv(t, nil)
+	s, err := New(e.sup, Options{Version: "test", Token: testToken, MaxUpload: maxUpload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv.Config.Handler = s
+	return e
+}
+
+func TestToolboxSessions(t *testing.T) {
+	e := newRealEnv(t, nil)
+	base := e.toolbox("s1")
+	if r := e.do("POST", base+"/process/session", `{"sessionId":"work"}`); r.code != 201 {
+		t.Fatalf("create session: %d %s", r.code, r.body)
+	}
+	daytonaError(t, e.do("POST", base+"/process/session", `{"sessionId":"work"}`), 409)
+	run := func(cmd string, async bool) daytona.SessionExecuteResponse {
+		t.Helper()
+		r := e.do("POST", base+"/process/session/work/exec", fmt.Sprintf(`{"command":%q,"runAsync":%v}`, cmd, async))
+		var out daytona.SessionExecuteResponse
+		if json.Unmarshal(r.body, &out); (r.code != 200 && !async) || (r.code != 202 && async) {
+			t.Fatalf("exec %q: %d %s", cmd, r.code, r.body)
+		}
+		return out
+	}
+	run("cd /tmp && export X=1", false)
+	if out := run("pwd; echo $X", false); out.Stdout != "/tmp\n1\n" || *out.ExitCode != 0 {
+		t.Fatalf("state across commands: %+v", out)
+	}
+	// An async command: its logs followed to its end.
+	c := run("for i in 1 2 3; do echo line $i; sleep 0.1; done", true)
+	r := e.do("GET", base+"/process/session/work/command/"+c.CmdID+"/logs?follow=true", "")
+	if r.code != 200 || string(r.body) != "line 1\nline 2\nline 3\n" {
+		t.Fatalf("followed logs: %d %q", r.code, r.body)
+	}
+	r = e.do("GET", base+"/process/session/work/command/"+c.CmdID, "")
+	if !strings.Contains(string(r.body), `"exitCode":0`) {
+		t.Fatalf("command: %s", r.body)
+	}
+	// Input to a running command.
+	c = run("read a; echo got $a", true)
+	testenv.Eventually(t, "input taken", func() bool {
+		return e.do("POST", base+"/process/session/work/command/"+c.CmdID+"/input", `{"data":"yes\n"}`).code == 204
+	})
+	testenv.Eventually(t, "read ends", func() bool {
+		r := e.do("GET", base+"/process/session/work/command/"+c.CmdID+"/logs", "")
+		return strings.Contains(string(r.body), `"stdout":"got yes\n"`)
+	})
+	if r := e.do("GET", base+"/process/session", ""); !strings.Contains(string(r.body), `"sessionId":"work"`) {
+		t.Fatalf("sessions: %s", r.body)
+	}
+	if r := e.do("GET", base+"/process/session/entrypoint/logs", ""); r.code != 200 || !strings.Contains(string(r.body), "listening") {
+		t.Fatalf("entrypoint logs: %d %s", r.code, r.body)
+	}
+	if r := e.do("DELETE", base+"/process/session/work", ""); r.code != 204 {
+		t.Fatalf("delete session: %d", r.code)
+	}
+	daytonaError(t, e.do("GET", base+"/process/session/work", ""), 404)
+	for _, p := range []string{"/git/status", "/lsp/start", "/process/pty", "/computeruse/status"} {
+		daytonaError(t, e.do("GET", base+p, ""), 400)
+	}
+}
+
+// A stop while a command runs leaves none of it: the runtime ends what
+// the toolbox started with the sandbox.
+func TestToolboxStopEndsCommands(t *testing.T) {
+	e := newRealEnv(t, nil)
+	base := e.toolbox("k1")
+	done := make(chan resp, 1)
+	go func() {
+		_, r := e.execute(base, `{"command":"sh -c 'echo $$ > pid; exec sleep 300'","timeout":600}`)
+		done <- r
+	}()
+	e.do("POST", base+"/process/session", `{"sessionId":"bg"}`)
+	e.do("POST", base+"/process/session/bg/exec", `{"command":"sleep 300","runAsync":true}`)
+	ws := filepath.Join(e.sup.Root(), "k1", supervisor.WorkspaceDir)
+	var pid int
+	testenv.Eventually(t, "the command runs", func() bool {
+		b, _ := os.ReadFile(filepath.Join(ws, "pid"))
+		_, err := fmt.Sscan(string(b), &pid)
+		return err == nil
+	})
+	e.do("POST", "/api/sandbox/k1/stop", "")
+	<-done
+	testenv.Eventually(t, "no process is left", func() bool {
+		_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+		return os.IsNotExist(err)
+	})
+	daytonaError(t, e.do("POST", base+"/process/execute", `{"command":"true"}`), 409)
+}

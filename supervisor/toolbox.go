@@ -1,0 +1,258 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/shell"
+)
+
+// The toolbox: commands, files and shell sessions inside a running
+// sandbox, through its runtime (Execer, Files), so that what it starts is
+// in the sandbox (its cgroup and marker, its container) and ends with it.
+
+// Bounds of the toolbox: commands running at once (a session's shell is
+// one) per sandbox and in all, and sessions per sandbox.
+const (
+	MaxExecsPerSandbox    = 16
+	MaxExecs              = 256
+	MaxSessionsPerSandbox = 8
+)
+
+// ErrBusy: a bound of the toolbox is reached; try again when something
+// has ended.
+var ErrBusy = errors.New("too many commands at once")
+
+// NonInteractive is added to the environment of every command the
+// toolbox runs without a terminal: nothing waits on a prompt (git's
+// credential prompts, askpass helpers, ssh's password prompt, pagers) — a
+// command that would ask fails at once instead of hanging the call.
+var NonInteractive = []string{
+	"GIT_TERMINAL_PROMPT=0", "GCM_INTERACTIVE=never", "GIT_ASKPASS=", "SSH_ASKPASS=",
+	"GIT_SSH_COMMAND=ssh -o BatchMode=yes", "PAGER=cat", "GIT_PAGER=cat", "DEBIAN_FRONTEND=noninteractive",
+}
+
+// toolbox is the supervisor's count of running commands and the
+// sessions of each sandbox.
+type toolbox struct {
+	mu       sync.Mutex
+	running  int
+	per      map[string]int
+	sessions map[string]map[string]*shell.Session // sandbox id → session id →
+}
+
+// Exec runs spec inside a running sandbox and counts as activity. The
+// command is bounded (ErrBusy past MaxExecsPerSandbox or MaxExecs), gets
+// NonInteractive unless spec asks for a terminal, and ends when ctx does,
+// after spec.Timeout, or when the sandbox stops. A runtime that cannot
+// run commands is ErrUnsupportedRuntime.
+func (s *Supervisor) Exec(ctx context.Context, id string, spec runtime.ExecSpec) (runtime.Process, error) {
+	e, h, err := s.liveHandle(id)
+	if err != nil {
+		return nil, err
+	}
+	ex, ok := h.(runtime.Execer)
+	if !ok {
+		return nil, fmt.Errorf("%w: the %s runtime cannot run commands in its sandboxes", ErrUnsupportedRuntime, e.info.Runtime)
+	}
+	if err := s.tools.acquire(id); err != nil {
+		return nil, err
+	}
+	if !spec.TTY {
+		spec.Env = append(slices.Clone(NonInteractive), spec.Env...)
+	}
+	p, err := ex.Exec(ctx, spec)
+	if err != nil {
+		s.tools.release(id)
+		if errors.Is(err, runtime.ErrExecStart) {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		return nil, err
+	}
+	go func() {
+		p.Wait(context.Background()) // it ends: by itself, ctx, its timeout or the stop
+		s.tools.release(id)
+	}()
+	_ = s.RefreshActivity(id)
+	return p, nil
+}
+
+// Files are the files of a running sandbox, as its workload sees them. A
+// runtime that cannot reach them is ErrUnsupportedRuntime.
+func (s *Supervisor) Files(id string) (runtime.Files, error) {
+	e, h, err := s.liveHandle(id)
+	if err != nil {
+		return nil, err
+	}
+	f, ok := h.(runtime.Files)
+	if !ok {
+		return nil, fmt.Errorf("%w: the %s runtime cannot reach its sandboxes' files", ErrUnsupportedRuntime, e.info.Runtime)
+	}
+	return f, nil
+}
+
+// liveHandle is a running sandbox's entry and handle.
+func (s *Supervisor) liveHandle(id string) (*sandbox, runtime.Handle, error) {
+	e, err := s.lookup(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.mu.Lock()
+	st, h := e.info.State, e.handle
+	s.mu.Unlock()
+	if !st.Live() || h == nil {
+		return nil, nil, fmt.Errorf("%w: %s is %s", ErrNotRunning, Clip(id, MaxQuoted), st)
+	}
+	return e, h, nil
+}
+
+func (t *toolbox) acquire(id string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.per == nil {
+		t.per = map[string]int{}
+	}
+	switch {
+	case t.per[id] >= MaxExecsPerSandbox:
+		return fmt.Errorf("%w: %d commands run in %s already (at most %d per sandbox)", ErrBusy, t.per[id], Clip(id, MaxQuoted), MaxExecsPerSandbox)
+	case t.running >= MaxExecs:
+		return fmt.Errorf("%w: %d commands run already (at most %d in all)", ErrBusy, t.running, MaxExecs)
+	}
+	t.per[id]++
+	t.running++
+	return nil
+}
+
+func (t *toolbox) release(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.running--
+	if t.per[id]--; t.per[id] <= 0 {
+		delete(t.per, id)
+	}
+}
+
+// CreateSession starts a shell session named sid in a running sandbox; it
+// runs until DeleteSession or the sandbox's stop. A name in use is
+// ErrConflict; past MaxSessionsPerSandbox, ErrBusy.
+func (s *Supervisor) CreateSession(id, sid string) (*shell.Session, error) {
+	if !validName(sid) {
+		return nil, invalid("session id %q must match %s", Clip(sid, MaxQuoted), nameRE)
+	}
+	s.tools.mu.Lock()
+	live := s.tools.liveLocked(id)
+	if _, taken := live[sid]; taken {
+		s.tools.mu.Unlock()
+		return nil, fmt.Errorf("%w: session %s exists in %s", ErrConflict, sid, Clip(id, MaxQuoted))
+	}
+	if len(live) >= MaxSessionsPerSandbox {
+		s.tools.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s has %d sessions (at most %d); delete one first", ErrBusy, Clip(id, MaxQuoted), len(live), MaxSessionsPerSandbox)
+	}
+	s.tools.mu.Unlock()
+	sess, err := shell.New(sid, func(stdin io.Reader, stdout, stderr io.Writer) (shell.Process, error) {
+		p, err := s.Exec(context.Background(), id, runtime.ExecSpec{Argv: shell.Argv, Stdin: stdin, Stdout: stdout, Stderr: stderr})
+		if err != nil {
+			return nil, err
+		}
+		return shellProcess{p}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.tools.mu.Lock()
+	defer s.tools.mu.Unlock()
+	live = s.tools.liveLocked(id)
+	if _, taken := live[sid]; taken { // a create of the same name raced this one
+		go sess.Close()
+		return nil, fmt.Errorf("%w: session %s exists in %s", ErrConflict, sid, Clip(id, MaxQuoted))
+	}
+	live[sid] = sess
+	return sess, nil
+}
+
+// Sessions lists a sandbox's sessions that still run, by name.
+func (s *Supervisor) Sessions(id string) ([]*shell.Session, error) {
+	if _, err := s.lookup(id); err != nil {
+		return nil, err
+	}
+	s.tools.mu.Lock()
+	defer s.tools.mu.Unlock()
+	var out []*shell.Session
+	for _, sess := range s.tools.liveLocked(id) {
+		out = append(out, sess)
+	}
+	slices.SortFunc(out, func(a, b *shell.Session) int { return a.Created.Compare(b.Created) })
+	return out, nil
+}
+
+// Session finds a session that still runs (ErrNotFound otherwise).
+func (s *Supervisor) Session(id, sid string) (*shell.Session, error) {
+	if _, err := s.lookup(id); err != nil {
+		return nil, err
+	}
+	s.tools.mu.Lock()
+	defer s.tools.mu.Unlock()
+	sess, ok := s.tools.liveLocked(id)[sid]
+	if !ok {
+		return nil, fmt.Errorf("%w: no session %s in %s", ErrNotFound, Clip(sid, MaxQuoted), Clip(id, MaxQuoted))
+	}
+	return sess, nil
+}
+
+// DeleteSession ends a session and what runs in it.
+func (s *Supervisor) DeleteSession(id, sid string) error {
+	sess, err := s.Session(id, sid)
+	if err != nil {
+		return err
+	}
+	sess.Close()
+	s.tools.mu.Lock()
+	delete(s.tools.sessions[id], sid)
+	s.tools.mu.Unlock()
+	return nil
+}
+
+// liveLocked is the sessions of sandbox id, those whose shell has ended
+// forgotten (a stop ends them all).
+func (t *toolbox) liveLocked(id string) map[string]*shell.Session {
+	if t.sessions == nil {
+		t.sessions = map[string]map[string]*shell.Session{}
+	}
+	m := t.sessions[id]
+	if m == nil {
+		m = map[string]*shell.Session{}
+		t.sessions[id] = m
+	}
+	for sid, sess := range m {
+		select {
+		case <-sess.Ended():
+			delete(m, sid)
+		default:
+		}
+	}
+	return m
+}
+
+// forget drops what the toolbox keeps of a deleted sandbox (its sessions
+// ended with its workload).
+func (t *toolbox) forget(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.sessions, id)
+}
+
+// shellProcess adapts a runtime process to a session's shell.
+type shellProcess struct{ p runtime.Process }
+
+func (sp shellProcess) Wait(ctx context.Context) (int, error) {
+	x, err := sp.p.Wait(ctx)
+	return x.Code, err
+}
+
+func (sp shellProcess) Kill() error { return sp.p.Kill() }
