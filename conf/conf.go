@@ -73,6 +73,8 @@ type Config struct {
 
 	// LogMaxBytes caps each sandbox's stdout and stderr on disk.
 	LogMaxBytes int64
+	// MaxUploadBytes bounds one file upload into a sandbox (the toolbox).
+	MaxUploadBytes int64
 
 	BodyTimeout    time.Duration // reading one request body
 	MaxConnections int           // open at once; more wait in the backlog
@@ -172,6 +174,7 @@ func Default(getenv func(string) string) Config {
 		LogLevel:          "info",
 		TokenFile:         filepath.Join(auth.StateDir(getenv), "token"),
 		LogMaxBytes:       10 << 20,
+		MaxUploadBytes:    1 << 30,
 		BodyTimeout:       30 * time.Second,
 		MaxConnections:    1024,
 		Cgroups:           "auto",
@@ -337,6 +340,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxConnections < 16 || c.MaxConnections > 1<<20 {
 		return fmt.Errorf("max_connections %d: want 16 to %d", c.MaxConnections, 1<<20)
+	}
+	if c.MaxUploadBytes < 1 {
+		return fmt.Errorf("max_upload_bytes %d: want at least 1", c.MaxUploadBytes)
 	}
 	if c.LogMaxBytes < MinLogMaxBytes {
 		return fmt.Errorf("log_max_bytes %d: want at least %d", c.LogMaxBytes, MinLogMaxBytes)

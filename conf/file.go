@@ -27,6 +27,7 @@ type fileConfig struct {
 	TokenFile        *string   `toml:"token_file"`
 	MetricsAuth      *bool     `toml:"metrics_auth"`
 	LogMaxBytes      *int64    `toml:"log_max_bytes"`
+	MaxUploadBytes   *int64    `toml:"max_upload_bytes"`
 	BodyTimeout      *duration `toml:"body_timeout"`
 	MaxConnections   *int      `toml:"max_connections"`
 	Cgroups          *string   `toml:"cgroups"`
@@ -120,6 +121,7 @@ func (c *Config) applyFile(path string) error {
 	set(&c.TokenFile, f.TokenFile)
 	set(&c.MetricsAuth, f.MetricsAuth)
 	set(&c.LogMaxBytes, f.LogMaxBytes)
+	set(&c.MaxUploadBytes, f.MaxUploadBytes)
 	setDur(&c.BodyTimeout, f.BodyTimeout)
 	set(&c.MaxConnections, f.MaxConnections)
 	if f.Native.Command != nil {

@@ -60,6 +60,8 @@ var keys = []key{
 	{path: "metrics_auth", file: true, show: func(c *Config) any { return c.MetricsAuth }},
 	{path: "log_max_bytes", file: true, env: "LOG_MAX_BYTES", show: func(c *Config) any { return c.LogMaxBytes },
 		parse: func(c *Config, v string) (err error) { c.LogMaxBytes, err = strconv.ParseInt(v, 10, 64); return }},
+	{path: "max_upload_bytes", file: true, env: "MAX_UPLOAD_BYTES", show: func(c *Config) any { return c.MaxUploadBytes },
+		parse: func(c *Config, v string) (err error) { c.MaxUploadBytes, err = strconv.ParseInt(v, 10, 64); return }},
 	{path: "body_timeout", file: true, env: "BODY_TIMEOUT_MS", show: func(c *Config) any { return c.BodyTimeout }, parse: msSetter(func(c *Config) *time.Duration { return &c.BodyTimeout })},
 	{path: "max_connections", file: true, env: "MAX_CONNECTIONS", show: func(c *Config) any { return c.MaxConnections },
 		parse: func(c *Config, v string) (err error) { c.MaxConnections, err = strconv.Atoi(v); return }},

@@ -56,18 +56,22 @@ type daytonaChecker struct {
 	n    int
 }
 
-func newDaytonaChecker(t *testing.T) *daytonaChecker {
-	raw, err := os.ReadFile(daytonaDoc)
+func newDaytonaChecker(t *testing.T) *daytonaChecker { return newChecker(t, daytonaDoc, "/api") }
+
+// newChecker checks exchanges against doc, its paths under server.
+func newChecker(t *testing.T, file, server string) *daytonaChecker {
+	raw, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Daytona's clients are given http://HOST:PORT/api: the document's
-	// paths are under the server's /api.
+	// Daytona's clients are given http://HOST:PORT/api (and the
+	// toolbox's base, toolboxProxyUrl/{id}): the document's paths are
+	// under it.
 	var y map[string]any
 	if err := yaml.Unmarshal(raw, &y); err != nil {
 		t.Fatal(err)
 	}
-	y["servers"] = []any{map[string]any{"url": "/api"}}
+	y["servers"] = []any{map[string]any{"url": server}}
 	if raw, err = yaml.Marshal(y); err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +81,7 @@ func newDaytonaChecker(t *testing.T) *daytonaChecker {
 	}
 	v, errs := validator.NewValidator(doc)
 	if len(errs) > 0 {
-		t.Fatalf("%s: %v", daytonaDoc, errs)
+		t.Fatalf("%s: %v", file, errs)
 	}
 	m, err := doc.BuildV3Model()
 	if err != nil {

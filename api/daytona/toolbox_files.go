@@ -131,7 +131,7 @@ func (a *API) download(w http.ResponseWriter, r *http.Request) {
 func (a *API) uploadBody(w http.ResponseWriter, r *http.Request) (*multipart.Reader, bool) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(uploadDeadline))
 	if r.ContentLength > a.maxUpload() {
-		WriteError(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("the upload is %d bytes; at most %d (config toolbox.max_upload)", r.ContentLength, a.maxUpload()))
+		WriteError(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("the upload is %d bytes; at most %d (config max_upload_bytes)", r.ContentLength, a.maxUpload()))
 		return nil, false
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, a.maxUpload())
@@ -155,7 +155,7 @@ func (a *API) maxUpload() int64 {
 func (a *API) uploadError(w http.ResponseWriter, r *http.Request, err error) {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		WriteError(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("the upload is larger than %d bytes (config toolbox.max_upload); nothing was written", a.maxUpload()))
+		WriteError(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("the upload is larger than %d bytes (config max_upload_bytes); nothing was written", a.maxUpload()))
 		return
 	}
 	a.fileError(w, r, err)
@@ -194,7 +194,7 @@ func (a *API) upload(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		a.touched(r)
-		writeJSON(w, http.StatusOK, map[string]string{"message": "uploaded " + q[0]})
+		writeJSON(w, http.StatusOK, map[string]any{}) // Daytona's gin.H: an object of objects
 		return
 	}
 }

@@ -201,7 +201,7 @@ func serve(cfg conf.Config, src conf.Sources, logw io.Writer) error {
 		allow = append(allow, host)
 	}
 	srv, err := api.New(sup, api.Options{Version: version, Logger: log, Registry: reg, Heartbeat: cfg.EventHeartbeat, AllowHosts: allow,
-		Token: token, MetricsAuth: cfg.MetricsAuth, BodyTimeout: cfg.BodyTimeout, MaxConns: cfg.MaxConnections,
+		Token: token, MetricsAuth: cfg.MetricsAuth, BodyTimeout: cfg.BodyTimeout, MaxConns: cfg.MaxConnections, MaxUpload: cfg.MaxUploadBytes,
 		ReadyPath: cfg.ReadyPath, StartupTimeout: cfg.StartupTimeout, StopGrace: cfg.StopGrace,
 		Sessions: sup,
 		Cgroups:  &wire.Cgroups{Mode: string(cgInfo.Mode), Path: cgInfo.Path, Limits: append([]string{}, cgInfo.Limits...), Note: cgInfo.Note}})

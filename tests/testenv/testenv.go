@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -437,6 +438,14 @@ func rmdirWhenEmpty(dir string) {
 }
 
 func killMarked(marker string) {
+	for _, pid := range Marked(marker) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// Marked lists the processes that carry a sandbox's marker.
+func Marked(marker string) []int {
+	var out []int
 	ents, _ := os.ReadDir("/proc")
 	want := "AGENT_CONTROL_PLANE_MARKER=" + marker
 	for _, e := range ents {
@@ -448,13 +457,11 @@ func killMarked(marker string) {
 		if err != nil {
 			continue
 		}
-		for _, kv := range strings.Split(string(b), "\x00") {
-			if kv == want {
-				syscall.Kill(pid, syscall.SIGKILL)
-				break
-			}
+		if slices.Contains(strings.Split(string(b), "\x00"), want) {
+			out = append(out, pid)
 		}
 	}
+	return out
 }
 
 // Eventually polls cond until it holds or a generous deadline passes.

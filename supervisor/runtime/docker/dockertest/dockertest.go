@@ -134,3 +134,41 @@ func buildStubImage(c *client.Client) error {
 	}
 	return BuildImage(context.Background(), c, StubImage, df, map[string][]byte{"agent-control-plane": b})
 }
+
+// ShellImage is StubImage with a shell and the usual tools (a static
+// busybox, from Debian's busybox-static on this machine: nothing is
+// pulled), for the toolbox's commands and sessions.
+const ShellImage = "agent-control-plane-stub-shell:test"
+
+// Busybox is where the host's static busybox is looked for.
+const Busybox = "/bin/busybox"
+
+const shellDockerfile = `FROM ` + StubImage + `
+COPY busybox /bin/busybox
+RUN ["/bin/busybox", "--install", "-s", "/bin"]
+RUN ["/bin/busybox", "mkdir", "-p", "/tmp", "/root"]
+ENV PATH=/bin
+`
+
+var (
+	shellOnce sync.Once
+	shellErr  error
+)
+
+// ShellEngine is Engine with ShellImage built too, or skips saying why
+// there is none.
+func ShellEngine(t testing.TB) *client.Client {
+	t.Helper()
+	c := Engine(t)
+	b, err := os.ReadFile(Busybox)
+	if err != nil {
+		t.Skipf("no static busybox for a shell image (Debian's busybox-static): %v", err)
+	}
+	shellOnce.Do(func() {
+		shellErr = BuildImage(context.Background(), c, ShellImage, shellDockerfile, map[string][]byte{"busybox": b})
+	})
+	if shellErr != nil {
+		t.Fatalf("build the shell image: %v", shellErr)
+	}
+	return c
+}
