@@ -102,8 +102,8 @@ var toolboxEnv = []string{fmt.Sprintf("AGENT_CONTROL_PLANE_MAX_UPLOAD_BYTES=%d",
 
 // toolboxSuite is what a runtime's run of the suite knows of it.
 type toolboxSuite struct {
-	workDir string                               // the workspace as the workload sees it
-	hostDir string                               // the workspace on this machine
+	workDir string                              // the workspace as the workload sees it
+	hostDir string                              // the workspace on this machine
 	gone    func(t *testing.T, pid string) bool // the command of pid (as the sandbox sees it) is no more
 }
 
