@@ -40,7 +40,7 @@ func ToInfo(sb supervisor.Sandbox) wire.SandboxInfo {
 		CreatedAt: wire.Time{Time: sb.CreatedAt}, UpdatedAt: wire.Time{Time: sb.UpdatedAt}, LastActivityAt: wire.Time{Time: sb.LastActivityAt},
 		StartedAt: ptrTime(sb.StartedAt), StoppedAt: ptrTime(sb.StoppedAt),
 		AutoStopInterval: minutes(sb.AutoStopInterval), AutoStopAt: ptrTime(sb.AutoStopAt()),
-		AutoDeleteInterval: -1,
+		AutoDeleteInterval: -1, Workspace: sb.Workspace,
 	}
 	if info.Labels == nil {
 		info.Labels = map[string]string{}

@@ -383,15 +383,16 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			s.fail(w, r, wire.CodeUnauthorized, "missing or wrong bearer token: send Authorization: Bearer <token>; the CLI and the Go client read it from $"+auth.TokenEnv+" or the token file (default ~/.local/state/agent-control-plane/token)")
 			return
 		}
-		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody && daytona.IsUpload(r.URL.Path) {
-			// A file upload: a multipart form, which its handler bounds
-			// (toolbox.max_upload) and gives time to arrive. A form post
-			// from another site has no bearer token: refused above.
+		if up := uploadType(r); up != "" && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+			// A file upload, which its handler bounds (max_upload_bytes)
+			// and gives time to arrive. A form post from another site
+			// has no bearer token: refused above.
 			mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-			if err != nil || mt != "multipart/form-data" {
-				s.fail(w, r, wire.CodeUnsupportedMediaType, "an upload must have Content-Type: multipart/form-data")
+			if err != nil || mt != up {
+				s.fail(w, r, wire.CodeUnsupportedMediaType, "an upload here must have Content-Type: "+up)
 				return
 			}
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(uploadDeadline))
 		} else if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 			mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 			if err != nil || mt != "application/json" {

@@ -149,6 +149,7 @@ func (e *sandbox) changesLocked() <-chan struct{} {
 func (e *sandbox) viewLocked() Sandbox {
 	sb := e.info
 	sb.Ending = e.ending
+	sb.Workspace = filepath.Join(e.dir, WorkspaceDir)
 	return sb
 }
 

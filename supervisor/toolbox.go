@@ -69,7 +69,7 @@ func (s *Supervisor) Exec(ctx context.Context, id string, spec runtime.ExecSpec)
 	p, err := ex.Exec(ctx, spec)
 	if err != nil {
 		s.tools.release(id)
-		if errors.Is(err, runtime.ErrExecStart) {
+		if errors.Is(err, runtime.ErrExecStart) && !errors.Is(err, runtime.ErrProgramNotFound) {
 			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 		return nil, err

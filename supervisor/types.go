@@ -93,6 +93,9 @@ type Sandbox struct {
 	// the sandbox is under way (State is still what it was), "" otherwise.
 	// Get and ListPage say it; it is never persisted.
 	Ending string
+	// Workspace is the workspace directory on this machine (Get and
+	// ListPage fill it).
+	Workspace string
 
 	// Resources are the limits in force; zero fields: none.
 	Resources runtime.Resources

@@ -54,6 +54,29 @@ func ValidateLabels(labels map[string]string) error {
 	return nil
 }
 
+// ValidateEnv checks variables given as field (names, sizes, the
+// reserved ones), never echoing a value: it may be a secret.
+func ValidateEnv(field string, env map[string]string) error {
+	if len(env) > MaxEnvVars {
+		return invalid("%d %s; at most %d", len(env), field, MaxEnvVars)
+	}
+	for k, v := range env {
+		if !runtime.ValidEnvName(k) {
+			return invalid("%s key %q is not a valid variable name", field, Clip(k, MaxQuoted))
+		}
+		if runtime.Reserved(k) {
+			return invalid("%s key %s is reserved: the runtime sets it as the workload sees it", field, k)
+		}
+		if len(v) > MaxEnvValueLen {
+			return invalid("%s %s: value longer than %d bytes", field, k, MaxEnvValueLen)
+		}
+		if hasNUL(v) {
+			return invalid("%s %s: value contains a NUL byte", field, k)
+		}
+	}
+	return nil
+}
+
 // Validate checks a create request against the supervisor's rules (name,
 // labels, env, bounds). Create calls it; it is exported for callers that
 // want to check before sending.
@@ -64,23 +87,8 @@ func (r *CreateRequest) Validate() error {
 	if err := ValidateLabels(r.Labels); err != nil {
 		return err
 	}
-	if len(r.Env) > MaxEnvVars {
-		return invalid("%d envVars; at most %d", len(r.Env), MaxEnvVars)
-	}
-	for k, v := range r.Env {
-		// Never echo a value: it may be a secret.
-		if !runtime.ValidEnvName(k) {
-			return invalid("envVars key %q is not a valid variable name", Clip(k, MaxQuoted))
-		}
-		if runtime.Reserved(k) {
-			return invalid("envVars key %s is reserved: the runtime sets it as the workload sees it", k)
-		}
-		if len(v) > MaxEnvValueLen {
-			return invalid("envVars %s: value longer than %d bytes", k, MaxEnvValueLen)
-		}
-		if hasNUL(v) {
-			return invalid("envVars %s: value contains a NUL byte", k)
-		}
+	if err := ValidateEnv("envVars", r.Env); err != nil {
+		return err
 	}
 	if len(r.Snapshot) > MaxSnapshotLen {
 		return invalid("snapshot longer than %d bytes", MaxSnapshotLen)

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,6 +31,7 @@ import (
 
 	"github.com/agent-control-plane/agent-control-plane/api"
 	"github.com/agent-control-plane/agent-control-plane/api/client"
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
@@ -151,7 +154,7 @@ func (c *contract) check(req *http.Request, reqBody []byte, status int, hdr http
 func dependsOnDaemon(body []byte) bool {
 	var eb struct{ Error struct{ Code string } }
 	json.Unmarshal(body, &eb)
-	return slices.Contains([]string{"unknown_snapshot", "image_not_found", "limits_unsupported"}, eb.Error.Code)
+	return slices.Contains([]string{"unknown_snapshot", "image_not_found", "limits_unsupported", "program_not_found", "path_outside"}, eb.Error.Code)
 }
 
 // client records and checks every exchange with the daemon.
@@ -160,8 +163,12 @@ type contractClient struct {
 	c     *contract
 	url   string
 	token string
+	d     *testenv.Daemon
 	log   []exchange
 }
+
+// contractMaxUpload is the contract daemon's max_upload_bytes.
+const contractMaxUpload = 4096
 
 type exchange struct {
 	req     *http.Request
@@ -295,6 +302,54 @@ func runScenario(t *testing.T, cc *contractClient) {
 	cc.do("GET", "/v1/sandboxes/missing/preview-url", "")
 	cc.do("GET", "/v1/sandboxes/k1/entrypoint-logs", "")
 	cc.do("GET", "/v1/sandboxes/k1/entrypoint-logs?tailBytes=0", "")
+	// The toolbox.
+	cc.do("POST", "/v1/sandboxes/k1/exec", `{"argv":["sh","-c","echo $A; cat; echo e >&2; exit 2"],"stdin":"in\n","env":{"B":"2"},"timeoutMs":30000}`)
+	cc.do("POST", "/v1/sandboxes/k1/exec", `{"argv":["no-such-program-anywhere"]}`)
+	cc.do("POST", "/v1/sandboxes/k1/exec", `{"argv":[]}`)
+	cc.do("POST", "/v1/sandboxes/k1/exec", `{"argv":["true"]}`, "Content-Type", "text/plain")
+	cc.do("POST", "/v1/sandboxes/missing/exec", `{"argv":["true"]}`)
+	cc.do("PUT", "/v1/sandboxes/k1/files/content?path=notes.txt&mode=0600", "some notes", "Content-Type", "application/octet-stream")
+	cc.do("PUT", "/v1/sandboxes/k1/files/content?path=notes.txt", "as JSON") // JSON is not a file's bytes: 415
+	cc.do("PUT", "/v1/sandboxes/k1/files/content?path=../escape", "x", "Content-Type", "application/octet-stream")
+	cc.do("PUT", "/v1/sandboxes/k1/files/content?path=no/such/dir/f", "x", "Content-Type", "application/octet-stream")
+	cc.do("PUT", "/v1/sandboxes/k1/files/content?path=big", strings.Repeat("x", contractMaxUpload+1), "Content-Type", "application/octet-stream")
+	cc.do("PUT", "/v1/sandboxes/missing/files/content?path=f", "x", "Content-Type", "application/octet-stream")
+	cc.do("GET", "/v1/sandboxes/k1/files", "")
+	cc.do("GET", "/v1/sandboxes/k1/files?path=/etc", "")
+	cc.do("GET", "/v1/sandboxes/k1/files?path=nope", "")
+	cc.do("GET", "/v1/sandboxes/missing/files", "")
+	cc.do("GET", "/v1/sandboxes/k1/files/content?path=notes.txt", "")
+	cc.do("GET", "/v1/sandboxes/k1/files/content?path=/etc/passwd", "")
+	cc.do("GET", "/v1/sandboxes/k1/files/content?path=nope.txt", "")
+	cc.do("GET", "/v1/sandboxes/missing/files/content?path=x", "")
+	// Blockers fill the bound: each retries while it is refused (a
+	// probe below may hold a slot for a moment); they end when their
+	// client leaves, which kills their command.
+	bctx, cancelBlockers := context.WithCancel(context.Background())
+	var blockers sync.WaitGroup
+	for range supervisor.MaxExecsPerSandbox {
+		blockers.Go(func() {
+			for bctx.Err() == nil {
+				req, _ := http.NewRequestWithContext(bctx, "POST", cc.url+"/v1/sandboxes/k1/exec", strings.NewReader(`{"argv":["sleep","300"]}`))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer "+cc.token)
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					return
+				}
+				res.Body.Close()
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+	testenv.Eventually(t, "the toolbox is full", func() bool {
+		return cc.do("POST", "/v1/sandboxes/k1/exec", `{"argv":["true"]}`).status == 429
+	})
+	cancelBlockers()
+	blockers.Wait()
+	testenv.Eventually(t, "the toolbox has room again", func() bool {
+		return cc.do("POST", "/v1/sandboxes/k1/exec", `{"argv":["true"]}`).status == 200
+	})
 	cc.do("GET", "/v1/sandboxes/missing/entrypoint-logs", "")
 	cc.do("POST", "/v1/sandboxes/k1/start", "")
 	cc.do("POST", "/v1/sandboxes/missing/start", "")
@@ -307,6 +362,10 @@ func runScenario(t *testing.T, cc *contractClient) {
 	cc.do("GET", "/v1/sandboxes/k1/entrypoint-logs?follow=true", "") // stopped: its tail, then the end
 	cc.do("GET", "/v1/sandboxes/k1/entrypoint-logs?follow=maybe", "")
 	cc.do("POST", "/v1/sandboxes/k1/refresh-activity", "")
+	cc.do("POST", "/v1/sandboxes/k1/exec", `{"argv":["true"]}`)
+	cc.do("GET", "/v1/sandboxes/k1/files", "")
+	cc.do("GET", "/v1/sandboxes/k1/files/content?path=notes.txt", "")
+	cc.do("PUT", "/v1/sandboxes/k1/files/content?path=notes.txt", "x", "Content-Type", "application/octet-stream")
 	cc.do("POST", "/v1/sandboxes/k1/autostop", `{"interval":5}`)
 	cc.do("POST", "/v1/sandboxes/k1/autostop/5", "")
 	cc.do("POST", "/v1/sandboxes/k1/resize", `{"cpu":1}`)
@@ -360,8 +419,9 @@ func TestOpenAPIConformance(t *testing.T) {
 	c := loadContract(t, api.OpenAPI, nil)
 	lo, hi := contractPorts.Next()
 	snapshots := "[snapshots.brief]\ncommand = [\"" + testenv.Binary(t) + "\", \"stub-agent\"]\n"
-	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi, Config: snapshots})
-	cc := &contractClient{t: t, c: c, url: d.URL, token: d.Token}
+	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi, Config: snapshots,
+		Env: []string{"AGENT_CONTROL_PLANE_MAX_UPLOAD_BYTES=" + strconv.Itoa(contractMaxUpload)}})
+	cc := &contractClient{t: t, c: c, url: d.URL, token: d.Token, d: d}
 	runScenario(t, cc)
 	// A sandbox whose snapshot left the configuration cannot start again:
 	// 400 unknown_snapshot, and it stays stopped.

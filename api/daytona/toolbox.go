@@ -192,17 +192,17 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request) {
 			timeout = time.Duration(*b.Timeout) * time.Second
 		}
 	}
+	if err := supervisor.ValidateEnv("envs", b.Envs); err != nil {
+		badRequest(w, r, err.Error())
+		return
+	}
 	var env []string
 	for k, v := range b.Envs {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
-			badRequest(w, r, fmt.Sprintf("envs: %q is not a variable", k))
-			return
-		}
 		env = append(env, k+"="+v)
 	}
 	out := &lockedTail{t: logcap.NewTail(MaxExecOutput)}
 	p, err := a.sup.Exec(r.Context(), r.PathValue("id"), runtime.ExecSpec{Argv: argv, Env: env, Dir: b.Cwd, Stdout: out, Merged: true, Timeout: timeout})
-	if errors.Is(err, supervisor.ErrInvalid) && errors.Is(err, runtime.ErrExecStart) {
+	if errors.Is(err, runtime.ErrExecStart) {
 		writeJSON(w, http.StatusOK, ExecuteResponse{Result: err.Error(), ExitCode: -1})
 		return
 	}

@@ -24,12 +24,11 @@ import (
 
 // Bounds of the file routes that walk a tree or read files whole.
 const (
-	MaxWalk        = 10000   // entries a find or a search looks at
-	MaxMatches     = 1000    // matches a find answers
-	MaxScanned     = 8 << 20 // bytes of one file a find or a replace reads
-	MaxBulkFiles   = 100     // files one bulk upload or download moves
-	DefaultUpload  = 1 << 30 // Options.MaxUpload when unset
-	uploadDeadline = 30 * time.Minute
+	MaxWalk       = 10000   // entries a find or a search looks at
+	MaxMatches    = 1000    // matches a find answers
+	MaxScanned    = 8 << 20 // bytes of one file a find or a replace reads
+	MaxBulkFiles  = 100     // files one bulk upload or download moves
+	DefaultUpload = 1 << 30 // Options.MaxUpload when unset
 )
 
 // FileInfo is Daytona's FileInfo.
@@ -129,7 +128,6 @@ func (a *API) download(w http.ResponseWriter, r *http.Request) {
 
 // uploadBody bounds an upload's body and gives it time to arrive.
 func (a *API) uploadBody(w http.ResponseWriter, r *http.Request) (*multipart.Reader, bool) {
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(uploadDeadline))
 	if r.ContentLength > a.maxUpload() {
 		WriteError(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("the upload is %d bytes; at most %d (config max_upload_bytes)", r.ContentLength, a.maxUpload()))
 		return nil, false

@@ -26,8 +26,9 @@ const (
 	CodeSandboxNotRunning    ErrorCode = "sandbox_not_running"
 	CodeUnsupportedMediaType ErrorCode = "unsupported_media_type"
 	CodeTooManyLinks         ErrorCode = "too_many_links"
-	CodeBusy                 ErrorCode = "busy"      // a toolbox bound: too many commands or sessions at once
-	CodeTooLarge             ErrorCode = "too_large" // an upload past its bound
+	CodePathOutside          ErrorCode = "path_outside" // a sandbox file path that leads out of its workspace
+	CodeBusy                 ErrorCode = "busy"         // a toolbox bound: too many commands or sessions at once
+	CodeTooLarge             ErrorCode = "too_large"    // an upload past its bound
 	CodeCreateFailed         ErrorCode = "create_failed"
 	CodeStartFailed          ErrorCode = "start_failed"
 	CodeStopFailed           ErrorCode = "stop_failed"
@@ -58,6 +59,7 @@ var statusOf = map[ErrorCode]int{
 	CodeSandboxNotRunning:    http.StatusConflict,
 	CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
 	CodeTooManyLinks:         http.StatusTooManyRequests,
+	CodePathOutside:          http.StatusBadRequest,
 	CodeBusy:                 http.StatusTooManyRequests,
 	CodeTooLarge:             http.StatusRequestEntityTooLarge,
 	CodeCreateFailed:         http.StatusInternalServerError,

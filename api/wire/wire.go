@@ -68,6 +68,46 @@ type SandboxInfo struct {
 	// Usage is what a live sandbox consumes now, where its runtime can
 	// say (a native sandbox in a cgroup, a docker container).
 	Usage *Usage `json:"usage,omitempty"`
+	// Workspace is the sandbox's workspace directory on this machine
+	// (reads only; events do not carry it).
+	Workspace string `json:"workspace,omitempty"`
+}
+
+// ExecRequest runs a command inside a sandbox (POST …/exec).
+type ExecRequest struct {
+	Argv  []string          `json:"argv"`
+	Env   map[string]string `json:"env,omitempty"`
+	Dir   string            `json:"dir,omitempty"`   // as the workload sees it; default its workspace
+	Stdin string            `json:"stdin,omitempty"` // the command's whole input; absent: none
+	// TimeoutMs kills the command this long after it started; absent or
+	// 0: the daemon's default (10 minutes).
+	TimeoutMs int64 `json:"timeoutMs,omitempty"`
+}
+
+// ExecResponse is how the command ended and what it wrote (the last MiB
+// of each stream; OutputCut says when more was written).
+type ExecResponse struct {
+	ExitCode  int    `json:"exitCode"`
+	Signal    int    `json:"signal,omitempty"`
+	Reason    string `json:"reason,omitempty"` // "timeout" when killed past its time
+	Stdout    string `json:"stdout"`
+	Stderr    string `json:"stderr"`
+	OutputCut bool   `json:"outputCut,omitempty"`
+}
+
+// FileEntry describes one file of a sandbox.
+type FileEntry struct {
+	Name    string `json:"name"`
+	Size    int64  `json:"size"`
+	Mode    string `json:"mode"` // octal permission bits, "0644"
+	IsDir   bool   `json:"isDir"`
+	ModTime Time   `json:"modTime"`
+	Link    string `json:"link,omitempty"` // a symbolic link's target
+}
+
+// FileList lists a directory of a sandbox.
+type FileList struct {
+	Items []FileEntry `json:"items"`
 }
 
 // Usage is what a sandbox consumes: CPU time so far, memory and tasks now.

@@ -51,6 +51,7 @@ func (e CreateSandboxRequestNetworkBlockAll) Valid() bool {
 
 // Defines values for ErrorErrorCode.
 const (
+	ErrorErrorCodeBusy                 ErrorErrorCode = "busy"
 	ErrorErrorCodeCreateFailed         ErrorErrorCode = "create_failed"
 	ErrorErrorCodeDeleteFailed         ErrorErrorCode = "delete_failed"
 	ErrorErrorCodeForbiddenHost        ErrorErrorCode = "forbidden_host"
@@ -63,6 +64,7 @@ const (
 	ErrorErrorCodeMethodNotAllowed     ErrorErrorCode = "method_not_allowed"
 	ErrorErrorCodeNameConflict         ErrorErrorCode = "name_conflict"
 	ErrorErrorCodeNotFound             ErrorErrorCode = "not_found"
+	ErrorErrorCodePathOutside          ErrorErrorCode = "path_outside"
 	ErrorErrorCodePreflightFailed      ErrorErrorCode = "preflight_failed"
 	ErrorErrorCodeProgramNotFound      ErrorErrorCode = "program_not_found"
 	ErrorErrorCodeResizeFailed         ErrorErrorCode = "resize_failed"
@@ -72,6 +74,7 @@ const (
 	ErrorErrorCodeStartFailed          ErrorErrorCode = "start_failed"
 	ErrorErrorCodeStopFailed           ErrorErrorCode = "stop_failed"
 	ErrorErrorCodeTokenRequired        ErrorErrorCode = "token_required"
+	ErrorErrorCodeTooLarge             ErrorErrorCode = "too_large"
 	ErrorErrorCodeTooManyLinks         ErrorErrorCode = "too_many_links"
 	ErrorErrorCodeUnauthorized         ErrorErrorCode = "unauthorized"
 	ErrorErrorCodeUnknownSnapshot      ErrorErrorCode = "unknown_snapshot"
@@ -82,6 +85,8 @@ const (
 // Valid indicates whether the value is a known member of the ErrorErrorCode enum.
 func (e ErrorErrorCode) Valid() bool {
 	switch e {
+	case ErrorErrorCodeBusy:
+		return true
 	case ErrorErrorCodeCreateFailed:
 		return true
 	case ErrorErrorCodeDeleteFailed:
@@ -106,6 +111,8 @@ func (e ErrorErrorCode) Valid() bool {
 		return true
 	case ErrorErrorCodeNotFound:
 		return true
+	case ErrorErrorCodePathOutside:
+		return true
 	case ErrorErrorCodePreflightFailed:
 		return true
 	case ErrorErrorCodeProgramNotFound:
@@ -123,6 +130,8 @@ func (e ErrorErrorCode) Valid() bool {
 	case ErrorErrorCodeStopFailed:
 		return true
 	case ErrorErrorCodeTokenRequired:
+		return true
+	case ErrorErrorCodeTooLarge:
 		return true
 	case ErrorErrorCodeTooManyLinks:
 		return true
@@ -506,6 +515,60 @@ type Error struct {
 // ErrorErrorCode defines model for Error.Error.Code.
 type ErrorErrorCode string
 
+// ExecRequest defines model for ExecRequest.
+type ExecRequest struct {
+	// Argv The program (looked up in the sandbox's PATH) and its arguments.
+	Argv []string `json:"argv"`
+
+	// Dir The working directory as the workload sees it; default its workspace.
+	Dir *string `json:"dir,omitempty"`
+
+	// Env Added to the sandbox's own environment; the reserved names are a 400.
+	Env *map[string]string `json:"env,omitempty"`
+
+	// Stdin The command's whole input; absent none.
+	Stdin *string `json:"stdin,omitempty"`
+
+	// TimeoutMs 0 or absent: 10 minutes.
+	TimeoutMs *int `json:"timeoutMs,omitempty"`
+}
+
+// ExecResponse defines model for ExecResponse.
+type ExecResponse struct {
+	// ExitCode 128+N when killed by signal N.
+	ExitCode int `json:"exitCode"`
+
+	// OutputCut More was written than the last MiB of a stream kept here.
+	OutputCut *bool `json:"outputCut,omitempty"`
+
+	// Reason "timeout" when killed past its time; "cancelled" when its client went away.
+	Reason *string `json:"reason,omitempty"`
+	Signal *int    `json:"signal,omitempty"`
+	Stderr string  `json:"stderr"`
+	Stdout string  `json:"stdout"`
+}
+
+// FileEntry defines model for FileEntry.
+type FileEntry struct {
+	IsDir bool `json:"isDir"`
+
+	// Link A symbolic link's target, as written; never followed.
+	Link *string `json:"link,omitempty"`
+
+	// ModTime Examples: 2026-11-29T10:22:29.768Z
+	ModTime Timestamp `json:"modTime"`
+
+	// Mode Octal permission bits.
+	Mode string `json:"mode"`
+	Name string `json:"name"`
+	Size int    `json:"size"`
+}
+
+// FileList defines model for FileList.
+type FileList struct {
+	Items []FileEntry `json:"items"`
+}
+
 // Info defines model for Info.
 type Info struct {
 	ApiVersion InfoApiVersion `json:"apiVersion"`
@@ -671,6 +734,9 @@ type SandboxInfo struct {
 
 	// Usage What a live sandbox consumes now, where its runtime can say (a native sandbox in a cgroup, a docker container).
 	Usage *Usage `json:"usage,omitempty"`
+
+	// Workspace The workspace directory on this machine (reads only; events do not carry it).
+	Workspace *string `json:"workspace,omitempty"`
 }
 
 // SandboxList defines model for SandboxList.
@@ -748,8 +814,17 @@ type Usage struct {
 // Id defines model for id.
 type Id = string
 
+// Path defines model for path.
+type Path = string
+
+// RequiredPath defines model for requiredPath.
+type RequiredPath = string
+
 // BadRequest defines model for BadRequest.
 type BadRequest = Error
+
+// Busy defines model for Busy.
+type Busy = Error
 
 // Conflict defines model for Conflict.
 type Conflict = Error
@@ -817,6 +892,25 @@ type GetEntrypointLogsParams struct {
 	Follow *bool `form:"follow,omitempty" json:"follow,omitempty"`
 }
 
+// ListSandboxFilesParams defines parameters for ListSandboxFiles.
+type ListSandboxFilesParams struct {
+	// Path A path as the workload sees it, absolute or relative to its workspace (default the workspace).
+	Path *Path `form:"path,omitempty" json:"path,omitempty"`
+}
+
+// ReadSandboxFileParams defines parameters for ReadSandboxFile.
+type ReadSandboxFileParams struct {
+	// Path A path as the workload sees it, absolute or relative to its workspace.
+	Path RequiredPath `form:"path" json:"path"`
+}
+
+// WriteSandboxFileParams defines parameters for WriteSandboxFile.
+type WriteSandboxFileParams struct {
+	// Path A path as the workload sees it, absolute or relative to its workspace.
+	Path RequiredPath `form:"path" json:"path"`
+	Mode *string      `form:"mode,omitempty" json:"mode,omitempty"`
+}
+
 // GetPreviewUrlParams defines parameters for GetPreviewUrl.
 type GetPreviewUrlParams struct {
 	Port *GetPreviewUrlParamsPort `form:"port,omitempty" json:"port,omitempty"`
@@ -840,6 +934,9 @@ type CreateSandboxJSONRequestBody = CreateSandboxRequest
 
 // SetAutostopIntervalJSONRequestBody defines body for SetAutostopInterval for application/json ContentType.
 type SetAutostopIntervalJSONRequestBody = AutostopRequest
+
+// ExecInSandboxJSONRequestBody defines body for ExecInSandbox for application/json ContentType.
+type ExecInSandboxJSONRequestBody = ExecRequest
 
 // ResizeSandboxJSONRequestBody defines body for ResizeSandbox for application/json ContentType.
 type ResizeSandboxJSONRequestBody = ResizeRequest
@@ -1277,6 +1374,69 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/sandboxes/{id}/entrypoint-logs (the `GetEntrypointLogs` operationId).
 	GetEntrypointLogs(ctx context.Context, id Id, params *GetEntrypointLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ExecInSandboxWithBody Run a command inside a running sandbox and answer how it ended.
+	//
+	// argv runs as given (no shell unless it names one), inside the
+	// sandbox: its cgroup and marker (native), its container (docker),
+	// with the sandbox's environment plus env and variables that keep
+	// it from waiting on a prompt (GIT_TERMINAL_PROMPT=0, no askpass, no
+	// pager). stdin is its whole input (absent: none). It is killed
+	// after timeoutMs (default 10 minutes; reason "timeout"), when the
+	// client goes away, or when the sandbox stops. The last MiB of each
+	// output is kept (outputCut says when more was written). At most 16
+	// commands run in a sandbox at once, 256 in all (429 busy past
+	// them). A program that is not there is a 400. Counts as activity.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/exec (the `ExecInSandbox` operationId).
+	ExecInSandboxWithBody(ctx context.Context, id Id, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ExecInSandbox Run a command inside a running sandbox and answer how it ended.
+	//
+	// argv runs as given (no shell unless it names one), inside the
+	// sandbox: its cgroup and marker (native), its container (docker),
+	// with the sandbox's environment plus env and variables that keep
+	// it from waiting on a prompt (GIT_TERMINAL_PROMPT=0, no askpass, no
+	// pager). stdin is its whole input (absent: none). It is killed
+	// after timeoutMs (default 10 minutes; reason "timeout"), when the
+	// client goes away, or when the sandbox stops. The last MiB of each
+	// output is kept (outputCut says when more was written). At most 16
+	// commands run in a sandbox at once, 256 in all (429 busy past
+	// them). A program that is not there is a 400. Counts as activity.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/exec (the `ExecInSandbox` operationId).
+	ExecInSandbox(ctx context.Context, id Id, body ExecInSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListSandboxFiles The entries of a directory of a running sandbox.
+	//
+	// path is as the workload sees it, absolute or relative to its
+	// workspace (default: the workspace). A path that leads out of the
+	// workspace (.., an absolute path elsewhere, a link) is a 400; links
+	// are listed, never followed. At most 10000 entries.
+	//
+	// Corresponds with GET /v1/sandboxes/{id}/files (the `ListSandboxFiles` operationId).
+	ListSandboxFiles(ctx context.Context, id Id, params *ListSandboxFilesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReadSandboxFile A file of a running sandbox, its bytes.
+	//
+	// Corresponds with GET /v1/sandboxes/{id}/files/content (the `ReadSandboxFile` operationId).
+	ReadSandboxFile(ctx context.Context, id Id, params *ReadSandboxFileParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// WriteSandboxFileWithBody Replace (or create) a file of a running sandbox with the body.
+	//
+	// Atomic: a reader sees the old file or the whole new one; a cut
+	// upload leaves nothing. A new file gets mode (octal, default 0644);
+	// an existing one keeps its own. The body is bounded by the config's
+	// max_upload_bytes (413 too_large past it). Counts as activity.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/sandboxes/{id}/files/content (the `WriteSandboxFile` operationId).
+	WriteSandboxFileWithBody(ctx context.Context, id Id, params *WriteSandboxFileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetPreviewUrl The agent-server's URL. Only port 4000 is valid; ttl is ignored (unsigned).
 	//
 	// Corresponds with GET /v1/sandboxes/{id}/preview-url (the `GetPreviewUrl` operationId).
@@ -1654,6 +1814,119 @@ func (c *Client) SetAutostopIntervalPath(ctx context.Context, id Id, interval fl
 // Corresponds with GET /v1/sandboxes/{id}/entrypoint-logs (the `GetEntrypointLogs` operationId).
 func (c *Client) GetEntrypointLogs(ctx context.Context, id Id, params *GetEntrypointLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetEntrypointLogsRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ExecInSandboxWithBody Run a command inside a running sandbox and answer how it ended.
+//
+// argv runs as given (no shell unless it names one), inside the
+// sandbox: its cgroup and marker (native), its container (docker),
+// with the sandbox's environment plus env and variables that keep
+// it from waiting on a prompt (GIT_TERMINAL_PROMPT=0, no askpass, no
+// pager). stdin is its whole input (absent: none). It is killed
+// after timeoutMs (default 10 minutes; reason "timeout"), when the
+// client goes away, or when the sandbox stops. The last MiB of each
+// output is kept (outputCut says when more was written). At most 16
+// commands run in a sandbox at once, 256 in all (429 busy past
+// them). A program that is not there is a 400. Counts as activity.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sandboxes/{id}/exec (the `ExecInSandbox` operationId).
+func (c *Client) ExecInSandboxWithBody(ctx context.Context, id Id, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewExecInSandboxRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ExecInSandbox Run a command inside a running sandbox and answer how it ended.
+//
+// argv runs as given (no shell unless it names one), inside the
+// sandbox: its cgroup and marker (native), its container (docker),
+// with the sandbox's environment plus env and variables that keep
+// it from waiting on a prompt (GIT_TERMINAL_PROMPT=0, no askpass, no
+// pager). stdin is its whole input (absent: none). It is killed
+// after timeoutMs (default 10 minutes; reason "timeout"), when the
+// client goes away, or when the sandbox stops. The last MiB of each
+// output is kept (outputCut says when more was written). At most 16
+// commands run in a sandbox at once, 256 in all (429 busy past
+// them). A program that is not there is a 400. Counts as activity.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sandboxes/{id}/exec (the `ExecInSandbox` operationId).
+func (c *Client) ExecInSandbox(ctx context.Context, id Id, body ExecInSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewExecInSandboxRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListSandboxFiles The entries of a directory of a running sandbox.
+//
+// path is as the workload sees it, absolute or relative to its
+// workspace (default: the workspace). A path that leads out of the
+// workspace (.., an absolute path elsewhere, a link) is a 400; links
+// are listed, never followed. At most 10000 entries.
+//
+// Corresponds with GET /v1/sandboxes/{id}/files (the `ListSandboxFiles` operationId).
+func (c *Client) ListSandboxFiles(ctx context.Context, id Id, params *ListSandboxFilesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSandboxFilesRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReadSandboxFile A file of a running sandbox, its bytes.
+//
+// Corresponds with GET /v1/sandboxes/{id}/files/content (the `ReadSandboxFile` operationId).
+func (c *Client) ReadSandboxFile(ctx context.Context, id Id, params *ReadSandboxFileParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReadSandboxFileRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// WriteSandboxFileWithBody Replace (or create) a file of a running sandbox with the body.
+//
+// Atomic: a reader sees the old file or the whole new one; a cut
+// upload leaves nothing. A new file gets mode (octal, default 0644);
+// an existing one keeps its own. The body is bounded by the config's
+// max_upload_bytes (413 too_large past it). Counts as activity.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/sandboxes/{id}/files/content (the `WriteSandboxFile` operationId).
+func (c *Client) WriteSandboxFileWithBody(ctx context.Context, id Id, params *WriteSandboxFileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewWriteSandboxFileRequestWithBody(c.Server, id, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2471,6 +2744,242 @@ func NewGetEntrypointLogsRequest(server string, id Id, params *GetEntrypointLogs
 	return req, nil
 }
 
+// NewExecInSandboxRequest calls the generic ExecInSandbox builder with application/json body
+func NewExecInSandboxRequest(server string, id Id, body ExecInSandboxJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewExecInSandboxRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewExecInSandboxRequestWithBody constructs an http.Request for the ExecInSandbox method, with any body, and a specified content type
+func NewExecInSandboxRequestWithBody(server string, id Id, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/exec", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListSandboxFilesRequest constructs an http.Request for the ListSandboxFiles method
+func NewListSandboxFilesRequest(server string, id Id, params *ListSandboxFilesParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/files", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Path != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "path", *params.Path, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewReadSandboxFileRequest constructs an http.Request for the ReadSandboxFile method
+func NewReadSandboxFileRequest(server string, id Id, params *ReadSandboxFileParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/files/content", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "path", params.Path, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewWriteSandboxFileRequestWithBody constructs an http.Request for the WriteSandboxFile method, with any body, and a specified content type
+func NewWriteSandboxFileRequestWithBody(server string, id Id, params *WriteSandboxFileParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/files/content", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "path", params.Path, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Mode != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "mode", *params.Mode, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetPreviewUrlRequest constructs an http.Request for the GetPreviewUrl method
 func NewGetPreviewUrlRequest(server string, id Id, params *GetPreviewUrlParams) (*http.Request, error) {
 	var err error
@@ -2964,6 +3473,73 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/sandboxes/{id}/entrypoint-logs (the `GetEntrypointLogs` operationId).
 	GetEntrypointLogsWithResponse(ctx context.Context, id Id, params *GetEntrypointLogsParams, reqEditors ...RequestEditorFn) (*GetEntrypointLogsResponse, error)
+
+	// ExecInSandboxWithBodyWithResponse Run a command inside a running sandbox and answer how it ended.
+	//
+	// argv runs as given (no shell unless it names one), inside the
+	// sandbox: its cgroup and marker (native), its container (docker),
+	// with the sandbox's environment plus env and variables that keep
+	// it from waiting on a prompt (GIT_TERMINAL_PROMPT=0, no askpass, no
+	// pager). stdin is its whole input (absent: none). It is killed
+	// after timeoutMs (default 10 minutes; reason "timeout"), when the
+	// client goes away, or when the sandbox stops. The last MiB of each
+	// output is kept (outputCut says when more was written). At most 16
+	// commands run in a sandbox at once, 256 in all (429 busy past
+	// them). A program that is not there is a 400. Counts as activity.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/exec (the `ExecInSandbox` operationId).
+	ExecInSandboxWithBodyWithResponse(ctx context.Context, id Id, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ExecInSandboxResponse, error)
+
+	// ExecInSandboxWithResponse Run a command inside a running sandbox and answer how it ended.
+	//
+	// argv runs as given (no shell unless it names one), inside the
+	// sandbox: its cgroup and marker (native), its container (docker),
+	// with the sandbox's environment plus env and variables that keep
+	// it from waiting on a prompt (GIT_TERMINAL_PROMPT=0, no askpass, no
+	// pager). stdin is its whole input (absent: none). It is killed
+	// after timeoutMs (default 10 minutes; reason "timeout"), when the
+	// client goes away, or when the sandbox stops. The last MiB of each
+	// output is kept (outputCut says when more was written). At most 16
+	// commands run in a sandbox at once, 256 in all (429 busy past
+	// them). A program that is not there is a 400. Counts as activity.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/exec (the `ExecInSandbox` operationId).
+	ExecInSandboxWithResponse(ctx context.Context, id Id, body ExecInSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*ExecInSandboxResponse, error)
+
+	// ListSandboxFilesWithResponse The entries of a directory of a running sandbox.
+	//
+	// path is as the workload sees it, absolute or relative to its
+	// workspace (default: the workspace). A path that leads out of the
+	// workspace (.., an absolute path elsewhere, a link) is a 400; links
+	// are listed, never followed. At most 10000 entries.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sandboxes/{id}/files (the `ListSandboxFiles` operationId).
+	ListSandboxFilesWithResponse(ctx context.Context, id Id, params *ListSandboxFilesParams, reqEditors ...RequestEditorFn) (*ListSandboxFilesResponse, error)
+
+	// ReadSandboxFileWithResponse A file of a running sandbox, its bytes.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sandboxes/{id}/files/content (the `ReadSandboxFile` operationId).
+	ReadSandboxFileWithResponse(ctx context.Context, id Id, params *ReadSandboxFileParams, reqEditors ...RequestEditorFn) (*ReadSandboxFileResponse, error)
+
+	// WriteSandboxFileWithBodyWithResponse Replace (or create) a file of a running sandbox with the body.
+	//
+	// Atomic: a reader sees the old file or the whole new one; a cut
+	// upload leaves nothing. A new file gets mode (octal, default 0644);
+	// an existing one keeps its own. The body is bounded by the config's
+	// max_upload_bytes (413 too_large past it). Counts as activity.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/sandboxes/{id}/files/content (the `WriteSandboxFile` operationId).
+	WriteSandboxFileWithBodyWithResponse(ctx context.Context, id Id, params *WriteSandboxFileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WriteSandboxFileResponse, error)
 
 	// GetPreviewUrlWithResponse The agent-server's URL. Only port 4000 is valid; ttl is ignored (unsigned).
 	//
@@ -4060,6 +4636,359 @@ func (r GetEntrypointLogsResponse) ContentType() string {
 	return ""
 }
 
+// ExecInSandboxResponse401Headers the declared response headers of an HTTP 401 response for ExecInSandbox
+type ExecInSandboxResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type ExecInSandboxResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ExecResponse
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Busy
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ExecInSandboxResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ExecInSandboxResponse) GetJSON200() *ExecResponse {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ExecInSandboxResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ExecInSandboxResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ExecInSandboxResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ExecInSandboxResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ExecInSandboxResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r ExecInSandboxResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ExecInSandboxResponse) GetJSON429() *Busy {
+	return r.JSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r ExecInSandboxResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ExecInSandboxResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ExecInSandboxResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ExecInSandboxResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListSandboxFilesResponse401Headers the declared response headers of an HTTP 401 response for ListSandboxFiles
+type ListSandboxFilesResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type ListSandboxFilesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FileList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListSandboxFilesResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSandboxFilesResponse) GetJSON200() *FileList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListSandboxFilesResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListSandboxFilesResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListSandboxFilesResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListSandboxFilesResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ListSandboxFilesResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSandboxFilesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSandboxFilesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSandboxFilesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSandboxFilesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReadSandboxFileResponse200Headers the declared response headers of an HTTP 200 response for ReadSandboxFile
+type ReadSandboxFileResponse200Headers struct {
+	XFileMode *string
+}
+
+// ReadSandboxFileResponse401Headers the declared response headers of an HTTP 401 response for ReadSandboxFile
+type ReadSandboxFileResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type ReadSandboxFileResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ReadSandboxFileResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReadSandboxFileResponse401Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ReadSandboxFileResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ReadSandboxFileResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ReadSandboxFileResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ReadSandboxFileResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ReadSandboxFileResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetBody returns the raw response body bytes
+func (r ReadSandboxFileResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReadSandboxFileResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReadSandboxFileResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReadSandboxFileResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// WriteSandboxFileResponse401Headers the declared response headers of an HTTP 401 response for WriteSandboxFile
+type WriteSandboxFileResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type WriteSandboxFileResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *Error
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *WriteSandboxFileResponse401Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r WriteSandboxFileResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r WriteSandboxFileResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r WriteSandboxFileResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r WriteSandboxFileResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r WriteSandboxFileResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r WriteSandboxFileResponse) GetJSON413() *Error {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r WriteSandboxFileResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetBody returns the raw response body bytes
+func (r WriteSandboxFileResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r WriteSandboxFileResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r WriteSandboxFileResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r WriteSandboxFileResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetPreviewUrlResponse401Headers the declared response headers of an HTTP 401 response for GetPreviewUrl
 type GetPreviewUrlResponse401Headers struct {
 	WWWAuthenticate *string
@@ -4810,6 +5739,103 @@ func (c *ClientWithResponses) GetEntrypointLogsWithResponse(ctx context.Context,
 		return nil, err
 	}
 	return ParseGetEntrypointLogsResponse(rsp)
+}
+
+// ExecInSandboxWithBodyWithResponse Run a command inside a running sandbox and answer how it ended.
+//
+// argv runs as given (no shell unless it names one), inside the
+// sandbox: its cgroup and marker (native), its container (docker),
+// with the sandbox's environment plus env and variables that keep
+// it from waiting on a prompt (GIT_TERMINAL_PROMPT=0, no askpass, no
+// pager). stdin is its whole input (absent: none). It is killed
+// after timeoutMs (default 10 minutes; reason "timeout"), when the
+// client goes away, or when the sandbox stops. The last MiB of each
+// output is kept (outputCut says when more was written). At most 16
+// commands run in a sandbox at once, 256 in all (429 busy past
+// them). A program that is not there is a 400. Counts as activity.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{id}/exec (the `ExecInSandbox` operationId).
+func (c *ClientWithResponses) ExecInSandboxWithBodyWithResponse(ctx context.Context, id Id, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ExecInSandboxResponse, error) {
+	rsp, err := c.ExecInSandboxWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseExecInSandboxResponse(rsp)
+}
+
+// ExecInSandboxWithResponse Run a command inside a running sandbox and answer how it ended.
+//
+// argv runs as given (no shell unless it names one), inside the
+// sandbox: its cgroup and marker (native), its container (docker),
+// with the sandbox's environment plus env and variables that keep
+// it from waiting on a prompt (GIT_TERMINAL_PROMPT=0, no askpass, no
+// pager). stdin is its whole input (absent: none). It is killed
+// after timeoutMs (default 10 minutes; reason "timeout"), when the
+// client goes away, or when the sandbox stops. The last MiB of each
+// output is kept (outputCut says when more was written). At most 16
+// commands run in a sandbox at once, 256 in all (429 busy past
+// them). A program that is not there is a 400. Counts as activity.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{id}/exec (the `ExecInSandbox` operationId).
+func (c *ClientWithResponses) ExecInSandboxWithResponse(ctx context.Context, id Id, body ExecInSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*ExecInSandboxResponse, error) {
+	rsp, err := c.ExecInSandbox(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseExecInSandboxResponse(rsp)
+}
+
+// ListSandboxFilesWithResponse The entries of a directory of a running sandbox.
+//
+// path is as the workload sees it, absolute or relative to its
+// workspace (default: the workspace). A path that leads out of the
+// workspace (.., an absolute path elsewhere, a link) is a 400; links
+// are listed, never followed. At most 10000 entries.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sandboxes/{id}/files (the `ListSandboxFiles` operationId).
+func (c *ClientWithResponses) ListSandboxFilesWithResponse(ctx context.Context, id Id, params *ListSandboxFilesParams, reqEditors ...RequestEditorFn) (*ListSandboxFilesResponse, error) {
+	rsp, err := c.ListSandboxFiles(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSandboxFilesResponse(rsp)
+}
+
+// ReadSandboxFileWithResponse A file of a running sandbox, its bytes.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sandboxes/{id}/files/content (the `ReadSandboxFile` operationId).
+func (c *ClientWithResponses) ReadSandboxFileWithResponse(ctx context.Context, id Id, params *ReadSandboxFileParams, reqEditors ...RequestEditorFn) (*ReadSandboxFileResponse, error) {
+	rsp, err := c.ReadSandboxFile(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReadSandboxFileResponse(rsp)
+}
+
+// WriteSandboxFileWithBodyWithResponse Replace (or create) a file of a running sandbox with the body.
+//
+// Atomic: a reader sees the old file or the whole new one; a cut
+// upload leaves nothing. A new file gets mode (octal, default 0644);
+// an existing one keeps its own. The body is bounded by the config's
+// max_upload_bytes (413 too_large past it). Counts as activity.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/sandboxes/{id}/files/content (the `WriteSandboxFile` operationId).
+func (c *ClientWithResponses) WriteSandboxFileWithBodyWithResponse(ctx context.Context, id Id, params *WriteSandboxFileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WriteSandboxFileResponse, error) {
+	rsp, err := c.WriteSandboxFileWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWriteSandboxFileResponse(rsp)
 }
 
 // GetPreviewUrlWithResponse The agent-server's URL. Only port 4000 is valid; ttl is ignored (unsigned).
@@ -5800,6 +6826,329 @@ func ParseGetEntrypointLogsResponse(rsp *http.Response) (*GetEntrypointLogsRespo
 	switch {
 	case rsp.StatusCode == 401:
 		var headers GetEntrypointLogsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseExecInSandboxResponse parses an HTTP response from a ExecInSandboxWithResponse call
+func ParseExecInSandboxResponse(rsp *http.Response) (*ExecInSandboxResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ExecInSandboxResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ExecResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Busy
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ExecInSandboxResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListSandboxFilesResponse parses an HTTP response from a ListSandboxFilesWithResponse call
+func ParseListSandboxFilesResponse(rsp *http.Response) (*ListSandboxFilesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSandboxFilesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FileList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListSandboxFilesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReadSandboxFileResponse parses an HTTP response from a ReadSandboxFileWithResponse call
+func ParseReadSandboxFileResponse(rsp *http.Response) (*ReadSandboxFileResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReadSandboxFileResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ReadSandboxFileResponse200Headers
+		if values := rsp.Header.Values("X-File-Mode"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-File-Mode", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XFileMode = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ReadSandboxFileResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseWriteSandboxFileResponse parses an HTTP response from a WriteSandboxFileWithResponse call
+func ParseWriteSandboxFileResponse(rsp *http.Response) (*WriteSandboxFileResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &WriteSandboxFileResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers WriteSandboxFileResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

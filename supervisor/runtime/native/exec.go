@@ -68,7 +68,7 @@ func (h *handle) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Proce
 	env = withVars(env, spec.Env)
 	argv0, err := lookPath(spec.Argv[0], env)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", runtime.ErrExecStart, err)
+		return nil, fmt.Errorf("%w: %w: %v", runtime.ErrExecStart, runtime.ErrProgramNotFound, err)
 	}
 	dir := spec.Dir
 	if dir == "" {
