@@ -398,7 +398,7 @@ func (c *Client) Get(ctx context.Context, id string) (wire.SandboxInfo, error) {
 	return out, err
 }
 
-// Stop stops a sandbox (terminal); force skips the grace period.
+// Stop stops a sandbox; force skips the grace period. Start runs it again.
 func (c *Client) Stop(ctx context.Context, id string, force bool) (wire.SandboxInfo, error) {
 	var out wire.SandboxInfo
 	path := "/v1/sandboxes/" + esc(id) + "/stop"

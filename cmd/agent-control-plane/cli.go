@@ -411,6 +411,9 @@ func (c *cli) describe(sb wire.SandboxInfo) {
 		row("Preview", inert(sb.PreviewURL))
 	}
 	row("Labels", labelString(sb.Labels))
+	if sb.Workspace != "" {
+		row("Workspace", inert(sb.Workspace))
+	}
 	row("Created", sb.CreatedAt.Local().Format(time.DateTime))
 	if sb.StartedAt != nil {
 		row("Started", sb.StartedAt.Local().Format(time.DateTime))

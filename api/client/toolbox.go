@@ -1,0 +1,90 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
+)
+
+// Exec runs a command inside a running sandbox and returns how it ended
+// and what it wrote (the last MiB of each stream). It waits as long as
+// the command may run (req.TimeoutMs, or the daemon's 10 minutes) and a
+// little more; cancel ctx to kill it.
+func (c *Client) Exec(ctx context.Context, id string, req wire.ExecRequest) (wire.ExecResponse, error) {
+	var out wire.ExecResponse
+	wait := 10 * time.Minute
+	if req.TimeoutMs > 0 {
+		wait = time.Duration(req.TimeoutMs) * time.Millisecond
+	}
+	err := c.do(ctx, wait+c.timeout, "POST", "/v1/sandboxes/"+esc(id)+"/exec", req, &out)
+	return out, err
+}
+
+// Files lists a directory of a running sandbox (a path as the workload
+// sees it; "" is its workspace).
+func (c *Client) Files(ctx context.Context, id, path string) ([]wire.FileEntry, error) {
+	var out wire.FileList
+	err := c.do(ctx, c.timeout, "GET", "/v1/sandboxes/"+esc(id)+"/files?path="+url.QueryEscape(path), nil, &out)
+	return out.Items, err
+}
+
+// ReadFile streams a file of a running sandbox to w and returns its
+// size.
+func (c *Client) ReadFile(ctx context.Context, id, path string, w io.Writer) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", c.base+"/v1/sandboxes/"+esc(id)+"/files/content?path="+url.QueryEscape(path), nil)
+	if err != nil {
+		return 0, err
+	}
+	c.authorize(req)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, c.transportError(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return 0, c.answerError(resp, b)
+	}
+	return io.Copy(w, resp.Body)
+}
+
+// WriteFile replaces (or creates, with mode) a file of a running sandbox
+// with what r gives, atomically.
+func (c *Client) WriteFile(ctx context.Context, id, path string, r io.Reader, mode uint32) error {
+	target := "/v1/sandboxes/" + esc(id) + "/files/content?path=" + url.QueryEscape(path)
+	if mode != 0 {
+		target += fmt.Sprintf("&mode=%04o", mode&0o777)
+	}
+	req, err := http.NewRequestWithContext(ctx, "PUT", c.base+target, r)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	c.authorize(req)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return c.transportError(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return c.answerError(resp, b)
+	}
+	return nil
+}
+
+// SplitSandboxPath reads NAME:PATH (cp's form); ok is false for a local
+// path.
+func SplitSandboxPath(s string) (name, path string, ok bool) {
+	name, path, ok = strings.Cut(s, ":")
+	if !ok || name == "" || strings.ContainsRune(name, '/') {
+		return "", "", false
+	}
+	return name, path, true
+}

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/api/client"
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
+)
+
+// maxExecStdin is how much of its input exec forwards (the API's body
+// bound, less room for the rest).
+const maxExecStdin = wire.MaxBodyBytes - 64<<10
+
+// execCommand runs a command inside a sandbox: its exit code is exec's,
+// its stdout and stderr are exec's, and exec's input, when it is not a
+// terminal, is its input.
+func execCommand() command {
+	var timeout time.Duration
+	var dir string
+	env := kvFlag{}
+	return command{
+		name: "exec", args: "NAME [--] COMMAND [ARG...]", summary: "run a command inside a sandbox (its exit code passed through)", minArgs: 2, maxArgs: -1, client: true,
+		flags: func(fs *flag.FlagSet) {
+			fs.DurationVar(&timeout, "timeout", 0, "kill the command after this `duration` (default the daemon's 10m)")
+			fs.StringVar(&dir, "dir", "", "working `directory` as the sandbox sees it (default its workspace)")
+			fs.Var(env, "env", "`KEY=VALUE` added to its environment (repeatable)")
+		},
+		exec: func(ctx context.Context, c *cli, args []string) error {
+			name, argv := args[0], args[1:]
+			if len(argv) > 0 && argv[0] == "--" {
+				argv = argv[1:]
+			}
+			if len(argv) == 0 {
+				return usageError{cmd: "exec", msg: "no command: exec NAME -- COMMAND [ARG...]"}
+			}
+			req := wire.ExecRequest{Argv: argv, Dir: dir, TimeoutMs: timeout.Milliseconds()}
+			if len(env) > 0 {
+				req.Env = env
+			}
+			if f, ok := c.stdin.(*os.File); c.stdin != nil && (!ok || !isTerminal(f)) {
+				b, err := io.ReadAll(io.LimitReader(c.stdin, maxExecStdin+1))
+				if err != nil {
+					return err
+				}
+				if len(b) > maxExecStdin {
+					return fmt.Errorf("exec forwards at most %d bytes of input; use cp for a file", maxExecStdin)
+				}
+				req.Stdin = string(b)
+			}
+			out, err := c.client().Exec(ctx, name, req)
+			var ae *client.Error
+			if errors.As(err, &ae) && ae.Code == string(wire.CodeProgramNotFound) {
+				fmt.Fprintln(c.stderr, "agent-control-plane: "+inert(ae.Message))
+				return exitError(127) // as a shell says "command not found"
+			}
+			if err != nil {
+				return err
+			}
+			io.WriteString(c.stdout, out.Stdout)
+			io.WriteString(c.stderr, out.Stderr)
+			if out.OutputCut {
+				fmt.Fprintln(c.stderr, "agent-control-plane: the output was cut: only the last MiB of each stream is kept")
+			}
+			switch {
+			case out.Reason == "timeout":
+				fmt.Fprintf(c.stderr, "agent-control-plane: killed after its timeout\n")
+				return exitError(124) // as timeout(1)
+			case out.ExitCode != 0:
+				return exitError(out.ExitCode)
+			}
+			return nil
+		},
+	}
+}
+
+// cpCommand copies a file into or out of a sandbox.
+func cpCommand() command {
+	return command{
+		name: "cp", args: "NAME:PATH LOCAL | LOCAL NAME:PATH", summary: "copy a file out of a sandbox or into one", minArgs: 2, maxArgs: 2, client: true,
+		exec: func(ctx context.Context, c *cli, args []string) error {
+			src, dst := args[0], args[1]
+			sname, spath, fromSandbox := client.SplitSandboxPath(src)
+			dname, dpath, toSandbox := client.SplitSandboxPath(dst)
+			cl := c.client()
+			switch {
+			case fromSandbox && toSandbox:
+				return usageError{cmd: "cp", msg: "one side is a sandbox (NAME:PATH), the other a local path"}
+			case fromSandbox:
+				if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
+					dst = filepath.Join(dst, filepath.Base(spath))
+				}
+				tmp, err := os.CreateTemp(filepath.Dir(dst), ".acp-cp-*")
+				if err != nil {
+					return err
+				}
+				defer os.Remove(tmp.Name())
+				n, err := cl.ReadFile(ctx, sname, spath, tmp)
+				if cerr := tmp.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					return err
+				}
+				if err := os.Rename(tmp.Name(), dst); err != nil {
+					return err
+				}
+				fmt.Fprintf(c.stderr, "Copied %s (%s) to %s\n", src, plural(n, "byte"), dst)
+			case toSandbox:
+				f, err := os.Open(src)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				fi, err := f.Stat()
+				if err != nil {
+					return err
+				}
+				if fi.IsDir() {
+					return errors.New("cp: " + src + " is a directory; cp copies one file")
+				}
+				if dpath == "" || strings.HasSuffix(dpath, "/") {
+					dpath += filepath.Base(src)
+				}
+				if err := cl.WriteFile(ctx, dname, dpath, f, uint32(fi.Mode().Perm())); err != nil {
+					return err
+				}
+				fmt.Fprintf(c.stderr, "Copied %s (%s) to %s:%s\n", src, plural(fi.Size(), "byte"), dname, dpath)
+			default:
+				return usageError{cmd: "cp", msg: "name the sandbox side as NAME:PATH"}
+			}
+			return nil
+		},
+	}
+}
+
+// shellCommand is a line-at-a-time shell inside a sandbox: each line runs
+// in the sandbox's workspace with sh -c (no state is kept between lines:
+// for that, use the toolbox's sessions).
+func shellCommand() command {
+	return command{
+		name: "shell", args: "NAME", summary: "run command lines inside a sandbox, one at a time, until EOF", minArgs: 1, maxArgs: 1, client: true,
+		exec: func(ctx context.Context, c *cli, args []string) error {
+			cl := c.client()
+			sb, err := cl.Get(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.stderr, "Commands run in %s (%s) with sh -c, one line at a time; end with Ctrl-D.\n", inert(sb.ID), inert(sb.Workspace))
+			in := bufio.NewScanner(c.stdin)
+			in.Buffer(make([]byte, 64<<10), 64<<10)
+			for {
+				fmt.Fprintf(c.stderr, "%s$ ", inert(sb.ID))
+				if !in.Scan() {
+					fmt.Fprintln(c.stderr)
+					return in.Err()
+				}
+				line := strings.TrimSpace(in.Text())
+				if line == "" {
+					continue
+				}
+				out, err := cl.Exec(ctx, sb.ID, wire.ExecRequest{Argv: []string{"sh", "-c", line}})
+				if err != nil {
+					return err
+				}
+				io.WriteString(c.stdout, out.Stdout)
+				io.WriteString(c.stderr, out.Stderr)
+				if out.ExitCode != 0 {
+					fmt.Fprintf(c.stderr, "(exit %d)\n", out.ExitCode)
+				}
+			}
+		},
+	}
+}
