@@ -43,7 +43,7 @@ func main() {
 	flag.IntVar(&c.portLo, "port-lo", 10100, "first sandbox port (the range is scale+100 ports, then bulk ports for the floor, kept below the ephemeral range)")
 	flag.BoolVar(&c.json, "json", false, "print JSON instead of Markdown")
 	flag.StringVar(&c.staticBin, "static-bin", "bin/agent-control-plane-static", "a static build of agent-control-plane, run as the stub in the docker step's image")
-	flag.StringVar(&c.only, "only", "", "run only the steps whose names start with one of these, comma-separated (readiness, bulk, docker, crash, scale, rehydration, events; rehydration needs scale)")
+	flag.StringVar(&c.only, "only", "", "run only the steps whose names start with one of these, comma-separated (readiness, bulk, docker, crash, scale, rehydration, events, toolbox; rehydration needs scale)")
 	flag.Parse()
 	if c.rehydrate > c.scale {
 		c.rehydrate = c.scale
@@ -155,6 +155,15 @@ type results struct {
 		AllAdoptedMs  float64 `json:"untilAllAdoptedMs"`
 		AdoptedMetric int     `json:"adoptedPerMetrics"`
 	} `json:"rehydrate"`
+	Toolbox struct {
+		ExecFloor     stat    `json:"execFloorForkExec"`
+		Exec          stat    `json:"execRoundTrip"`
+		SizeMiB       int     `json:"fileMiB"`
+		CopyMiBps     float64 `json:"floorCopyMiBps"`
+		ReadMiBps     float64 `json:"floorReadMiBps"`
+		UploadMiBps   float64 `json:"uploadMiBps"`
+		DownloadMiBps float64 `json:"downloadMiBps"`
+	} `json:"toolbox"`
 	Events struct {
 		Subscribers int  `json:"subscribers"`
 		Delivery    stat `json:"killToEventAtEverySubscriber"`
@@ -204,6 +213,7 @@ func run(c config) (*results, error) {
 		{fmt.Sprintf("scale: %d sandboxes", c.scale), benchScale},
 		{fmt.Sprintf("rehydration: %d live children", c.rehydrate), benchRehydrate},
 		{fmt.Sprintf("events: %d subscribers", c.subscribers), benchEvents},
+		{fmt.Sprintf("toolbox: %d exec round trips, file transfers", c.runs), benchToolbox},
 	}
 	for _, step := range steps {
 		if !selected(c.only, step.name) {

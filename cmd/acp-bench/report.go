@@ -72,6 +72,12 @@ func (r *results) markdown(w io.Writer) {
 	p("| SIGKILL with %d live children → restart → `/v1/info` answers | %.0f ms | | |\n", r.Rehydrate.N, r.Rehydrate.InfoMs)
 	p("| … → all %d verified and re-adopted (metrics: %d adopted) | %.0f ms | < 1 s | %s |\n", r.Rehydrate.N, r.Rehydrate.AdoptedMetric, r.Rehydrate.AllAdoptedMs, goal(adoptOK))
 	p("| events missed by subscribers | %d | 0 | %s |\n", r.Events.Missed, goal(r.Events.Missed == 0))
+	if t := r.Toolbox; t.Exec.N > 0 {
+		p("\n| toolbox | floor | through the daemon | ratio |\n|---|---:|---:|---:|\n")
+		p("| exec of `true`, round trip (median; floor: fork/exec here) | %.2f ms | %.2f ms | ×%.2f |\n", t.ExecFloor.Median, t.Exec.Median, ratio(t.Exec.Median, t.ExecFloor.Median))
+		p("| upload of %d MiB (floor: a synced file copy) | %.0f MiB/s | %.0f MiB/s | ×%.2f |\n", t.SizeMiB, t.CopyMiBps, t.UploadMiBps, ratio(t.UploadMiBps, t.CopyMiBps))
+		p("| download of %d MiB (floor: the file read here) | %.0f MiB/s | %.0f MiB/s | ×%.2f |\n", t.SizeMiB, t.ReadMiBps, t.DownloadMiBps, ratio(t.DownloadMiBps, t.ReadMiBps))
+	}
 }
 
 func ratio(a, b float64) float64 {

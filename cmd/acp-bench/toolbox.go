@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// benchToolbox measures the toolbox against its floors, interleaved run
+// by run: an exec round trip (`true` through POST …/exec) against a
+// plain fork/exec of `true` from this process, and a file's upload and
+// download (PUT and GET …/files/content) against the same bytes copied
+// to a synced file here (an upload is written atomically and synced) and
+// read from one (a download reads the file).
+func benchToolbox(c config, d *daemon, r *results) error {
+	if _, err := d.create("tb", nil); err != nil {
+		return err
+	}
+	defer d.delete("tb")
+	if err := waitFor(30*time.Second, func() bool {
+		var sb sandbox
+		return getJSON(d.url("/v1/sandboxes/tb"), &sb) == nil && sb.State == "started"
+	}); err != nil {
+		return fmt.Errorf("the sandbox did not start: %w", err)
+	}
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		return err
+	}
+	var floor, through []time.Duration
+	for range c.runs {
+		t0 := time.Now()
+		if err := exec.Command(truePath).Run(); err != nil {
+			return err
+		}
+		floor = append(floor, time.Since(t0))
+		t0 = time.Now()
+		if err := post(d.url("/v1/sandboxes/tb/exec"), "application/json", strings.NewReader(`{"argv":["true"]}`), 200); err != nil {
+			return err
+		}
+		through = append(through, time.Since(t0))
+	}
+	r.Toolbox.ExecFloor, r.Toolbox.Exec = summarize(floor), summarize(through)
+
+	const size = 64 << 20
+	blob := make([]byte, size)
+	rand.Read(blob)
+	dir, err := os.MkdirTemp("", "acp-bench-copy-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	src := filepath.Join(dir, "src")
+	if err := os.WriteFile(src, blob, 0o644); err != nil {
+		return err
+	}
+	var copyT, readT, up, down []time.Duration
+	for range max(3, c.runs/8) {
+		t0 := time.Now()
+		if err := copyFile(src, filepath.Join(dir, "dst")); err != nil {
+			return err
+		}
+		copyT = append(copyT, time.Since(t0))
+		t0 = time.Now()
+		if f, err := os.Open(src); err == nil {
+			io.Copy(io.Discard, f)
+			f.Close()
+		}
+		readT = append(readT, time.Since(t0))
+		t0 = time.Now()
+		req, _ := http.NewRequest("PUT", d.url("/v1/sandboxes/tb/files/content?path=blob"), bytes.NewReader(blob))
+		req.Header.Set("Content-Type", "application/octet-stream")
+		if err := do(req, 204); err != nil {
+			return err
+		}
+		up = append(up, time.Since(t0))
+		t0 = time.Now()
+		resp, err := httpc.Get(d.url("/v1/sandboxes/tb/files/content?path=blob"))
+		if err != nil {
+			return err
+		}
+		n, _ := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if n != size {
+			return fmt.Errorf("download: %d bytes of %d", n, size)
+		}
+		down = append(down, time.Since(t0))
+	}
+	mibps := func(s stat) float64 { return float64(size>>20) / (s.Median / 1000) }
+	r.Toolbox.SizeMiB = size >> 20
+	r.Toolbox.CopyMiBps, r.Toolbox.ReadMiBps = mibps(summarize(copyT)), mibps(summarize(readT))
+	r.Toolbox.UploadMiBps, r.Toolbox.DownloadMiBps = mibps(summarize(up)), mibps(summarize(down))
+	return nil
+}
+
+// copyFile is the floor of an upload or download: the bytes read from one
+// file and written, synced, to another.
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func post(url, ctype string, body io.Reader, want int) error {
+	req, _ := http.NewRequest("POST", url, body)
+	req.Header.Set("Content-Type", ctype)
+	return do(req, want)
+}
+
+func do(req *http.Request, want int) error {
+	resp, err := httpc.Do(req)
+	if err != nil {
+		return err
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s: %d %s", req.Method, req.URL.Path, resp.StatusCode, b)
+	}
+	return nil
+}
