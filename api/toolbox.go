@@ -71,8 +71,9 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // the client went away: the command ended with its request
 	}
+	id := r.PathValue("id")
 	writeJSON(w, http.StatusOK, wire.ExecResponse{ExitCode: x.Code, Signal: int(x.Signal), Reason: x.Reason,
-		Stdout: stdout.String(), Stderr: stderr.String(), OutputCut: stdout.Cut() || stderr.Cut()})
+		Stdout: s.sup.Redact(id, stdout.String()), Stderr: s.sup.Redact(id, stderr.String()), OutputCut: stdout.Cut() || stderr.Cut()})
 }
 
 // fileError maps a file operation's error.

@@ -22,7 +22,7 @@ import (
 // tb is a running sandbox's toolbox base.
 func (e *env) toolbox(name string) string {
 	e.t.Helper()
-	if r := e.do("POST", "/api/sandbox", `{"name":"`+name+`"}`); r.code != 200 {
+	if r := e.do("POST", "/api/sandbox", `{"name":"`+name+`","env":{"SERVICE_TOKEN":"tok-abcdef123456"}}`); r.code != 200 {
 		e.t.Fatalf("create: %d %s", r.code, r.body)
 	}
 	e.dwait(name, "started")
@@ -51,6 +51,13 @@ func TestToolboxExecute(t *testing.T) {
 	out, _ = e.execute(base, `{"command":"sh -c 'echo $AGENT_SANDBOX_ID $GIT_TERMINAL_PROMPT'"}`)
 	if out.Result != "x1 0\n" {
 		t.Fatalf("environment: %q", out.Result)
+	}
+	// Output is redacted as the sandbox's logs are.
+	if out, _ := e.execute(base, `{"command":"sh -c 'echo token=$SERVICE_TOKEN'"}`); out.Result != "token=[REDACTED]\n" {
+		t.Fatalf("a secret in the output: %q", out.Result)
+	}
+	if r := e.do("POST", "/v1/sandboxes/x1/exec", `{"argv":["sh","-c","echo $SERVICE_TOKEN >&2"]}`); strings.Contains(string(r.body), "tok-abc") {
+		t.Fatalf("a secret in /v1's output: %s", r.body)
 	}
 	if out, r := e.execute(base, `{"command":"no-such-program-here"}`); r.code != 200 || out.ExitCode != -1 || !strings.Contains(out.Result, "no-such-program-here") {
 		t.Fatalf("missing program: %d %s", r.code, r.body)

@@ -100,6 +100,18 @@ func (s *Supervisor) Env(id string) (map[string]string, error) {
 	return out, nil
 }
 
+// Redact removes from text the secrets a sandbox's output may hold, as
+// its entrypoint logs are redacted: the secret values of its environment,
+// the daemon's forwarded credentials, well-known token shapes. A sandbox
+// that is gone gets the shapes and the daemon's credentials only.
+func (s *Supervisor) Redact(id, text string) string {
+	secrets := s.opts.Env.Secrets()
+	if e, err := s.lookup(id); err == nil {
+		secrets = s.secretsOf(e)
+	}
+	return redact.New(secrets).Redact(text)
+}
+
 // PortEndpoint is where port of a running sandbox's workload (the port as
 // the workload listens on it) is reached from this machine: a preview of
 // any port. A runtime whose handles cannot say is ErrUnsupportedRuntime.

@@ -25,6 +25,7 @@ type Toolbox interface {
 	Session(id, sid string) (*shell.Session, error)
 	DeleteSession(id, sid string) error
 	EntrypointLogs(ctx context.Context, id string, tail int) (supervisor.Logs, error)
+	Redact(id, text string) string
 }
 
 // Toolbox bounds and defaults (Daytona's document: a command's timeout
@@ -218,7 +219,7 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, http.StatusRequestTimeout, fmt.Sprintf("command execution timeout: killed after %s", timeout))
 		return
 	}
-	res := out.String()
+	res := a.sup.Redact(r.PathValue("id"), out.String())
 	if out.Cut() {
 		res = fmt.Sprintf("[output cut: the last %d bytes]\n", MaxExecOutput) + res
 	}

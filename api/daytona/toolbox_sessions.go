@@ -157,7 +157,7 @@ func (a *API) sessionExec(w http.ResponseWriter, r *http.Request) {
 	case <-r.Context().Done():
 		return
 	}
-	stdout, stderr, output, _ := c.Logs()
+	stdout, stderr, output := a.logsOf(r, c)
 	writeJSON(w, http.StatusOK, SessionExecuteResponse{CmdID: c.ID, Output: output, Stdout: stdout, Stderr: stderr, ExitCode: c.ExitCode()})
 }
 
@@ -172,6 +172,13 @@ func (a *API) command(w http.ResponseWriter, r *http.Request) (*shell.Command, b
 		return nil, false
 	}
 	return c, true
+}
+
+// logsOf is a command's output, redacted as the sandbox's logs are.
+func (a *API) logsOf(r *http.Request, c *shell.Command) (stdout, stderr, output string) {
+	id := r.PathValue("id")
+	o, e, b, _ := c.Logs()
+	return a.sup.Redact(id, o), a.sup.Redact(id, e), a.sup.Redact(id, b)
 }
 
 func (a *API) getCommand(w http.ResponseWriter, r *http.Request) {
@@ -212,7 +219,7 @@ func (a *API) commandLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !follow {
-		stdout, stderr, output, _ := c.Logs()
+		stdout, stderr, output := a.logsOf(r, c)
 		writeJSON(w, http.StatusOK, LogsResponse{Output: output, Stdout: stdout, Stderr: stderr})
 		return
 	}
@@ -221,8 +228,9 @@ func (a *API) commandLogs(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{})
+	id := r.PathValue("id")
 	c.Follow(r.Context(), func(_ bool, text string) error {
-		if _, err := w.Write([]byte(text)); err != nil {
+		if _, err := w.Write([]byte(a.sup.Redact(id, text))); err != nil {
 			return err
 		}
 		return rc.Flush()
