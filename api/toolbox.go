@@ -15,6 +15,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/logcap"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/shell"
 )
 
 // The toolbox on /v1, in the daemon's own style: a command with its argv
@@ -155,12 +156,12 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
 	}
 	mode := fs.FileMode(0o644)
 	if v := r.URL.Query().Get("mode"); v != "" {
-		m, err := strconv.ParseUint(v, 8, 32)
-		if err != nil || m > 0o777 {
-			writeError(w, wire.CodeInvalidRequest, "mode must be octal permission bits such as 0644")
+		m, err := daytona.ParseMode(v)
+		if err != nil {
+			writeError(w, wire.CodeInvalidRequest, err.Error())
 			return
 		}
-		mode = fs.FileMode(m)
+		mode = m
 	}
 	f, p, ok := s.sandboxFiles(w, r)
 	if !ok {
@@ -200,4 +201,84 @@ func uploadType(r *http.Request) string {
 		return "application/octet-stream"
 	}
 	return ""
+}
+
+func sessionInfo(sess *shell.Session) wire.Session {
+	out := wire.Session{Name: sess.ID, Commands: []wire.SessionCommand{}}
+	for _, c := range sess.Commands() {
+		out.Commands = append(out.Commands, wire.SessionCommand{ID: c.ID, Command: c.Line, ExitCode: c.ExitCode()})
+	}
+	return out
+}
+
+// sessionError maps a session's own errors; the rest are the supervisor's.
+func (s *Server) sessionError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, shell.ErrBusy):
+		writeError(w, wire.CodeBusy, err.Error())
+	case errors.Is(err, shell.ErrClosed):
+		writeError(w, wire.CodeNotFound, err.Error()+" (its shell exited, or the sandbox stopped)")
+	default:
+		s.writeSupervisorError(w, err, wire.CodeInternal)
+	}
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
+	var b wire.CreateSessionRequest
+	if err := decodeJSON(r, &b); err != nil {
+		writeError(w, wire.CodeInvalidRequest, err.Error())
+		return
+	}
+	sess, err := s.sup.CreateSession(r.PathValue("id"), b.Name)
+	if err != nil {
+		s.sessionError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, sessionInfo(sess))
+}
+
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
+	if err := s.sup.DeleteSession(r.PathValue("id"), r.PathValue("session")); err != nil {
+		s.sessionError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// sessionExec runs a line in the session and answers once it has ended;
+// a client that leaves leaves it running in the session.
+func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request) {
+	var b wire.SessionExecRequest
+	if err := decodeJSON(r, &b); err != nil {
+		writeError(w, wire.CodeInvalidRequest, err.Error())
+		return
+	}
+	if strings.TrimSpace(b.Command) == "" {
+		writeError(w, wire.CodeInvalidRequest, "command is required")
+		return
+	}
+	id := r.PathValue("id")
+	sess, err := s.sup.Session(id, r.PathValue("session"))
+	if err != nil {
+		s.sessionError(w, err)
+		return
+	}
+	c, err := sess.Run(b.Command)
+	if err != nil {
+		s.sessionError(w, err)
+		return
+	}
+	_ = s.sup.RefreshActivity(id)
+	select {
+	case <-c.Done():
+	case <-r.Context().Done():
+		return
+	}
+	stdout, stderr, _, cut := c.Logs()
+	code := -1
+	if x := c.ExitCode(); x != nil {
+		code = *x
+	}
+	writeJSON(w, http.StatusOK, wire.SessionExecResponse{ID: c.ID, ExitCode: code,
+		Stdout: s.sup.Redact(id, stdout), Stderr: s.sup.Redact(id, stderr), OutputCut: cut})
 }

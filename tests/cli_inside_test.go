@@ -48,6 +48,12 @@ func TestCLIInsideASandbox(t *testing.T) {
 	if code, _, errs := cli(t, d, "cp", "in:../../etc/passwd", back); code != 1 || !strings.Contains(errs, "path_outside") {
 		t.Fatalf("cp of an escape: %d %q", code, errs)
 	}
+	// shell: a session, its state kept from line to line.
+	cmd = cliCmd(t, d, "shell", "in")
+	cmd.Stdin = strings.NewReader("cd /tmp && export Y=2\npwd; echo $Y\nfalse\n")
+	if code, out, errs := runCmd(t, cmd); code != 1 || out != "/tmp\n2\n" {
+		t.Fatalf("shell: %d %q %q", code, out, errs)
+	}
 	if code, out, _ := cli(t, d, "get", "in"); code != 0 || !strings.Contains(out, "Workspace:") || !strings.Contains(out, ws) {
 		t.Fatalf("get: %d %s", code, out)
 	}

@@ -322,6 +322,24 @@ func runScenario(t *testing.T, cc *contractClient) {
 	cc.do("GET", "/v1/sandboxes/k1/files/content?path=/etc/passwd", "")
 	cc.do("GET", "/v1/sandboxes/k1/files/content?path=nope.txt", "")
 	cc.do("GET", "/v1/sandboxes/missing/files/content?path=x", "")
+	cc.do("POST", "/v1/sandboxes/k1/sessions", `{"name":"work"}`)
+	cc.do("POST", "/v1/sandboxes/k1/sessions", `{"name":"work"}`) // the name is in use
+	cc.do("POST", "/v1/sandboxes/k1/sessions", `{"name":"../x"}`)
+	cc.do("POST", "/v1/sandboxes/k1/sessions", `{"name":"x"}`, "Content-Type", "text/plain")
+	cc.do("POST", "/v1/sandboxes/missing/sessions", `{"name":"x"}`)
+	cc.do("POST", "/v1/sandboxes/k1/sessions/work/exec", `{"command":"cd /tmp && export X=1"}`)
+	cc.do("POST", "/v1/sandboxes/k1/sessions/work/exec", `{"command":"pwd; echo $X"}`)
+	cc.do("POST", "/v1/sandboxes/k1/sessions/work/exec", `{"command":" "}`)
+	cc.do("POST", "/v1/sandboxes/k1/sessions/work/exec", `{}`, "Content-Type", "text/plain")
+	cc.do("POST", "/v1/sandboxes/k1/sessions/nope/exec", `{"command":"true"}`)
+	for i := 1; i <= supervisor.MaxSessionsPerSandbox; i++ { // the last is one too many
+		cc.do("POST", "/v1/sandboxes/k1/sessions", fmt.Sprintf(`{"name":"s%d"}`, i))
+	}
+	for i := 1; i <= supervisor.MaxSessionsPerSandbox; i++ {
+		cc.do("DELETE", fmt.Sprintf("/v1/sandboxes/k1/sessions/s%d", i), "")
+	}
+	cc.do("DELETE", "/v1/sandboxes/k1/sessions/work", "")
+	cc.do("DELETE", "/v1/sandboxes/k1/sessions/work", "")
 	// Blockers fill the bound: each retries while it is refused (a
 	// probe below may hold a slot for a moment); they end when their
 	// client leaves, which kills their command.
@@ -366,6 +384,7 @@ func runScenario(t *testing.T, cc *contractClient) {
 	cc.do("GET", "/v1/sandboxes/k1/files", "")
 	cc.do("GET", "/v1/sandboxes/k1/files/content?path=notes.txt", "")
 	cc.do("PUT", "/v1/sandboxes/k1/files/content?path=notes.txt", "x", "Content-Type", "application/octet-stream")
+	cc.do("POST", "/v1/sandboxes/k1/sessions", `{"name":"late"}`)
 	cc.do("POST", "/v1/sandboxes/k1/autostop", `{"interval":5}`)
 	cc.do("POST", "/v1/sandboxes/k1/autostop/5", "")
 	cc.do("POST", "/v1/sandboxes/k1/resize", `{"cpu":1}`)

@@ -51,6 +51,7 @@ type daytonaChecker struct {
 	errs *errorSchema
 	next http.RoundTripper
 
+	vmu  sync.Mutex // held while validating
 	mu   sync.Mutex
 	seen map[string]bool // "operationId status"
 	n    int
@@ -111,6 +112,10 @@ func (c *daytonaChecker) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 func (c *daytonaChecker) check(req *http.Request, reqBody []byte, res *http.Response, body []byte) error {
+	// The validator is not safe for concurrent use: exchanges that run
+	// at once (a bound pushed past) are checked one at a time.
+	c.vmu.Lock()
+	defer c.vmu.Unlock()
 	c.mu.Lock()
 	c.n++
 	c.mu.Unlock()

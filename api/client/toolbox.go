@@ -79,6 +79,27 @@ func (c *Client) WriteFile(ctx context.Context, id, path string, r io.Reader, mo
 	return nil
 }
 
+// CreateSession starts a shell session named name inside a running
+// sandbox: what one command changes of its state, the next one sees.
+func (c *Client) CreateSession(ctx context.Context, id, name string) (wire.Session, error) {
+	var out wire.Session
+	err := c.do(ctx, c.timeout, "POST", "/v1/sandboxes/"+esc(id)+"/sessions", wire.CreateSessionRequest{Name: name}, &out)
+	return out, err
+}
+
+// SessionExec runs a command line in a session and returns once it has
+// ended (cancel ctx to stop waiting; the command goes on in the session).
+func (c *Client) SessionExec(ctx context.Context, id, session, line string) (wire.SessionExecResponse, error) {
+	var out wire.SessionExecResponse
+	err := c.do(ctx, 24*time.Hour, "POST", "/v1/sandboxes/"+esc(id)+"/sessions/"+esc(session)+"/exec", wire.SessionExecRequest{Command: line}, &out)
+	return out, err
+}
+
+// DeleteSession ends a session and what runs in it.
+func (c *Client) DeleteSession(ctx context.Context, id, session string) error {
+	return c.do(ctx, c.timeout, "DELETE", "/v1/sandboxes/"+esc(id)+"/sessions/"+esc(session), nil, nil)
+}
+
 // SplitSandboxPath reads NAME:PATH (cp's form); ok is false for a local
 // path.
 func SplitSandboxPath(s string) (name, path string, ok bool) {

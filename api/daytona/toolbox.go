@@ -108,14 +108,12 @@ func (a *API) fileError(w http.ResponseWriter, r *http.Request, err error) {
 		WriteError(w, r, http.StatusNotFound, err.Error())
 	case errors.Is(err, fs.ErrExist):
 		WriteError(w, r, http.StatusConflict, err.Error())
-	case errors.Is(err, fs.ErrInvalid), errors.Is(err, errBadInput):
+	case errors.Is(err, fs.ErrInvalid):
 		WriteError(w, r, http.StatusBadRequest, err.Error())
 	default:
 		a.fail(w, r, err, wire.CodeInternal)
 	}
 }
-
-var errBadInput = errors.New("bad input")
 
 func required(w http.ResponseWriter, r *http.Request, names ...string) ([]string, bool) {
 	q := r.URL.Query()

@@ -320,13 +320,14 @@ func (a *API) deleteFile(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// parseMode reads an octal permission mode ("0755", "755").
-func parseMode(s string) (fs.FileMode, error) {
+// ParseMode reads octal permission bits ("0755", "755"); setuid, setgid
+// and sticky bits are refused (the toolbox makes no such file).
+func ParseMode(s string) (fs.FileMode, error) {
 	m, err := strconv.ParseUint(s, 8, 32)
-	if err != nil || m > 0o7777 {
-		return 0, fmt.Errorf("%w: mode %q is not an octal permission mode such as 0755", errBadInput, s)
+	if err != nil || m > 0o777 {
+		return 0, fmt.Errorf("mode %q is not octal permission bits such as 0755", s)
 	}
-	return fs.FileMode(m).Perm() | fs.FileMode(m)&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky), nil
+	return fs.FileMode(m), nil
 }
 
 func (a *API) createFolder(w http.ResponseWriter, r *http.Request) {
@@ -336,7 +337,7 @@ func (a *API) createFolder(w http.ResponseWriter, r *http.Request) {
 	}
 	mode := fs.FileMode(0o755)
 	if v := r.URL.Query().Get("mode"); v != "" {
-		m, err := parseMode(v)
+		m, err := ParseMode(v)
 		if err != nil {
 			badRequest(w, r, err.Error())
 			return
@@ -391,7 +392,7 @@ func (a *API) setPermissions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if v := query.Get("mode"); v != "" {
-		m, err := parseMode(v)
+		m, err := ParseMode(v)
 		if err != nil {
 			badRequest(w, r, err.Error())
 			return

@@ -95,6 +95,39 @@ type ExecResponse struct {
 	OutputCut bool   `json:"outputCut,omitempty"`
 }
 
+// Session is a shell kept inside a sandbox: what one command changes of
+// its state (its directory, its variables), the next one sees.
+type Session struct {
+	Name     string           `json:"name"`
+	Commands []SessionCommand `json:"commands"`
+}
+
+// SessionCommand is one command run in a session.
+type SessionCommand struct {
+	ID       string `json:"id"`
+	Command  string `json:"command"`
+	ExitCode *int   `json:"exitCode"` // null while it runs
+}
+
+// CreateSessionRequest names a new session.
+type CreateSessionRequest struct {
+	Name string `json:"name"`
+}
+
+// SessionExecRequest runs a command line in a session (with its shell).
+type SessionExecRequest struct {
+	Command string `json:"command"`
+}
+
+// SessionExecResponse is how a session's command ended and what it wrote.
+type SessionExecResponse struct {
+	ID        string `json:"id"`
+	ExitCode  int    `json:"exitCode"`
+	Stdout    string `json:"stdout"`
+	Stderr    string `json:"stderr"`
+	OutputCut bool   `json:"outputCut,omitempty"`
+}
+
 // FileEntry describes one file of a sandbox.
 type FileEntry struct {
 	Name    string `json:"name"`

@@ -142,40 +142,49 @@ func cpCommand() command {
 	}
 }
 
-// shellCommand is a line-at-a-time shell inside a sandbox: each line runs
-// in the sandbox's workspace with sh -c (no state is kept between lines:
-// for that, use the toolbox's sessions).
+// shellCommand is a shell inside a sandbox without a terminal: a session
+// whose state (cd, export) persists from line to line, read until EOF.
 func shellCommand() command {
 	return command{
-		name: "shell", args: "NAME", summary: "run command lines inside a sandbox, one at a time, until EOF", minArgs: 1, maxArgs: 1, client: true,
+		name: "shell", args: "NAME", summary: "a shell session inside a sandbox, a line at a time (cd and export persist), until EOF", minArgs: 1, maxArgs: 1, client: true,
 		exec: func(ctx context.Context, c *cli, args []string) error {
 			cl := c.client()
 			sb, err := cl.Get(ctx, args[0])
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(c.stderr, "Commands run in %s (%s) with sh -c, one line at a time; end with Ctrl-D.\n", inert(sb.ID), inert(sb.Workspace))
+			name := fmt.Sprintf("cli-%d", os.Getpid())
+			if _, err := cl.CreateSession(ctx, sb.ID, name); err != nil {
+				return err
+			}
+			defer cl.DeleteSession(context.WithoutCancel(ctx), sb.ID, name)
+			fmt.Fprintf(c.stderr, "A shell in %s, in %s, without a terminal: a line at a time; end with Ctrl-D.\n", inert(sb.ID), inert(sb.Workspace))
 			in := bufio.NewScanner(c.stdin)
 			in.Buffer(make([]byte, 64<<10), 64<<10)
+			last := 0
 			for {
 				fmt.Fprintf(c.stderr, "%s$ ", inert(sb.ID))
 				if !in.Scan() {
 					fmt.Fprintln(c.stderr)
-					return in.Err()
+					if err := in.Err(); err != nil {
+						return err
+					}
+					if last != 0 {
+						return exitError(last)
+					}
+					return nil
 				}
 				line := strings.TrimSpace(in.Text())
 				if line == "" {
 					continue
 				}
-				out, err := cl.Exec(ctx, sb.ID, wire.ExecRequest{Argv: []string{"sh", "-c", line}})
+				out, err := cl.SessionExec(ctx, sb.ID, name, line)
 				if err != nil {
 					return err
 				}
 				io.WriteString(c.stdout, out.Stdout)
 				io.WriteString(c.stderr, out.Stderr)
-				if out.ExitCode != 0 {
-					fmt.Fprintf(c.stderr, "(exit %d)\n", out.ExitCode)
-				}
+				last = out.ExitCode
 			}
 		},
 	}

@@ -456,6 +456,11 @@ type CreateSandboxRequest_AutoDeleteInterval struct {
 // CreateSandboxRequestNetworkBlockAll This daemon cannot cut a sandbox's network; true is a 400.
 type CreateSandboxRequestNetworkBlockAll bool
 
+// CreateSessionRequest defines model for CreateSessionRequest.
+type CreateSessionRequest struct {
+	Name string `json:"name"`
+}
+
 // DashboardLink defines model for DashboardLink.
 type DashboardLink struct {
 	// Code The one-time code; the link is the daemon's address, "/#code=" and this.
@@ -746,6 +751,32 @@ type SandboxList struct {
 	Sandboxes  []SandboxInfo `json:"sandboxes"`
 }
 
+// SessionExecRequest defines model for SessionExecRequest.
+type SessionExecRequest struct {
+	Command string `json:"command"`
+}
+
+// SessionExecResponse defines model for SessionExecResponse.
+type SessionExecResponse struct {
+	ExitCode  int    `json:"exitCode"`
+	Id        string `json:"id"`
+	OutputCut *bool  `json:"outputCut,omitempty"`
+	Stderr    string `json:"stderr"`
+	Stdout    string `json:"stdout"`
+}
+
+// ShellSession defines model for ShellSession.
+type ShellSession struct {
+	Commands []struct {
+		Command string `json:"command"`
+
+		// ExitCode null while it runs.
+		ExitCode *int   `json:"exitCode"`
+		Id       string `json:"id"`
+	} `json:"commands"`
+	Name string `json:"name"`
+}
+
 // Snapshot defines model for Snapshot.
 type Snapshot struct {
 	// Default The snapshot a create that names none runs.
@@ -819,6 +850,9 @@ type Path = string
 
 // RequiredPath defines model for requiredPath.
 type RequiredPath = string
+
+// Session defines model for session.
+type Session = string
 
 // BadRequest defines model for BadRequest.
 type BadRequest = Error
@@ -940,6 +974,12 @@ type ExecInSandboxJSONRequestBody = ExecRequest
 
 // ResizeSandboxJSONRequestBody defines body for ResizeSandbox for application/json ContentType.
 type ResizeSandboxJSONRequestBody = ResizeRequest
+
+// CreateSessionJSONRequestBody defines body for CreateSession for application/json ContentType.
+type CreateSessionJSONRequestBody = CreateSessionRequest
+
+// RunInSessionJSONRequestBody defines body for RunInSession for application/json ContentType.
+type RunInSessionJSONRequestBody = SessionExecRequest
 
 // AsCreateSandboxRequestAutoDeleteInterval0 returns the union data inside the CreateSandboxRequest_AutoDeleteInterval as a CreateSandboxRequestAutoDeleteInterval0
 func (t CreateSandboxRequest_AutoDeleteInterval) AsCreateSandboxRequestAutoDeleteInterval0() (CreateSandboxRequestAutoDeleteInterval0, error) {
@@ -1471,6 +1511,59 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/sandboxes/{id}/resize (the `ResizeSandbox` operationId).
 	ResizeSandbox(ctx context.Context, id Id, body ResizeSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// CreateSessionWithBody Start a shell session inside a running sandbox.
+	//
+	// A shell (sh) kept in the sandbox, as an exec is (its cgroup and
+	// marker, its container): what one command changes of its state
+	// (cd, export), the next one sees. It ends with DELETE or the
+	// sandbox's stop. At most 8 per sandbox (429 busy past them).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/sessions (the `CreateSession` operationId).
+	CreateSessionWithBody(ctx context.Context, id Id, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateSession Start a shell session inside a running sandbox.
+	//
+	// A shell (sh) kept in the sandbox, as an exec is (its cgroup and
+	// marker, its container): what one command changes of its state
+	// (cd, export), the next one sees. It ends with DELETE or the
+	// sandbox's stop. At most 8 per sandbox (429 busy past them).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/sessions (the `CreateSession` operationId).
+	CreateSession(ctx context.Context, id Id, body CreateSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteSession End a session and what runs in it.
+	//
+	// Corresponds with DELETE /v1/sandboxes/{id}/sessions/{session} (the `DeleteSession` operationId).
+	DeleteSession(ctx context.Context, id Id, session Session, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RunInSessionWithBody Run a command line in a session and answer once it has ended.
+	//
+	// The line is run by the session's shell (quoting, pipes, cd and
+	// export as in sh), after the commands before it; the last MiB of
+	// each output is kept, redacted as logs are. A client that leaves
+	// leaves the command running in the session. Counts as activity.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/sessions/{session}/exec (the `RunInSession` operationId).
+	RunInSessionWithBody(ctx context.Context, id Id, session Session, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RunInSession Run a command line in a session and answer once it has ended.
+	//
+	// The line is run by the session's shell (quoting, pipes, cd and
+	// export as in sh), after the commands before it; the last MiB of
+	// each output is kept, redacted as logs are. A client that leaves
+	// leaves the command running in the session. Counts as activity.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/sessions/{session}/exec (the `RunInSession` operationId).
+	RunInSession(ctx context.Context, id Id, session Session, body RunInSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// StartSandbox Start a stopped sandbox again, in place.
 	//
 	// The same name, directory and workspace (its files kept), labels, snapshot, variables and limits, with a fresh workload: a new port where the runtime leases one. The answer is the sandbox in state starting (sandbox.starting on the event stream, then sandbox.started once it is ready); a sandbox that is starting or started answers as it is.
@@ -2001,6 +2094,109 @@ func (c *Client) ResizeSandboxWithBody(ctx context.Context, id Id, contentType s
 // Corresponds with POST /v1/sandboxes/{id}/resize (the `ResizeSandbox` operationId).
 func (c *Client) ResizeSandbox(ctx context.Context, id Id, body ResizeSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewResizeSandboxRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateSessionWithBody Start a shell session inside a running sandbox.
+//
+// A shell (sh) kept in the sandbox, as an exec is (its cgroup and
+// marker, its container): what one command changes of its state
+// (cd, export), the next one sees. It ends with DELETE or the
+// sandbox's stop. At most 8 per sandbox (429 busy past them).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sandboxes/{id}/sessions (the `CreateSession` operationId).
+func (c *Client) CreateSessionWithBody(ctx context.Context, id Id, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateSessionRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateSession Start a shell session inside a running sandbox.
+//
+// A shell (sh) kept in the sandbox, as an exec is (its cgroup and
+// marker, its container): what one command changes of its state
+// (cd, export), the next one sees. It ends with DELETE or the
+// sandbox's stop. At most 8 per sandbox (429 busy past them).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sandboxes/{id}/sessions (the `CreateSession` operationId).
+func (c *Client) CreateSession(ctx context.Context, id Id, body CreateSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateSessionRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteSession End a session and what runs in it.
+//
+// Corresponds with DELETE /v1/sandboxes/{id}/sessions/{session} (the `DeleteSession` operationId).
+func (c *Client) DeleteSession(ctx context.Context, id Id, session Session, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteSessionRequest(c.Server, id, session)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RunInSessionWithBody Run a command line in a session and answer once it has ended.
+//
+// The line is run by the session's shell (quoting, pipes, cd and
+// export as in sh), after the commands before it; the last MiB of
+// each output is kept, redacted as logs are. A client that leaves
+// leaves the command running in the session. Counts as activity.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sandboxes/{id}/sessions/{session}/exec (the `RunInSession` operationId).
+func (c *Client) RunInSessionWithBody(ctx context.Context, id Id, session Session, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRunInSessionRequestWithBody(c.Server, id, session, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RunInSession Run a command line in a session and answer once it has ended.
+//
+// The line is run by the session's shell (quoting, pipes, cd and
+// export as in sh), after the commands before it; the last MiB of
+// each output is kept, redacted as logs are. A client that leaves
+// leaves the command running in the session. Counts as activity.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sandboxes/{id}/sessions/{session}/exec (the `RunInSession` operationId).
+func (c *Client) RunInSession(ctx context.Context, id Id, session Session, body RunInSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRunInSessionRequest(c.Server, id, session, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3134,6 +3330,148 @@ func NewResizeSandboxRequestWithBody(server string, id Id, contentType string, b
 	return req, nil
 }
 
+// NewCreateSessionRequest calls the generic CreateSession builder with application/json body
+func NewCreateSessionRequest(server string, id Id, body CreateSessionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateSessionRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewCreateSessionRequestWithBody constructs an http.Request for the CreateSession method, with any body, and a specified content type
+func NewCreateSessionRequestWithBody(server string, id Id, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/sessions", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteSessionRequest constructs an http.Request for the DeleteSession method
+func NewDeleteSessionRequest(server string, id Id, session Session) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "session", session, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/sessions/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRunInSessionRequest calls the generic RunInSession builder with application/json body
+func NewRunInSessionRequest(server string, id Id, session Session, body RunInSessionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRunInSessionRequestWithBody(server, id, session, "application/json", bodyReader)
+}
+
+// NewRunInSessionRequestWithBody constructs an http.Request for the RunInSession method, with any body, and a specified content type
+func NewRunInSessionRequestWithBody(server string, id Id, session Session, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "session", session, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/sessions/%s/exec", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewStartSandboxRequest constructs an http.Request for the StartSandbox method
 func NewStartSandboxRequest(server string, id Id) (*http.Request, error) {
 	var err error
@@ -3578,6 +3916,61 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/sandboxes/{id}/resize (the `ResizeSandbox` operationId).
 	ResizeSandboxWithResponse(ctx context.Context, id Id, body ResizeSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*ResizeSandboxResponse, error)
+
+	// CreateSessionWithBodyWithResponse Start a shell session inside a running sandbox.
+	//
+	// A shell (sh) kept in the sandbox, as an exec is (its cgroup and
+	// marker, its container): what one command changes of its state
+	// (cd, export), the next one sees. It ends with DELETE or the
+	// sandbox's stop. At most 8 per sandbox (429 busy past them).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/sessions (the `CreateSession` operationId).
+	CreateSessionWithBodyWithResponse(ctx context.Context, id Id, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateSessionResponse, error)
+
+	// CreateSessionWithResponse Start a shell session inside a running sandbox.
+	//
+	// A shell (sh) kept in the sandbox, as an exec is (its cgroup and
+	// marker, its container): what one command changes of its state
+	// (cd, export), the next one sees. It ends with DELETE or the
+	// sandbox's stop. At most 8 per sandbox (429 busy past them).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/sessions (the `CreateSession` operationId).
+	CreateSessionWithResponse(ctx context.Context, id Id, body CreateSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSessionResponse, error)
+
+	// DeleteSessionWithResponse End a session and what runs in it.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/sandboxes/{id}/sessions/{session} (the `DeleteSession` operationId).
+	DeleteSessionWithResponse(ctx context.Context, id Id, session Session, reqEditors ...RequestEditorFn) (*DeleteSessionResponse, error)
+
+	// RunInSessionWithBodyWithResponse Run a command line in a session and answer once it has ended.
+	//
+	// The line is run by the session's shell (quoting, pipes, cd and
+	// export as in sh), after the commands before it; the last MiB of
+	// each output is kept, redacted as logs are. A client that leaves
+	// leaves the command running in the session. Counts as activity.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/sessions/{session}/exec (the `RunInSession` operationId).
+	RunInSessionWithBodyWithResponse(ctx context.Context, id Id, session Session, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RunInSessionResponse, error)
+
+	// RunInSessionWithResponse Run a command line in a session and answer once it has ended.
+	//
+	// The line is run by the session's shell (quoting, pipes, cd and
+	// export as in sh), after the commands before it; the last MiB of
+	// each output is kept, redacted as logs are. A client that leaves
+	// leaves the command running in the session. Counts as activity.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/sessions/{session}/exec (the `RunInSession` operationId).
+	RunInSessionWithResponse(ctx context.Context, id Id, session Session, body RunInSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*RunInSessionResponse, error)
 
 	// StartSandboxWithResponse Start a stopped sandbox again, in place.
 	//
@@ -5224,6 +5617,248 @@ func (r ResizeSandboxResponse) ContentType() string {
 	return ""
 }
 
+// CreateSessionResponse401Headers the declared response headers of an HTTP 401 response for CreateSession
+type CreateSessionResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type CreateSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *ShellSession
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Busy
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateSessionResponse401Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateSessionResponse) GetJSON201() *ShellSession {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateSessionResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateSessionResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateSessionResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CreateSessionResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateSessionResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CreateSessionResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateSessionResponse) GetJSON429() *Busy {
+	return r.JSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteSessionResponse401Headers the declared response headers of an HTTP 401 response for DeleteSession
+type DeleteSessionResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type DeleteSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteSessionResponse401Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteSessionResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteSessionResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteSessionResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RunInSessionResponse401Headers the declared response headers of an HTTP 401 response for RunInSession
+type RunInSessionResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type RunInSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SessionExecResponse
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RunInSessionResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RunInSessionResponse) GetJSON200() *SessionExecResponse {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RunInSessionResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RunInSessionResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RunInSessionResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RunInSessionResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r RunInSessionResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetBody returns the raw response body bytes
+func (r RunInSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RunInSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RunInSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RunInSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // StartSandboxResponse401Headers the declared response headers of an HTTP 401 response for StartSandbox
 type StartSandboxResponse401Headers struct {
 	WWWAuthenticate *string
@@ -5898,6 +6533,91 @@ func (c *ClientWithResponses) ResizeSandboxWithResponse(ctx context.Context, id 
 		return nil, err
 	}
 	return ParseResizeSandboxResponse(rsp)
+}
+
+// CreateSessionWithBodyWithResponse Start a shell session inside a running sandbox.
+//
+// A shell (sh) kept in the sandbox, as an exec is (its cgroup and
+// marker, its container): what one command changes of its state
+// (cd, export), the next one sees. It ends with DELETE or the
+// sandbox's stop. At most 8 per sandbox (429 busy past them).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{id}/sessions (the `CreateSession` operationId).
+func (c *ClientWithResponses) CreateSessionWithBodyWithResponse(ctx context.Context, id Id, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateSessionResponse, error) {
+	rsp, err := c.CreateSessionWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateSessionResponse(rsp)
+}
+
+// CreateSessionWithResponse Start a shell session inside a running sandbox.
+//
+// A shell (sh) kept in the sandbox, as an exec is (its cgroup and
+// marker, its container): what one command changes of its state
+// (cd, export), the next one sees. It ends with DELETE or the
+// sandbox's stop. At most 8 per sandbox (429 busy past them).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{id}/sessions (the `CreateSession` operationId).
+func (c *ClientWithResponses) CreateSessionWithResponse(ctx context.Context, id Id, body CreateSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSessionResponse, error) {
+	rsp, err := c.CreateSession(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateSessionResponse(rsp)
+}
+
+// DeleteSessionWithResponse End a session and what runs in it.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/sandboxes/{id}/sessions/{session} (the `DeleteSession` operationId).
+func (c *ClientWithResponses) DeleteSessionWithResponse(ctx context.Context, id Id, session Session, reqEditors ...RequestEditorFn) (*DeleteSessionResponse, error) {
+	rsp, err := c.DeleteSession(ctx, id, session, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteSessionResponse(rsp)
+}
+
+// RunInSessionWithBodyWithResponse Run a command line in a session and answer once it has ended.
+//
+// The line is run by the session's shell (quoting, pipes, cd and
+// export as in sh), after the commands before it; the last MiB of
+// each output is kept, redacted as logs are. A client that leaves
+// leaves the command running in the session. Counts as activity.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{id}/sessions/{session}/exec (the `RunInSession` operationId).
+func (c *ClientWithResponses) RunInSessionWithBodyWithResponse(ctx context.Context, id Id, session Session, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RunInSessionResponse, error) {
+	rsp, err := c.RunInSessionWithBody(ctx, id, session, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRunInSessionResponse(rsp)
+}
+
+// RunInSessionWithResponse Run a command line in a session and answer once it has ended.
+//
+// The line is run by the session's shell (quoting, pipes, cd and
+// export as in sh), after the commands before it; the last MiB of
+// each output is kept, redacted as logs are. A client that leaves
+// leaves the command running in the session. Counts as activity.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{id}/sessions/{session}/exec (the `RunInSession` operationId).
+func (c *ClientWithResponses) RunInSessionWithResponse(ctx context.Context, id Id, session Session, body RunInSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*RunInSessionResponse, error) {
+	rsp, err := c.RunInSession(ctx, id, session, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRunInSessionResponse(rsp)
 }
 
 // StartSandboxWithResponse Start a stopped sandbox again, in place.
@@ -7360,6 +8080,224 @@ func ParseResizeSandboxResponse(rsp *http.Response) (*ResizeSandboxResponse, err
 	switch {
 	case rsp.StatusCode == 401:
 		var headers ResizeSandboxResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateSessionResponse parses an HTTP response from a CreateSessionWithResponse call
+func ParseCreateSessionResponse(rsp *http.Response) (*CreateSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest ShellSession
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Busy
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers CreateSessionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteSessionResponse parses an HTTP response from a DeleteSessionWithResponse call
+func ParseDeleteSessionResponse(rsp *http.Response) (*DeleteSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DeleteSessionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRunInSessionResponse parses an HTTP response from a RunInSessionWithResponse call
+func ParseRunInSessionResponse(rsp *http.Response) (*RunInSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RunInSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SessionExecResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RunInSessionResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
