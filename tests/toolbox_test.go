@@ -19,6 +19,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/conf"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/docker/dockertest"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/native"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
@@ -252,10 +253,24 @@ func TestToolboxNative(t *testing.T) {
 	create(t, d, `{"name":"tb"}`)
 	waitState(t, d, "tb", "started")
 	ws := filepath.Join(d.Root, "tb", supervisor.WorkspaceDir)
-	marker := record(t, d, "tb").Marker
+	rec := record(t, d, "tb")
+	cgroupDir := "" // with containment: the sandbox's cgroup, which the command ran in
+	if rec.Handle != nil {
+		if path, err := native.CgroupPath(*rec.Handle); err == nil && path != "" {
+			_, cgroupDir = sandboxCgroup(t, d, "tb")
+		}
+	}
+	t.Logf("the sandbox's cgroup: %q (empty: containment off)", cgroupDir)
 	runToolbox(t, d, "tb", toolboxSuite{workDir: ws, hostDir: ws, gone: func(t *testing.T, pid string) bool {
 		_, err := os.Stat("/proc/" + pid)
-		return os.IsNotExist(err) && len(testenv.Marked(marker)) == 0
+		if !os.IsNotExist(err) || len(testenv.Marked(rec.Marker)) != 0 {
+			return false
+		}
+		if cgroupDir != "" {
+			b, err := os.ReadFile(filepath.Join(cgroupDir, "cgroup.procs"))
+			return err != nil || len(strings.TrimSpace(string(b))) == 0 // removed, or empty
+		}
+		return true
 	}})
 }
 
