@@ -160,6 +160,52 @@ func runToolbox(t *testing.T, d *testenv.Daemon, id string, s toolboxSuite) {
 		t.Fatalf("written outside: %v", ents)
 	}
 
+	// The other file routes, each checked against Daytona's document.
+	tc.upload("a.txt", []byte("one needle\ntwo\n"))
+	for _, c := range []struct {
+		method, path, ctype, body string
+		want                      int
+		has                       string
+	}{
+		{"GET", "/files/info?path=a.txt", "", "", 200, `"name":"a.txt"`},
+		{"GET", "/files/find?path=.&pattern=needle", "", "", 200, `"line":1`},
+		{"GET", "/files/search?path=.&pattern=*.txt", "", "", 200, `"a.txt"`},
+		{"POST", "/files/replace", "application/json", `{"files":["a.txt"],"pattern":"needle","newValue":"pin"}`, 200, `"success":true`},
+		{"POST", "/files/move?source=a.txt&destination=sub/b.txt", "", "", 200, ""},
+		{"POST", "/files/permissions?path=sub/b.txt&mode=0600", "", "", 200, ""},
+		{"POST", "/files/bulk-download", "application/json", `{"paths":["sub/b.txt","missing"]}`, 200, "one pin"},
+		{"DELETE", "/files?path=sub&recursive=true", "", "", 204, ""},
+		{"GET", "/version", "", "", 200, `"version"`},
+		{"GET", "/user-home-dir", "", "", 200, `"dir"`},
+		{"GET", "/process/session/entrypoint", "", "", 200, `"sessionId":"entrypoint"`},
+		{"GET", "/process/session/entrypoint/logs", "", "", 200, `"stdout"`},
+		{"GET", "/git/status?path=.", "", "", 400, "git"},
+	} {
+		var body io.Reader
+		if c.body != "" {
+			body = strings.NewReader(c.body)
+		}
+		code, b := tc.do(c.method, c.path, c.ctype, body)
+		if code != c.want || !strings.Contains(string(b), c.has) {
+			t.Errorf("%s %s: %d %s", c.method, c.path, code, b)
+		}
+	}
+	{
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		mw.WriteField("files[0].path", "bulk/one.txt")
+		w, _ := mw.CreateFormFile("files[0].file", "one.txt")
+		io.WriteString(w, "bulk one")
+		mw.Close()
+		tc.json("POST", "/files/folder?path=bulk&mode=0755", "")
+		if code, b := tc.do("POST", "/files/bulk-upload", mw.FormDataContentType(), &buf); code != 200 {
+			t.Errorf("bulk upload: %d %s", code, b)
+		}
+		if b, _ := os.ReadFile(filepath.Join(s.hostDir, "bulk", "one.txt")); string(b) != "bulk one" {
+			t.Errorf("bulk upload wrote %q", b)
+		}
+	}
+
 	// A session keeps the shell's state.
 	if code, b := tc.json("POST", "/process/session", `{"sessionId":"s1"}`); code != 201 {
 		t.Fatalf("session: %d %s", code, b)
@@ -188,6 +234,24 @@ func runToolbox(t *testing.T, d *testenv.Daemon, id string, s toolboxSuite) {
 	}
 	if code, b := tc.json("GET", "/process/session/s1/command/"+async.CmdID, ""); code != 200 || !strings.Contains(string(b), `"exitCode":0`) {
 		t.Fatalf("command: %d %s", code, b)
+	}
+	if code, b := tc.json("GET", "/process/session/s1/command/"+async.CmdID+"/logs", ""); code != 200 || !strings.Contains(string(b), `"stdout":"n1\nn2\nn3\n"`) {
+		t.Fatalf("command logs: %d %s", code, b)
+	}
+	code, b = tc.json("POST", "/process/session/s1/exec", `{"command":"read v; echo got $v","runAsync":true}`)
+	json.Unmarshal(b, &async)
+	testenv.Eventually(t, "input reaches the command", func() bool {
+		code, _ := tc.json("POST", "/process/session/s1/command/"+async.CmdID+"/input", `{"data":"x\n"}`)
+		return code == 204
+	})
+	if code, b := tc.json("GET", "/process/session", ""); code != 200 || !strings.Contains(string(b), `"sessionId":"s1"`) {
+		t.Fatalf("sessions: %d %s", code, b)
+	}
+	if code, b := tc.json("GET", "/process/session/s1", ""); code != 200 {
+		t.Fatalf("session: %d %s", code, b)
+	}
+	if code, _ := tc.json("DELETE", "/process/session/s1", ""); code != 204 {
+		t.Fatalf("delete session: %d", code)
 	}
 
 	// Bounds: too many commands at once, too much output.
