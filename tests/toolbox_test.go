@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -106,6 +107,15 @@ type toolboxSuite struct {
 	workDir string                              // the workspace as the workload sees it
 	hostDir string                              // the workspace on this machine
 	gone    func(t *testing.T, pid string) bool // the command of pid (as the sandbox sees it) is no more
+	// ordered: merged output keeps the order of writes across stdout and
+	// stderr (one pipe); docker's engine sends the two apart.
+	ordered bool
+}
+
+func sortedLines(s string) string {
+	lines := strings.SplitAfter(s, "\n")
+	slices.Sort(lines)
+	return strings.Join(lines, "")
 }
 
 // runToolbox drives a running sandbox's toolbox as Daytona's SDKs do.
@@ -118,7 +128,11 @@ func runToolbox(t *testing.T, d *testenv.Daemon, id string, s toolboxSuite) {
 	// A command: its exit code, variables, directory, both outputs.
 	tc.json("POST", "/files/folder?path=sub&mode=0755", "")
 	code, out := tc.execute(`{"command":"sh -c 'echo $GREETING; pwd; echo oops >&2; exit 3'","cwd":"sub","envs":{"GREETING":"hi"}}`)
-	if code != 200 || out.ExitCode != 3 || out.Result != "hi\n"+s.workDir+"/sub\noops\n" {
+	want := "hi\n" + s.workDir + "/sub\noops\n"
+	if !s.ordered { // the engine sends the two streams apart: lines, in any order
+		want, out.Result = sortedLines(want), sortedLines(out.Result)
+	}
+	if code != 200 || out.ExitCode != 3 || out.Result != want {
 		t.Fatalf("execute: %d %+v", code, out)
 	}
 	if code, out := tc.execute(`{"command":"sh -c 'echo $AGENT_SANDBOX_ID $GIT_TERMINAL_PROMPT'"}`); code != 200 || out.Result != id+" 0\n" {
@@ -325,7 +339,7 @@ func TestToolboxNative(t *testing.T) {
 		}
 	}
 	t.Logf("the sandbox's cgroup: %q (empty: containment off)", cgroupDir)
-	runToolbox(t, d, "tb", toolboxSuite{workDir: ws, hostDir: ws, gone: func(t *testing.T, pid string) bool {
+	runToolbox(t, d, "tb", toolboxSuite{workDir: ws, hostDir: ws, ordered: true, gone: func(t *testing.T, pid string) bool {
 		_, err := os.Stat("/proc/" + pid)
 		if !os.IsNotExist(err) || len(testenv.Marked(rec.Marker)) != 0 {
 			return false
