@@ -90,7 +90,7 @@ func TestToolboxExecBound(t *testing.T) {
 	codes := make(chan int, supervisor.MaxExecsPerSandbox+4)
 	for range supervisor.MaxExecsPerSandbox + 4 {
 		wg.Go(func() {
-			_, r := e.execute(base, `{"command":"sleep 2","timeout":10}`)
+			_, r := e.execute(base, `{"command":"sleep 4","timeout":20}`)
 			codes <- r.code
 		})
 	}

@@ -273,7 +273,7 @@ func runToolbox(t *testing.T, d *testenv.Daemon, id string, s toolboxSuite) {
 	busy := make(chan int, supervisor.MaxExecsPerSandbox+4)
 	for range supervisor.MaxExecsPerSandbox + 4 {
 		wg.Go(func() {
-			code, _ := tc.json("POST", "/process/execute", `{"command":"sleep 2","timeout":20}`)
+			code, _ := tc.json("POST", "/process/execute", `{"command":"sleep 4","timeout":20}`)
 			busy <- code
 		})
 	}
