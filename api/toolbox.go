@@ -72,9 +72,9 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // the client went away: the command ended with its request
 	}
-	id := r.PathValue("id")
+	red := s.sup.Redactor(r.PathValue("id"))
 	writeJSON(w, http.StatusOK, wire.ExecResponse{ExitCode: x.Code, Signal: int(x.Signal), Reason: x.Reason,
-		Stdout: s.sup.Redact(id, stdout.String()), Stderr: s.sup.Redact(id, stderr.String()), OutputCut: stdout.Cut() || stderr.Cut()})
+		Stdout: red.Redact(stdout.String()), Stderr: red.Redact(stderr.String()), OutputCut: stdout.Cut() || stderr.Cut()})
 }
 
 // fileError maps a file operation's error.
@@ -275,10 +275,11 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	stdout, stderr, _, cut := c.Logs()
+	red := s.sup.Redactor(id)
 	code := -1
 	if x := c.ExitCode(); x != nil {
 		code = *x
 	}
 	writeJSON(w, http.StatusOK, wire.SessionExecResponse{ID: c.ID, ExitCode: code,
-		Stdout: s.sup.Redact(id, stdout), Stderr: s.sup.Redact(id, stderr), OutputCut: cut})
+		Stdout: red.Redact(stdout), Stderr: red.Redact(stderr), OutputCut: cut})
 }

@@ -100,16 +100,17 @@ func (s *Supervisor) Env(id string) (map[string]string, error) {
 	return out, nil
 }
 
-// Redact removes from text the secrets a sandbox's output may hold, as
-// its entrypoint logs are redacted: the secret values of its environment,
-// the daemon's forwarded credentials, well-known token shapes. A sandbox
-// that is gone gets the shapes and the daemon's credentials only.
-func (s *Supervisor) Redact(id, text string) string {
+// Redactor removes the secrets a sandbox's output may hold, as its
+// entrypoint logs are redacted: the secret values of its environment, the
+// daemon's forwarded credentials, well-known token shapes. A sandbox that
+// is gone gets the shapes and the daemon's credentials only. Making one
+// reads the sandbox's environment: make one per answer, not per piece.
+func (s *Supervisor) Redactor(id string) *redact.Redactor {
 	secrets := s.opts.Env.Secrets()
 	if e, err := s.lookup(id); err == nil {
 		secrets = s.secretsOf(e)
 	}
-	return redact.New(secrets).Redact(text)
+	return redact.New(secrets)
 }
 
 // PortEndpoint is where port of a running sandbox's workload (the port as

@@ -12,6 +12,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/logcap"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/redact"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/shell"
 )
@@ -25,7 +26,7 @@ type Toolbox interface {
 	Session(id, sid string) (*shell.Session, error)
 	DeleteSession(id, sid string) error
 	EntrypointLogs(ctx context.Context, id string, tail int) (supervisor.Logs, error)
-	Redact(id, text string) string
+	Redactor(id string) *redact.Redactor
 }
 
 // Toolbox bounds and defaults (Daytona's document: a command's timeout
@@ -217,7 +218,7 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, http.StatusRequestTimeout, fmt.Sprintf("command execution timeout: killed after %s", timeout))
 		return
 	}
-	res := a.sup.Redact(r.PathValue("id"), out.String())
+	res := a.sup.Redactor(r.PathValue("id")).Redact(out.String())
 	if out.Cut() {
 		res = fmt.Sprintf("[output cut: the last %d bytes]\n", MaxExecOutput) + res
 	}

@@ -176,9 +176,9 @@ func (a *API) command(w http.ResponseWriter, r *http.Request) (*shell.Command, b
 
 // logsOf is a command's output, redacted as the sandbox's logs are.
 func (a *API) logsOf(r *http.Request, c *shell.Command) (stdout, stderr, output string) {
-	id := r.PathValue("id")
+	red := a.sup.Redactor(r.PathValue("id"))
 	o, e, b, _ := c.Logs()
-	return a.sup.Redact(id, o), a.sup.Redact(id, e), a.sup.Redact(id, b)
+	return red.Redact(o), red.Redact(e), red.Redact(b)
 }
 
 func (a *API) getCommand(w http.ResponseWriter, r *http.Request) {
@@ -228,9 +228,9 @@ func (a *API) commandLogs(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{})
-	id := r.PathValue("id")
+	red := a.sup.Redactor(r.PathValue("id"))
 	c.Follow(r.Context(), func(_ bool, text string) error {
-		if _, err := w.Write([]byte(a.sup.Redact(id, text))); err != nil {
+		if _, err := w.Write([]byte(red.Redact(text))); err != nil {
 			return err
 		}
 		return rc.Flush()
