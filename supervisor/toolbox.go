@@ -155,12 +155,8 @@ func (s *Supervisor) CreateSession(id, sid string) (*shell.Session, error) {
 		return nil, fmt.Errorf("%w: %s has %d sessions (at most %d); delete one first", ErrBusy, Clip(id, MaxQuoted), len(live), MaxSessionsPerSandbox)
 	}
 	s.tools.mu.Unlock()
-	sess, err := shell.New(sid, func(stdin io.Reader, stdout, stderr io.Writer) (shell.Process, error) {
-		p, err := s.Exec(context.Background(), id, runtime.ExecSpec{Argv: shell.Argv, Stdin: stdin, Stdout: stdout, Stderr: stderr})
-		if err != nil {
-			return nil, err
-		}
-		return shellProcess{p}, nil
+	sess, err := shell.New(sid, func(stdin io.Reader, stdout, stderr io.Writer) (runtime.Process, error) {
+		return s.Exec(context.Background(), id, runtime.ExecSpec{Argv: shell.Argv, Stdin: stdin, Stdout: stdout, Stderr: stderr})
 	})
 	if err != nil {
 		return nil, err
@@ -246,13 +242,3 @@ func (t *toolbox) forget(id string) {
 	defer t.mu.Unlock()
 	delete(t.sessions, id)
 }
-
-// shellProcess adapts a runtime process to a session's shell.
-type shellProcess struct{ p runtime.Process }
-
-func (sp shellProcess) Wait(ctx context.Context) (int, error) {
-	x, err := sp.p.Wait(ctx)
-	return x.Code, err
-}
-
-func (sp shellProcess) Kill() error { return sp.p.Kill() }

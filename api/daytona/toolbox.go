@@ -200,7 +200,7 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request) {
 	for k, v := range b.Envs {
 		env = append(env, k+"="+v)
 	}
-	out := &lockedTail{t: logcap.NewTail(MaxExecOutput)}
+	out := logcap.NewTail(MaxExecOutput) // one writer: the output is merged, and read after Wait
 	p, err := a.sup.Exec(r.Context(), r.PathValue("id"), runtime.ExecSpec{Argv: argv, Env: env, Dir: b.Cwd, Stdout: out, Merged: true, Timeout: timeout})
 	if errors.Is(err, runtime.ErrExecStart) {
 		writeJSON(w, http.StatusOK, ExecuteResponse{Result: err.Error(), ExitCode: -1})

@@ -14,11 +14,9 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
-	"github.com/agent-control-plane/agent-control-plane/supervisor/logcap"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
@@ -49,21 +47,6 @@ func (a *API) fileInfoOf(fi runtime.FileInfo) FileInfo {
 		Permissions: fmt.Sprintf("%#o", fi.Mode.Perm()), Owner: a.opts.User, Group: a.opts.User,
 		ModTime: fi.ModTime.String(), ModifiedAt: fi.ModTime.UTC().Format(time.RFC3339Nano)}
 }
-
-// lockedTail is a Tail written by two copiers at once.
-type lockedTail struct {
-	mu sync.Mutex
-	t  *logcap.Tail
-}
-
-func (l *lockedTail) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.t.Write(b)
-}
-
-func (l *lockedTail) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.t.String() }
-func (l *lockedTail) Cut() bool      { l.mu.Lock(); defer l.mu.Unlock(); return l.t.Cut() }
 
 func (a *API) listFiles(w http.ResponseWriter, r *http.Request) {
 	f, ok := a.files(w, r)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/logcap"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
 // Argv is the shell a session runs (looked up in the sandbox's PATH).
@@ -43,22 +44,17 @@ var (
 	ErrFinished = errors.New("the command has finished")
 )
 
-// Start runs the session's shell: start is given the shell's input and
-// its two outputs and returns once the shell runs.
-type Start func(stdin io.Reader, stdout, stderr io.Writer) (Process, error)
-
-// Process is the running shell.
-type Process interface {
-	Wait(ctx context.Context) (code int, err error)
-	Kill() error
-}
+// Start runs the session's shell inside the sandbox (an exec of Argv):
+// it is given the shell's input and its two outputs and returns once the
+// shell runs.
+type Start func(stdin io.Reader, stdout, stderr io.Writer) (runtime.Process, error)
 
 // Session is one shell and the commands run in it.
 type Session struct {
 	ID      string
 	Created time.Time
 	marker  string
-	proc    Process
+	proc    runtime.Process
 	in      *io.PipeWriter
 	queue   chan *Command
 	ended   chan struct{}
@@ -104,8 +100,8 @@ func New(id string, start Start) (*Session, error) {
 	s.proc = p
 	go s.run()
 	go func() {
-		code, _ := p.Wait(context.Background())
-		s.end(code)
+		x, _ := p.Wait(context.Background())
+		s.end(x.Code)
 	}()
 	return s, nil
 }
@@ -202,17 +198,17 @@ func (s *Session) Command(id string) (*Command, error) {
 
 // Input sends data to the input of the command that is running.
 func (s *Session) Input(id string, data string) error {
-	s.mu.Lock()
-	cur := s.current
-	s.mu.Unlock()
 	c, err := s.Command(id)
 	if err != nil {
 		return err
 	}
-	if c != cur || c.Finished() {
-		if c.Finished() {
-			return ErrFinished
-		}
+	s.mu.Lock()
+	running := s.current == c
+	s.mu.Unlock()
+	switch {
+	case c.Finished():
+		return ErrFinished
+	case !running:
 		return errors.New("the command has not started yet")
 	}
 	_, err = io.WriteString(s.in, data)
@@ -339,9 +335,9 @@ func (c *Command) Logs() (stdout, stderr, output string, cut bool) {
 	return c.stdout.String(), c.stderr.String(), c.output.String(), c.stdout.Cut() || c.stderr.Cut() || c.output.Cut()
 }
 
-// Follow passes emit what the command writes from offset on (of its
-// combined output) until it ends or ctx does; it returns the offset
-// reached.
+// Follow passes emit what the command has written and what it writes
+// next, stream by stream, until it has ended (and all of it was passed)
+// or ctx ends.
 func (c *Command) Follow(ctx context.Context, emit func(stderr bool, text string) error) error {
 	var sentOut, sentErr int64
 	for {

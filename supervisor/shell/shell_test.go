@@ -7,12 +7,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
 // localShell runs the session's shell as a plain child of the test.
 func localShell(t *testing.T) *Session {
 	t.Helper()
-	s, err := New("s1", func(stdin io.Reader, stdout, stderr io.Writer) (Process, error) {
+	s, err := New("s1", func(stdin io.Reader, stdout, stderr io.Writer) (runtime.Process, error) {
 		cmd := exec.Command("sh")
 		cmd.Stdout, cmd.Stderr = stdout, stderr
 		in, err := cmd.StdinPipe() // as the runtimes do: Wait does not wait on the copy
@@ -34,9 +36,9 @@ func localShell(t *testing.T) *Session {
 
 type cmdProcess struct{ cmd *exec.Cmd }
 
-func (p *cmdProcess) Wait(context.Context) (int, error) {
-	err := p.cmd.Wait()
-	return p.cmd.ProcessState.ExitCode(), err
+func (p *cmdProcess) Wait(context.Context) (runtime.Exit, error) {
+	p.cmd.Wait() // a non-zero exit is an exit code, not an error here
+	return runtime.Exit{Code: p.cmd.ProcessState.ExitCode()}, nil
 }
 func (p *cmdProcess) Kill() error { return p.cmd.Process.Kill() }
 
