@@ -137,7 +137,7 @@ func New(sup Supervisor, opts Options) (*Server, error) {
 		mux.Handle("GET /ui/"+f, http.HandlerFunc(uiAsset))
 	}
 	dt := s.newDaytona()
-	for path, methods := range routesByPath(append(routes, daytonaRoutes(dt)...)) {
+	for path, methods := range routesByPath(slices.Concat(routes, daytonaRoutes(dt))) {
 		mux.Handle(path, s.dispatch(path, methods))
 	}
 	if opts.Registry != nil {
