@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -504,31 +505,84 @@ func (s *Server) previewURL(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
-	tail := supervisor.DefaultLogTail
-	q := r.URL.Query()
-	if v := q.Get("tailBytes"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1<<20 {
-			writeError(w, wire.CodeInvalidRequest, "tailBytes must be between 1 and 1048576")
-			return
-		}
-		tail = n
+	q, stamps, follow, msg := logQuery(r.URL.Query(), time.Now())
+	if msg != "" {
+		writeError(w, wire.CodeInvalidRequest, msg)
+		return
 	}
-	if v := q.Get("follow"); v != "" {
-		follow, err := strconv.ParseBool(v)
-		if err != nil {
-			writeError(w, wire.CodeInvalidRequest, "follow must be true or false")
-			return
-		}
-		if follow {
-			s.followLogs(w, r, tail)
-			return
-		}
+	if follow {
+		s.followLogs(w, r, q)
+		return
 	}
-	l, err := s.sup.EntrypointLogs(r.Context(), r.PathValue("id"), tail)
+	l, err := s.sup.EntrypointLogs(r.Context(), r.PathValue("id"), q)
 	if err != nil {
 		s.writeSupervisorError(w, err, wire.CodeInternal)
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.LogsResponse{Output: l.Stdout + l.Stderr, Stdout: l.Stdout, Stderr: l.Stderr})
+	writeJSON(w, http.StatusOK, ToLogs(l, stamps))
+}
+
+// MaxLogLines bounds the tail parameter of entrypoint-logs.
+const MaxLogLines = 100000
+
+// logQuery reads entrypoint-logs' parameters; msg says what is wrong.
+func logQuery(v url.Values, now time.Time) (q supervisor.LogQuery, stamps, follow bool, msg string) {
+	if t := v.Get("tailBytes"); t != "" {
+		n, err := strconv.Atoi(t)
+		if err != nil || n < 1 || n > 1<<20 {
+			return q, false, false, "tailBytes must be between 1 and 1048576"
+		}
+		q.TailBytes = n
+	}
+	if t := v.Get("tail"); t != "" {
+		n, err := strconv.Atoi(t)
+		if err != nil || n < 1 || n > MaxLogLines {
+			return q, false, false, fmt.Sprintf("tail must be a number of lines between 1 and %d", MaxLogLines)
+		}
+		q.Lines = n
+	}
+	if t := v.Get("since"); t != "" {
+		at, err := wire.ParseSince(t, now)
+		if err != nil {
+			return q, false, false, err.Error()
+		}
+		q.Since = at
+		if q.TailBytes == 0 {
+			q.TailBytes = 1 << 20 // all since, as far as the bound goes
+		}
+	}
+	switch q.Stream = v.Get("stream"); q.Stream {
+	case "", supervisor.StreamStdout, supervisor.StreamStderr:
+	default:
+		return q, false, false, "stream must be stdout or stderr (absent: both)"
+	}
+	for _, b := range []struct {
+		name string
+		dst  *bool
+	}{{"timestamps", &stamps}, {"follow", &follow}} {
+		if t := v.Get(b.name); t != "" {
+			var err error
+			if *b.dst, err = strconv.ParseBool(t); err != nil {
+				return q, false, false, b.name + " must be true or false"
+			}
+		}
+	}
+	return q, stamps, follow, ""
+}
+
+// ToLogs is the wire shape of a sandbox's logs: output merged in write
+// order, each line after its time with stamps.
+func ToLogs(l supervisor.Logs, stamps bool) wire.LogsResponse {
+	out := wire.LogsResponse{Stdout: l.Stdout, Stderr: l.Stderr, Lines: make([]wire.LogLine, len(l.Lines))}
+	var merged strings.Builder
+	for i, line := range l.Lines {
+		at := line.At.UTC().Format(wire.LogTimeFormat)
+		out.Lines[i] = wire.LogLine{Stream: line.Stream, Time: at, Text: line.Text}
+		if stamps {
+			merged.WriteString(at + " ")
+		}
+		merged.WriteString(line.Text)
+	}
+	out.Output = merged.String()
+	return out
 }

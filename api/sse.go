@@ -134,7 +134,7 @@ func (st *stream) send(b []byte) bool {
 // redacted, at most supervisor.FollowChunk bytes each), then one "end"
 // event with the sandbox when it is no longer running. A sandbox that is
 // not found answers 404 before the stream starts.
-func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, tail int) {
+func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, q supervisor.LogQuery) {
 	id := r.PathValue("id")
 	if _, err := s.sup.Get(id); err != nil {
 		s.writeSupervisorError(w, err, wire.CodeInternal)
@@ -169,8 +169,8 @@ func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, tail int) {
 			}
 		}
 	}()
-	sb, err := s.sup.FollowLogs(ctx, id, tail, func(c supervisor.LogChunk) error {
-		return send(c.Stream, wire.LogChunk{Text: c.Text})
+	sb, err := s.sup.FollowLogs(ctx, id, q, func(c supervisor.LogChunk) error {
+		return send(c.Stream, wire.LogChunk{Text: c.Text, Time: c.At.UTC().Format(wire.LogTimeFormat)})
 	})
 	if err != nil {
 		return // the client left, or the stream broke: nothing more to say

@@ -33,7 +33,7 @@ func follow(t *testing.T, s *Supervisor, id string, tail int) *follower {
 	t.Cleanup(func() { cancel(); <-f.done })
 	go func() {
 		defer close(f.done)
-		f.final, f.err = s.FollowLogs(ctx, id, tail, func(c LogChunk) error {
+		f.final, f.err = s.FollowLogs(ctx, id, LogQuery{TailBytes: tail}, func(c LogChunk) error {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			if len(c.Text) > FollowChunk {
@@ -164,11 +164,11 @@ func TestFollowLogsStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got strings.Builder
-	sb, err := h.sup.FollowLogs(context.Background(), "s", 0, func(c LogChunk) error { got.WriteString(c.Text); return nil })
+	sb, err := h.sup.FollowLogs(context.Background(), "s", LogQuery{}, func(c LogChunk) error { got.WriteString(c.Text); return nil })
 	if err != nil || sb.State != Stopped || !strings.Contains(got.String(), "said once") {
 		t.Fatalf("%v %s %q", err, sb.State, got.String())
 	}
-	if _, err := h.sup.FollowLogs(context.Background(), "nope", 0, func(LogChunk) error { return nil }); !isErr(err, ErrNotFound) {
+	if _, err := h.sup.FollowLogs(context.Background(), "nope", LogQuery{}, func(LogChunk) error { return nil }); !isErr(err, ErrNotFound) {
 		t.Fatalf("missing sandbox: %v", err)
 	}
 }
@@ -196,7 +196,7 @@ func BenchmarkFollowLine(b *testing.B) {
 	got := make(chan struct{}, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go s.FollowLogs(ctx, "f", 0, func(c LogChunk) error {
+	go s.FollowLogs(ctx, "f", LogQuery{}, func(c LogChunk) error {
 		got <- struct{}{}
 		return nil
 	})

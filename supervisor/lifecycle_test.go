@@ -78,7 +78,7 @@ func TestRefreshActivityResetsTimerReadsDoNot(t *testing.T) {
 	for range 5 {
 		h.sup.Get("kept")
 		h.sup.List(nil)
-		h.sup.EntrypointLogs(context.Background(), "kept", 0)
+		h.sup.EntrypointLogs(context.Background(), "kept", LogQuery{})
 		s, _ := h.sup.Subscribe(nil, nil)
 		s.Close()
 		h.sup.Stats()

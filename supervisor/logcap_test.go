@@ -1,7 +1,9 @@
 package supervisor
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -50,7 +52,7 @@ func TestLogCap(t *testing.T) {
 			h.waitState("chatty", Started)
 			dir := filepath.Join(h.opts.Root, "chatty")
 			testenv.Eventually(t, "the sandbox directory under the cap", func() bool {
-				if n := dirBytes(dir); n > 2*capBytes+64<<10 {
+				if n := dirBytes(dir); n > 2*capBytes+2*capBytes/32+64<<10 { // the logs, their indexes, one block each
 					sizes := map[string]int64{}
 					ents, _ := os.ReadDir(dir)
 					for _, e := range ents {
@@ -63,7 +65,7 @@ func TestLogCap(t *testing.T) {
 				}
 				return true
 			})
-			logs, err := h.sup.EntrypointLogs(context.Background(), "chatty", 0)
+			logs, err := h.sup.EntrypointLogs(context.Background(), "chatty", LogQuery{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,17 +83,46 @@ func TestLogCap(t *testing.T) {
 }
 
 // The tail reads across the rotation: the live file alone is shorter than
-// the tail asked for, so the rest comes from the rotated file.
+// the tail asked for, so the rest comes from the rotated file, every line
+// once and in order, each dated.
 func TestLogTailAcrossRotation(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newHarness(t, func(o *Options) { o.LogMaxBytes = 64 << 10 })
 	h.create("t", nil, nil)
 	h.waitState("t", Started)
 	dir := filepath.Join(h.opts.Root, "t")
-	os.WriteFile(filepath.Join(dir, logcap.Stdout+logcap.RotatedSuffix), []byte("partial first line\nolder line\nend of older "), 0o600)
-	os.WriteFile(filepath.Join(dir, logcap.Stdout), []byte("half\nnewest line\n"), 0o600)
-	logs, err := h.sup.EntrypointLogs(context.Background(), "t", 0)
-	if err != nil || logs.Stdout != "partial first line\nolder line\nend of older half\nnewest line\n" {
-		t.Fatalf("tail %q %v", logs.Stdout, err)
+	f, err := os.OpenFile(filepath.Join(dir, logcap.Stdout), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const n = 4000 // "line 0000\n": 40 000 bytes, past half the cap
+	for i := 0; i < n; i += 100 {
+		var b strings.Builder
+		for j := i; j < i+100; j++ {
+			fmt.Fprintf(&b, "line %04d\n", j)
+		}
+		f.WriteString(b.String())
+	}
+	testenv.Eventually(t, "the log rotated", func() bool {
+		_, err := os.Stat(filepath.Join(dir, logcap.Stdout+logcap.RotatedSuffix))
+		return err == nil
+	})
+	live, _ := os.ReadFile(filepath.Join(dir, logcap.Stdout))
+	logs, err := h.sup.EntrypointLogs(context.Background(), "t", LogQuery{TailBytes: 38000, Stream: StreamStdout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(logs.Stdout) <= len(bytes.TrimLeft(live, "\x00")) {
+		t.Fatalf("the tail (%d bytes) did not reach into the rotated file (the live one holds %d)", len(logs.Stdout), len(live))
+	}
+	first := n - len(logs.Lines)
+	for i, l := range logs.Lines {
+		if want := fmt.Sprintf("line %04d\n", first+i); l.Text != want || l.At.IsZero() || l.Stream != StreamStdout {
+			t.Fatalf("line %d is %+v, want %q dated", i, l, want)
+		}
+		if i > 0 && l.At.Before(logs.Lines[i-1].At) {
+			t.Fatalf("line %d dated before the one before it", i)
+		}
 	}
 }
 
@@ -118,7 +149,7 @@ func TestLogCapFullDisk(t *testing.T) {
 		t.Fatalf("sandbox after a full disk: %+v %v", sb, err)
 	}
 	testenv.Eventually(t, "the cap held", func() bool { return dirBytes(filepath.Join(root, "filler")) <= 4<<20+64<<10 })
-	if _, err := h.sup.EntrypointLogs(context.Background(), "filler", 0); err != nil {
+	if _, err := h.sup.EntrypointLogs(context.Background(), "filler", LogQuery{}); err != nil {
 		t.Fatal(err)
 	}
 }

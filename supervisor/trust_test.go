@@ -229,7 +229,7 @@ func TestPlantedLogs(t *testing.T) {
 	if err := os.Symlink(outside, stdout); err != nil {
 		t.Fatal(err)
 	}
-	logs, err := h.sup.EntrypointLogs(context.Background(), "linked", 0)
+	logs, err := h.sup.EntrypointLogs(context.Background(), "linked", LogQuery{})
 	if strings.Contains(logs.Stdout+logs.Stderr, "OUTSIDE") {
 		t.Fatal("a symlinked log served content from outside the root")
 	}
@@ -247,7 +247,7 @@ func TestPlantedLogs(t *testing.T) {
 	done := make(chan error, 20)
 	for range 20 {
 		go func() {
-			_, err := h.sup.EntrypointLogs(context.Background(), "fifo", 0)
+			_, err := h.sup.EntrypointLogs(context.Background(), "fifo", LogQuery{})
 			done <- err
 		}()
 	}

@@ -446,10 +446,46 @@ func (c *Client) SetAutostopInterval(ctx context.Context, id string, minutes flo
 
 func ptr[T any](v T) *T { return &v }
 
-// EntrypointLogs returns the redacted tail of the sandbox's output.
-func (c *Client) EntrypointLogs(ctx context.Context, id string) (wire.LogsResponse, error) {
+// LogsOptions pick which of a sandbox's log lines are returned; the zero
+// value is the daemon's default (the last 64 KiB of each stream).
+type LogsOptions struct {
+	TailBytes  int    // of each stream, at most (1 to 1 MiB)
+	Lines      int    // the last this many lines of both streams
+	Since      string // a time or a duration before now (wire.ParseSince)
+	Stream     string // "stdout" or "stderr" only
+	Timestamps bool   // Output's lines after their time
+}
+
+// query is o as entrypoint-logs parameters.
+func (o LogsOptions) query() url.Values {
+	v := url.Values{}
+	if o.TailBytes > 0 {
+		v.Set("tailBytes", strconv.Itoa(o.TailBytes))
+	}
+	if o.Lines > 0 {
+		v.Set("tail", strconv.Itoa(o.Lines))
+	}
+	if o.Since != "" {
+		v.Set("since", o.Since)
+	}
+	if o.Stream != "" {
+		v.Set("stream", o.Stream)
+	}
+	if o.Timestamps {
+		v.Set("timestamps", "true")
+	}
+	return v
+}
+
+// EntrypointLogs returns the redacted end of the sandbox's output, as o
+// picks it.
+func (c *Client) EntrypointLogs(ctx context.Context, id string, o LogsOptions) (wire.LogsResponse, error) {
 	var out wire.LogsResponse
-	err := c.do(ctx, c.timeout, "GET", "/v1/sandboxes/"+esc(id)+"/entrypoint-logs", nil, &out)
+	path := "/v1/sandboxes/" + esc(id) + "/entrypoint-logs"
+	if q := o.query().Encode(); q != "" {
+		path += "?" + q
+	}
+	err := c.do(ctx, c.timeout, "GET", path, nil, &out)
 	return out, err
 }
 

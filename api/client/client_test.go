@@ -89,7 +89,7 @@ func TestClientAgainstDaemon(t *testing.T) {
 		t.Fatalf("preview %q %v", u, err)
 	}
 	testenv.Eventually(t, "logs", func() bool {
-		l, err := c.EntrypointLogs(ctx, "cl1")
+		l, err := c.EntrypointLogs(ctx, "cl1", LogsOptions{})
 		return err == nil && strings.Contains(l.Stdout, "hello from cl1")
 	})
 	if sb, err := c.Stop(ctx, "cl1", false); err != nil || sb.State != wire.StateStopped {

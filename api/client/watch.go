@@ -131,15 +131,16 @@ func (c *Client) openStream(ctx context.Context, path, lastID string) (*EventRea
 	return NewEventReader(readNotify{resp.Body, func() { idle.Reset(IdleTimeout) }}), closeAll, nil
 }
 
-// FollowLogs passes fn the sandbox's entrypoint logs, the last tailBytes
-// (0: the daemon's default) and then each line as it is written, redacted,
-// with its stream ("stdout" or "stderr"), until the sandbox stops (its
-// state then is returned), ctx ends or fn fails.
-func (c *Client) FollowLogs(ctx context.Context, id string, tailBytes int, fn func(stream, text string) error) (wire.SandboxInfo, error) {
-	path := "/v1/sandboxes/" + esc(id) + "/entrypoint-logs?follow=true"
-	if tailBytes > 0 {
-		path += "&tailBytes=" + strconv.Itoa(tailBytes)
-	}
+// FollowLogs passes fn the sandbox's entrypoint logs as o picks them, and
+// then each line as it is written (both streams in the order they were
+// written), redacted, with its stream ("stdout" or "stderr"), until the
+// sandbox stops (its state then is returned), ctx ends or fn fails.
+// o.Timestamps changes nothing: every chunk carries its time.
+func (c *Client) FollowLogs(ctx context.Context, id string, o LogsOptions, fn func(stream string, chunk wire.LogChunk) error) (wire.SandboxInfo, error) {
+	q := o.query()
+	q.Del("timestamps")
+	q.Set("follow", "true")
+	path := "/v1/sandboxes/" + esc(id) + "/entrypoint-logs?" + q.Encode()
 	er, closeStream, err := c.openStream(ctx, path, "")
 	if err != nil {
 		return wire.SandboxInfo{}, err
@@ -168,7 +169,7 @@ func (c *Client) FollowLogs(ctx context.Context, id string, tailBytes int, fn fu
 			if err := json.Unmarshal(ev.Data, &chunk); err != nil {
 				return wire.SandboxInfo{}, fmt.Errorf("decode log chunk: %w", err)
 			}
-			if err := fn(ev.Type, chunk.Text); err != nil {
+			if err := fn(ev.Type, chunk); err != nil {
 				return wire.SandboxInfo{}, err
 			}
 		}

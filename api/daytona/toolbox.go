@@ -25,7 +25,7 @@ type Toolbox interface {
 	Sessions(id string) ([]*shell.Session, error)
 	Session(id, sid string) (*shell.Session, error)
 	DeleteSession(id, sid string) error
-	EntrypointLogs(ctx context.Context, id string, tail int) (supervisor.Logs, error)
+	EntrypointLogs(ctx context.Context, id string, q supervisor.LogQuery) (supervisor.Logs, error)
 	Redactor(id string) *redact.Redactor
 }
 

@@ -251,12 +251,12 @@ func (a *API) entrypointSession(w http.ResponseWriter, r *http.Request) {
 
 // entrypointLogs are the workload's logs, redacted as on /v1.
 func (a *API) entrypointLogs(w http.ResponseWriter, r *http.Request) {
-	l, err := a.sup.EntrypointLogs(r.Context(), r.PathValue("id"), supervisor.DefaultLogTail)
+	l, err := a.sup.EntrypointLogs(r.Context(), r.PathValue("id"), supervisor.LogQuery{})
 	if err != nil {
 		a.fail(w, r, err, wire.CodeInternal)
 		return
 	}
-	writeJSON(w, http.StatusOK, LogsResponse{Output: l.Stdout + l.Stderr, Stdout: l.Stdout, Stderr: l.Stderr})
+	writeJSON(w, http.StatusOK, LogsResponse{Output: l.Output(), Stdout: l.Stdout, Stderr: l.Stderr})
 }
 
 // SplitWords splits a command line into words as a POSIX shell would

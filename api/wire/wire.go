@@ -5,6 +5,7 @@ package wire
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -309,15 +310,54 @@ type PreviewURLResponse struct {
 
 // LogsResponse is the body of GET .../entrypoint-logs.
 type LogsResponse struct {
-	Output string `json:"output"`
-	Stdout string `json:"stdout"`
-	Stderr string `json:"stderr"`
+	// Output is both streams merged in the order they were written (with
+	// timestamps=true, each line after its time and a space).
+	Output string    `json:"output"`
+	Stdout string    `json:"stdout"`
+	Stderr string    `json:"stderr"`
+	Lines  []LogLine `json:"lines"`
 }
 
+// LogLine is one line of a sandbox's output (its newline kept; the last
+// line, not yet ended, may have none) and when it was written, in
+// LogTimeFormat.
+type LogLine struct {
+	Stream string `json:"stream"` // "stdout" or "stderr"
+	Time   string `json:"time"`
+	Text   string `json:"text"`
+}
+
+// LogTimeFormat is the time of a log line: RFC 3339, UTC, nanoseconds,
+// always nine digits so that stamped lines align (as docker logs -t).
+const LogTimeFormat = "2006-01-02T15:04:05.000000000Z"
+
 // LogChunk is the data of a followed log's "stdout" and "stderr" events
-// (GET .../entrypoint-logs?follow=true): whole lines, redacted.
+// (GET .../entrypoint-logs?follow=true): a line, or a piece of a long
+// one, redacted, and when it was written (LogTimeFormat).
 type LogChunk struct {
 	Text string `json:"text"`
+	Time string `json:"time"`
+}
+
+// ParseSince reads a since parameter: an RFC 3339 time, a local date and
+// time (2006-01-02T15:04:05 or 2006-01-02), or a duration before now
+// (90s, 10m, 1h30m).
+func ParseSince(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("since %q: a duration before now is positive", s)
+		}
+		return now.Add(-d), nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	for _, layout := range []string{"2006-01-02T15:04:05", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("since %q is neither a duration (90s, 10m, 1h30m) nor a time (2026-12-01T15:04:05Z, 2026-12-01T15:04:05, 2026-12-01)", s)
 }
 
 // LogEventEnd is the event that ends a followed log: its data is the

@@ -38,6 +38,9 @@ import (
 //	STUB_AGENT_DIAL             host:port,… each tried once over TCP at
 //	                            start, printing "stub-agent: dial ADDR: ok"
 //	                            or "…: failed: why" (network isolation)
+//	STUB_AGENT_TICK_MS          once listening, print "stub-agent: tick N"
+//	                            this often, even N to stdout, odd to stderr
+//	                            (two streams written in turn)
 //	STUB_AGENT_EXTRA_PORT       also listen on $HOST:this port, answering
 //	                            every path with "stub-agent: port N of
 //	                            sandbox ID: PATH" (a second port to preview)
@@ -136,6 +139,14 @@ func runStub(stdout, stderr io.Writer) int {
 	}
 	if mb, _ := strconv.Atoi(os.Getenv("STUB_AGENT_ALLOC_MB")); mb > 0 {
 		go hog(mb)
+	}
+	if ms, _ := strconv.Atoi(os.Getenv("STUB_AGENT_TICK_MS")); ms > 0 {
+		go func() {
+			for n := 0; ; n++ {
+				fmt.Fprintf([]io.Writer{stdout, stderr}[n%2], "stub-agent: tick %d\n", n)
+				time.Sleep(time.Duration(ms) * time.Millisecond)
+			}
+		}()
 	}
 	if extra := os.Getenv("STUB_AGENT_EXTRA_PORT"); extra != "" {
 		eln, err := net.Listen("tcp", net.JoinHostPort(host, extra))

@@ -2,65 +2,10 @@ package logcap
 
 import (
 	"bytes"
-	"errors"
-	"io"
-	"io/fs"
 	"strings"
+	"time"
 	"unicode/utf8"
-
-	"golang.org/x/sys/unix"
 )
-
-// Tail reads the end of log rel across its rotation: the last tail
-// bytes plus a margin so that redaction sees a secret whole even where the
-// window starts, taken from the live file and, where that is shorter, the
-// end of the rotated one before it. A window that does not start at the
-// log's start drops its first, partial line.
-//
-// The files are opened as the daemon's own: a link or a FIFO planted in
-// their place is refused at once, never followed or waited on.
-func (lc *Cap) Tail(rel string, tail int) (string, error) {
-	window := int64(tail) + 64<<10
-	b, off, err := lc.readEnd(rel, window)
-	if err != nil {
-		return "", err
-	}
-	if off == 0 && int64(len(b)) < window {
-		older, olderOff, err := lc.readEnd(rel+RotatedSuffix, window-int64(len(b)))
-		if err != nil {
-			return "", err
-		}
-		b, off = append(older, b...), olderOff
-	}
-	if off > 0 {
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			b = b[i+1:]
-		}
-	}
-	return strings.ToValidUTF8(string(b), "\uFFFD"), nil
-}
-
-// readEnd returns the last n bytes of file rel (none if it does not
-// exist) and how many bytes of the file's data come before them.
-func (lc *Cap) readEnd(rel string, n int64) ([]byte, int64, error) {
-	f, fi, err := lc.fs.OpenRegular(rel, unix.O_RDONLY)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, 0, nil
-	}
-	if err != nil {
-		return nil, 0, err
-	}
-	defer f.Close()
-	// A log whose head was punched out starts where its data does.
-	ds := dataStart(f, fi.Size())
-	off := max(fi.Size()-n, ds)
-	b := make([]byte, fi.Size()-off)
-	k, err := f.ReadAt(b, off)
-	if err != nil && err != io.EOF {
-		return nil, 0, err
-	}
-	return b[:k], off - ds, nil
-}
 
 // ClipStart keeps at most the last n bytes of s, starting at a line: the
 // partial first line of the window is dropped (unless the window holds no
@@ -94,8 +39,9 @@ type Follower struct {
 }
 
 // Drain passes send what f's log gained since the last drain, in whole
-// lines; with final, the line not yet ended too.
-func (f *Follower) Drain(lc *Cap, final bool, send func(stream, text string) error) error {
+// lines, with the position their text ends at; with final, the line not
+// yet ended too.
+func (f *Follower) Drain(lc *Cap, final bool, send func(stream, text string, end int64) error) error {
 	for {
 		b, next, skipped, err := lc.ReadFrom(f.Rel, f.Pos, 64<<10)
 		if err != nil {
@@ -107,7 +53,7 @@ func (f *Follower) Drain(lc *Cap, final bool, send func(stream, text string) err
 			// Rotated away before it was read: say so, and go on from a
 			// line's start.
 			f.partial, f.SkipLine = nil, true
-			if err := send(f.Name, "[… older output rotated away before it could be followed …]\n"); err != nil {
+			if err := send(f.Name, "[… older output rotated away before it could be followed …]\n", next-int64(len(b))); err != nil {
 				return err
 			}
 		}
@@ -124,7 +70,7 @@ func (f *Follower) Drain(lc *Cap, final bool, send func(stream, text string) err
 			cut = len(f.partial)
 		}
 		if cut > 0 {
-			if err := send(f.Name, string(f.partial[:cut])); err != nil {
+			if err := send(f.Name, string(f.partial[:cut]), f.Pos-int64(len(f.partial)-cut)); err != nil {
 				return err
 			}
 			f.partial = append(f.partial[:0], f.partial[cut:]...)
@@ -133,4 +79,31 @@ func (f *Follower) Drain(lc *Cap, final bool, send func(stream, text string) err
 			return nil
 		}
 	}
+}
+
+// Lines reads log rel in whole, dated lines: its last tail bytes or, when
+// since is set and later, what was written from since on; reading starts
+// a line before that, so that a caller redacting the text sees a secret
+// whole where the window starts (margin bytes are read before it), and
+// drops what it does not want.
+// It returns the position after what it read, for a follower to go on
+// from.
+func (lc *Cap) Lines(rel string, tail, margin int64, since time.Time) ([]Line, int64, error) {
+	pos, mid, err := lc.TailFrom(rel, tail+margin)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !since.IsZero() {
+		if sp := lc.SinceFrom(rel, since); sp-margin-1 > pos {
+			pos, mid = sp-margin-1, true // from the byte before, as TailFrom
+		}
+	}
+	f := Follower{Rel: rel, Pos: pos, SkipLine: mid}
+	var lines []Line
+	err = f.Drain(lc, true, func(_, text string, end int64) error {
+		lines = append(lines, SplitLines([]byte(text), end-int64(len(text)))...)
+		return nil
+	})
+	lc.Date(rel, lines)
+	return lines, f.Pos, err
 }

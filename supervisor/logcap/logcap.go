@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,14 +70,14 @@ type Cap struct {
 	// size would cut twice. Followers read under its read lock, so that
 	// a cut and the shift it makes are seen together.
 	rotating sync.RWMutex
-	// shift is how far each log's offsets have moved down since the
-	// daemon started (a collapsed or truncated head), so that a follower's
-	// position (offset + shift) survives rotation. Guarded by rotating.
-	shift map[string]int64
-	// kept is, per log, the positions its rotated file (.1) holds, so
-	// that a follower a rotation overtook reads on from there. Guarded by
+	// states: per log, how far its offsets have moved down (a collapsed
+	// or truncated head), so that a position (offset + shift) survives
+	// rotation and a daemon restart; the positions its rotated file holds
+	// (a follower a rotation overtook reads on from there); its write-time
+	// index (index.go). The map is guarded by statesMu, each state by
 	// rotating.
-	kept map[string]span
+	statesMu sync.Mutex
+	states   map[string]*logState
 
 	mu      sync.Mutex
 	byWatch map[int32]string // Watch descriptor → log (relative to the root)
@@ -98,7 +99,7 @@ var cutMode atomic.Int32
 // that its owner can prove it made).
 func New(dir *securefs.Dir, tempName func(name string) string, max int64, log *slog.Logger) (*Cap, error) {
 	lc := &Cap{fs: dir, tempName: tempName, max: max, log: log, byWatch: map[int32]string{}, byLog: map[string]int32{},
-		warned: map[string]time.Time{}, waiting: map[string]chan struct{}{}, shift: map[string]int64{}, kept: map[string]span{},
+		warned: map[string]time.Time{}, waiting: map[string]chan struct{}{}, states: map[string]*logState{},
 		done: make(chan struct{})}
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
@@ -128,7 +129,8 @@ func (lc *Cap) Watch(id string) {
 		lc.mu.Lock()
 		lc.byWatch[int32(wd)], lc.byLog[rel] = rel, int32(wd)
 		lc.mu.Unlock()
-		lc.rotate(rel)
+		lc.rotate(rel, false)
+		lc.flush(rel)
 	}
 }
 
@@ -145,12 +147,16 @@ func (lc *Cap) Release(id string) {
 		lc.mu.Unlock()
 		if ok {
 			_, _ = unix.InotifyRmWatch(lc.fd, uint32(wd))
-			lc.rotate(rel)
+			lc.rotate(rel, false)
+			lc.flush(rel)
 		}
 	}
 }
 
-// run reads inotify events until close, and rotates each log written to.
+// run reads inotify events until close: each write is dated (in the
+// order the events came, so that two streams' writes keep their order)
+// and its log rotated if due; then the batch's records are written and
+// the logs' followers woken.
 func (lc *Cap) run() {
 	defer close(lc.done)
 	buf := make([]byte, 64<<10)
@@ -162,7 +168,7 @@ func (lc *Cap) run() {
 			}
 			return
 		}
-		seen := map[string]bool{}
+		var seen []string
 		for off := 0; off+unix.SizeofInotifyEvent <= n; {
 			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
 			off += unix.SizeofInotifyEvent + int(ev.Len)
@@ -175,11 +181,16 @@ func (lc *Cap) run() {
 				ok = false
 			}
 			lc.mu.Unlock()
-			if ok && !seen[rel] {
-				seen[rel] = true
-				lc.rotate(rel)
-				lc.wake(rel)
+			if ok {
+				if !slices.Contains(seen, rel) {
+					seen = append(seen, rel)
+				}
+				lc.rotate(rel, true)
 			}
+		}
+		for _, rel := range seen {
+			lc.flush(rel)
+			lc.wake(rel)
 		}
 	}
 }
@@ -213,10 +224,9 @@ func (lc *Cap) wake(rel string) {
 func (lc *Cap) Forget(id string) {
 	for _, name := range Files {
 		rel := id + "/" + name
-		lc.rotating.Lock()
-		delete(lc.shift, rel)
-		delete(lc.kept, rel)
-		lc.rotating.Unlock()
+		lc.statesMu.Lock()
+		delete(lc.states, rel)
+		lc.statesMu.Unlock()
 		lc.wake(rel)
 	}
 }
@@ -228,7 +238,8 @@ func (lc *Cap) Forget(id string) {
 func (lc *Cap) ReadFrom(rel string, pos int64, n int) (b []byte, next int64, skipped bool, err error) {
 	lc.rotating.RLock()
 	defer lc.rotating.RUnlock()
-	shift := lc.shift[rel]
+	st := lc.state(rel)
+	shift := st.shift
 	f, fi, err := lc.fs.OpenRegular(rel, unix.O_RDONLY)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, pos, false, nil
@@ -243,7 +254,7 @@ func (lc *Cap) ReadFrom(rel string, pos int64, n int) (b []byte, next int64, ski
 	if off < ds {
 		// Rotated since it was reached: on from the rotated file, if it
 		// still holds it.
-		if k := lc.kept[rel]; pos < k.to {
+		if k := st.kept; pos < k.to {
 			if pos < k.from {
 				pos, skipped = k.from, true
 			}
@@ -281,11 +292,14 @@ func (lc *Cap) readAt(rel string, off, n int64) ([]byte, error) {
 
 // TailFrom is the position tail bytes before the end of log rel (or its
 // oldest data: in its rotated file when that holds what comes just before
-// the live file), and whether that is mid-file, where a line may be cut.
+// the live file), and whether that is mid-file, where a line may be cut:
+// then the position is one byte earlier, so that a reader dropping up to
+// the first newline keeps a line that starts right at it.
 func (lc *Cap) TailFrom(rel string, tail int64) (pos int64, mid bool, err error) {
 	lc.rotating.RLock()
 	defer lc.rotating.RUnlock()
-	shift := lc.shift[rel]
+	st := lc.state(rel)
+	shift := st.shift
 	f, fi, err := lc.fs.OpenRegular(rel, unix.O_RDONLY)
 	if errors.Is(err, os.ErrNotExist) {
 		return shift, false, nil
@@ -295,9 +309,15 @@ func (lc *Cap) TailFrom(rel string, tail int64) (pos int64, mid bool, err error)
 	}
 	defer f.Close()
 	live := dataStart(f, fi.Size()) + shift
+	oldest := live
 	pos = max(fi.Size()+shift-tail, live)
-	if k := lc.kept[rel]; pos == live && k.to == live && k.from < live {
+	if k := st.kept; pos == live && k.to == live && k.from < live {
+		oldest = k.from
 		pos = max(fi.Size()+shift-tail, k.from)
+	}
+	if pos > oldest {
+		// From the byte before: a pos at a line's start keeps that line.
+		return pos - 1, true, nil
 	}
 	return pos, pos > 0, nil
 }
@@ -331,9 +351,11 @@ func dataStart(f *os.File, size int64) int64 {
 	return min(off, size)
 }
 
-// rotate moves the older part of log rel to rel.1 when its data has
+// rotate dates what log rel gained (now, for a write just seen; else at
+// its modification time: written while no daemon watched, or before its
+// workload ended) and moves its older part to rel.1 when its data has
 // reached half the cap.
-func (lc *Cap) rotate(rel string) {
+func (lc *Cap) rotate(rel string, seen bool) {
 	lc.rotating.Lock()
 	defer lc.rotating.Unlock()
 	f, fi, err := lc.fs.OpenRegular(rel, unix.O_RDWR)
@@ -345,18 +367,24 @@ func (lc *Cap) rotate(rel string) {
 	}
 	defer f.Close()
 	size := fi.Size()
+	at := fi.ModTime()
+	if seen {
+		at = time.Now()
+	}
+	st := lc.state(rel)
+	lc.note(st, f, size, at)
 	start := dataStart(f, size)
 	if size-start < lc.max/2 {
 		return
 	}
-	var st unix.Statfs_t
-	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil || st.Bsize <= 0 {
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &sfs); err != nil || sfs.Bsize <= 0 {
 		lc.warn(rel, "rotate log: statfs failed", err)
 		return
 	}
 	for {
 		how := int(cutMode.Load())
-		from, cut, err := lc.keepOlder(f, rel, start, size, st.Bsize, how)
+		from, cut, err := lc.keepOlder(f, rel, start, size, sfs.Bsize, how)
 		if err != nil {
 			lc.warn(rel, "rotate log: the older part could not be kept and is dropped to hold the cap", err)
 		}
@@ -373,11 +401,12 @@ func (lc *Cap) rotate(rel string) {
 		}
 		if err == nil {
 			if from < cut {
-				lc.kept[rel] = span{from + lc.shift[rel], cut + lc.shift[rel]}
+				st.kept = span{from + st.shift, cut + st.shift}
 			}
 			if how != CutPunch { // a punched head leaves the offsets as they were
-				lc.shift[rel] += cut
+				st.shift += cut
 			}
+			lc.rewriteIndex(rel, st)
 			return
 		}
 		if how == CutTruncate || !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EINVAL) {

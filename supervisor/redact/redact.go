@@ -74,6 +74,49 @@ func (r *Redactor) Redact(s string) string {
 // ends. Replacements cover whole matches of valid strings, so no UTF-8
 // character is split.
 func (r *Redactor) RedactContext(ctx context.Context, s string) (string, error) {
+	spans, err := r.find(ctx, s)
+	if err != nil {
+		return "", err
+	}
+	return apply(s, spans), nil
+}
+
+// RedactParts redacts s as one text, so that a secret spanning two parts
+// (a multi-line value, line by line) is found, and returns each part
+// redacted: s cut at offsets ends (ascending, the last len(s)). A
+// redaction across a cut is replaced in every part it touches, but for
+// the line break a part ends with.
+func (r *Redactor) RedactParts(ctx context.Context, s string, ends []int) ([]string, error) {
+	spans, err := r.find(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	starts := make([]int, len(ends))
+	for i := 1; i < len(ends); i++ {
+		starts[i] = ends[i-1]
+	}
+	in := make([][]span, len(ends))
+	for _, sp := range spans {
+		// Each part the span touches gets its piece of it.
+		for i, _ := slices.BinarySearch(ends, sp.start+1); i < len(ends) && starts[i] < sp.end; i++ {
+			from, to := max(sp.start, starts[i]), min(sp.end, ends[i])
+			if to == ends[i] && s[to-1] == '\n' {
+				to-- // a part's line break stays: lines stay lines
+			}
+			if from < to {
+				in[i] = append(in[i], span{from - starts[i], to - starts[i], sp.repl})
+			}
+		}
+	}
+	out := make([]string, len(ends))
+	for i, end := range ends {
+		out[i] = apply(s[starts[i]:end], in[i])
+	}
+	return out, nil
+}
+
+// find returns the spans of s to redact.
+func (r *Redactor) find(ctx context.Context, s string) ([]span, error) {
 	var spans []span
 	for _, f := range r.forms {
 		// strings.Index is linear in the text whatever the value (it
@@ -87,7 +130,7 @@ func (r *Redactor) RedactContext(ctx context.Context, s string) (string, error) 
 			i += j + len(f)
 		}
 		if err := ctx.Err(); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
 	lower := asciiLower(s)
@@ -95,13 +138,9 @@ func (r *Redactor) RedactContext(ctx context.Context, s string) (string, error) 
 		spans = rule.find(s, lower, spans)
 	}
 	if err := ctx.Err(); err != nil {
-		return "", err
+		return nil, err
 	}
-	spans, err := findAssignments(ctx, s, lower, spans)
-	if err != nil {
-		return "", err
-	}
-	return apply(s, spans), nil
+	return findAssignments(ctx, s, lower, spans)
 }
 
 // apply replaces spans in s. Overlapping spans merge into one redaction

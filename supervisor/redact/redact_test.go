@@ -124,3 +124,34 @@ func TestRedactStopsWhenCancelled(t *testing.T) {
 		t.Fatal("redaction went on after its context ended")
 	}
 }
+
+// RedactParts finds a secret across parts (a multi-line value, line by
+// line) and replaces its piece in each; other parts are as Redact leaves
+// them.
+func TestRedactPartsAcrossLines(t *testing.T) {
+	key := "-----BEGIN KEY-----\nabcdefghijkl\n-----END KEY-----"
+	r := New([]string{key})
+	text := "before\n" + key + "\nafter sk-ant-abcdefghijklmnopqrstuvwxyz0123\n"
+	var ends []int
+	for i, c := range text {
+		if c == '\n' {
+			ends = append(ends, i+1)
+		}
+	}
+	parts, err := r.RedactParts(context.Background(), text, ends)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"before\n", Redacted + "\n", Redacted + "\n", Redacted + "\n", r.Redact("after sk-ant-abcdefghijklmnopqrstuvwxyz0123\n")}
+	if len(parts) != len(want) {
+		t.Fatalf("%d parts: %q", len(parts), parts)
+	}
+	for i := range want {
+		if parts[i] != want[i] {
+			t.Fatalf("part %d is %q, want %q", i, parts[i], want[i])
+		}
+	}
+	if strings.Contains(want[4], "abcdefghijklmnop") {
+		t.Fatalf("the token was not redacted: %q", want[4])
+	}
+}

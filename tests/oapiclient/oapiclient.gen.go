@@ -223,6 +223,24 @@ func (e InfoName) Valid() bool {
 	}
 }
 
+// Defines values for LogLineStream.
+const (
+	LogLineStreamStderr LogLineStream = "stderr"
+	LogLineStreamStdout LogLineStream = "stdout"
+)
+
+// Valid indicates whether the value is a known member of the LogLineStream enum.
+func (e LogLineStream) Valid() bool {
+	switch e {
+	case LogLineStreamStderr:
+		return true
+	case LogLineStreamStdout:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for NoDisk.
 const (
 	NoDiskN0 NoDisk = 0
@@ -322,6 +340,24 @@ func (e ListSandboxesParamsStates) Valid() bool {
 	case ListSandboxesParamsStatesStarting:
 		return true
 	case ListSandboxesParamsStatesStopped:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetEntrypointLogsParamsStream.
+const (
+	GetEntrypointLogsParamsStreamStderr GetEntrypointLogsParamsStream = "stderr"
+	GetEntrypointLogsParamsStreamStdout GetEntrypointLogsParamsStream = "stdout"
+)
+
+// Valid indicates whether the value is a known member of the GetEntrypointLogsParamsStream enum.
+func (e GetEntrypointLogsParamsStream) Valid() bool {
+	switch e {
+	case GetEntrypointLogsParamsStreamStderr:
+		return true
+	case GetEntrypointLogsParamsStreamStdout:
 		return true
 	default:
 		return false
@@ -503,7 +539,11 @@ type DashboardSessionList struct {
 
 // EntrypointLogs defines model for EntrypointLogs.
 type EntrypointLogs struct {
-	// Output stdout followed by stderr.
+	// Lines The same lines one by one, in the order they were written.
+	Lines []LogLine `json:"lines"`
+
+	// Output Both streams merged in the order they were written (with
+	// timestamps=true, each line after its time and a space).
 	Output string `json:"output"`
 	Stderr string `json:"stderr"`
 	Stdout string `json:"stdout"`
@@ -633,6 +673,26 @@ type InfoName string
 
 // Labels defines model for Labels.
 type Labels map[string]string
+
+// LogLine defines model for LogLine.
+type LogLine struct {
+	Stream LogLineStream `json:"stream"`
+
+	// Text The line with its newline (the last line, not yet ended, may
+	// have none), redacted.
+	Text string `json:"text"`
+
+	// Time When a log line was written: RFC 3339, UTC, always nine digits of
+	// nanoseconds.
+	Time LogTime `json:"time"`
+}
+
+// LogLineStream defines model for LogLine.Stream.
+type LogLineStream string
+
+// LogTime When a log line was written: RFC 3339, UTC, always nine digits of
+// nanoseconds.
+type LogTime = time.Time
 
 // MemoryLimit GiB (0.25 is 256 MiB, at least 16 MiB); 0 no limit.
 type MemoryLimit = float32
@@ -919,12 +979,30 @@ type ListSandboxesParamsStates string
 
 // GetEntrypointLogsParams defines parameters for GetEntrypointLogs.
 type GetEntrypointLogsParams struct {
-	// TailBytes Bytes per stream, 1 to 1048576 (default 65536).
+	// TailBytes Bytes per stream, at most, 1 to 1048576 (default 65536; with
+	// since, 1048576).
 	TailBytes *int `form:"tailBytes,omitempty" json:"tailBytes,omitempty"`
+
+	// Tail Only the last this many lines of both streams, 1 to 100000.
+	Tail *int `form:"tail,omitempty" json:"tail,omitempty"`
+
+	// Since Only lines written at or after it: an RFC 3339 time, a local
+	// date and time (2026-12-01T15:04:05 or 2026-12-01), or a
+	// duration before now (90s, 10m, 1h30m).
+	Since *string `form:"since,omitempty" json:"since,omitempty"`
+
+	// Stream One stream only; absent, both.
+	Stream *GetEntrypointLogsParamsStream `form:"stream,omitempty" json:"stream,omitempty"`
+
+	// Timestamps true puts each line of output after its time and a space.
+	Timestamps *bool `form:"timestamps,omitempty" json:"timestamps,omitempty"`
 
 	// Follow true streams the logs as they are written (SSE).
 	Follow *bool `form:"follow,omitempty" json:"follow,omitempty"`
 }
+
+// GetEntrypointLogsParamsStream defines parameters for GetEntrypointLogs.
+type GetEntrypointLogsParamsStream string
 
 // ListSandboxFilesParams defines parameters for ListSandboxFiles.
 type ListSandboxFilesParams struct {
@@ -1402,14 +1480,22 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/sandboxes/{id}/autostop/{interval} (the `SetAutostopIntervalPath` operationId).
 	SetAutostopIntervalPath(ctx context.Context, id Id, interval float32, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetEntrypointLogs The tail of the child's stdout and stderr, redacted by the daemon.
+	// GetEntrypointLogs The end of the child's stdout and stderr, redacted by the daemon, in the order they were written.
+	//
+	// Each line is dated when it was written: the daemon sees each write
+	// to the log files as it happens (a docker sandbox's lines carry the
+	// engine's times); what a child wrote while the daemon was not
+	// running is dated at the log's last modification. The streams are
+	// merged by those times (output, lines); stdout and stderr are each
+	// stream alone, within the same picking.
 	//
 	// With follow=true, a Server-Sent Events stream instead: "stdout" and
-	// "stderr" events whose data is {"text": …} (whole lines, redacted,
-	// from the tail on, across log rotation; a line longer than 2 KiB
-	// comes in pieces), then one "end" event whose data is the
-	// SandboxInfo once the sandbox no longer runs. A stopped sandbox's
-	// stream is its tail and the end.
+	// "stderr" events whose data is {"text": …, "time": …} (a line,
+	// redacted, from the picked lines on, across log rotation, both
+	// streams in write order; a line longer than 2 KiB comes in pieces),
+	// then one "end" event whose data is the SandboxInfo once the sandbox
+	// no longer runs. A stopped sandbox's stream is its picked lines and
+	// the end.
 	//
 	// Corresponds with GET /v1/sandboxes/{id}/entrypoint-logs (the `GetEntrypointLogs` operationId).
 	GetEntrypointLogs(ctx context.Context, id Id, params *GetEntrypointLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1895,14 +1981,22 @@ func (c *Client) SetAutostopIntervalPath(ctx context.Context, id Id, interval fl
 	return c.Client.Do(req)
 }
 
-// GetEntrypointLogs The tail of the child's stdout and stderr, redacted by the daemon.
+// GetEntrypointLogs The end of the child's stdout and stderr, redacted by the daemon, in the order they were written.
+//
+// Each line is dated when it was written: the daemon sees each write
+// to the log files as it happens (a docker sandbox's lines carry the
+// engine's times); what a child wrote while the daemon was not
+// running is dated at the log's last modification. The streams are
+// merged by those times (output, lines); stdout and stderr are each
+// stream alone, within the same picking.
 //
 // With follow=true, a Server-Sent Events stream instead: "stdout" and
-// "stderr" events whose data is {"text": …} (whole lines, redacted,
-// from the tail on, across log rotation; a line longer than 2 KiB
-// comes in pieces), then one "end" event whose data is the
-// SandboxInfo once the sandbox no longer runs. A stopped sandbox's
-// stream is its tail and the end.
+// "stderr" events whose data is {"text": …, "time": …} (a line,
+// redacted, from the picked lines on, across log rotation, both
+// streams in write order; a line longer than 2 KiB comes in pieces),
+// then one "end" event whose data is the SandboxInfo once the sandbox
+// no longer runs. A stopped sandbox's stream is its picked lines and
+// the end.
 //
 // Corresponds with GET /v1/sandboxes/{id}/entrypoint-logs (the `GetEntrypointLogs` operationId).
 func (c *Client) GetEntrypointLogs(ctx context.Context, id Id, params *GetEntrypointLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2914,6 +3008,54 @@ func NewGetEntrypointLogsRequest(server string, id Id, params *GetEntrypointLogs
 
 		}
 
+		if params.Tail != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tail", *params.Tail, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Since != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "since", *params.Since, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Stream != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "stream", *params.Stream, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Timestamps != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "timestamps", *params.Timestamps, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Follow != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "follow", *params.Follow, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
@@ -3798,14 +3940,22 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/sandboxes/{id}/autostop/{interval} (the `SetAutostopIntervalPath` operationId).
 	SetAutostopIntervalPathWithResponse(ctx context.Context, id Id, interval float32, reqEditors ...RequestEditorFn) (*SetAutostopIntervalPathResponse, error)
 
-	// GetEntrypointLogsWithResponse The tail of the child's stdout and stderr, redacted by the daemon.
+	// GetEntrypointLogsWithResponse The end of the child's stdout and stderr, redacted by the daemon, in the order they were written.
+	//
+	// Each line is dated when it was written: the daemon sees each write
+	// to the log files as it happens (a docker sandbox's lines carry the
+	// engine's times); what a child wrote while the daemon was not
+	// running is dated at the log's last modification. The streams are
+	// merged by those times (output, lines); stdout and stderr are each
+	// stream alone, within the same picking.
 	//
 	// With follow=true, a Server-Sent Events stream instead: "stdout" and
-	// "stderr" events whose data is {"text": …} (whole lines, redacted,
-	// from the tail on, across log rotation; a line longer than 2 KiB
-	// comes in pieces), then one "end" event whose data is the
-	// SandboxInfo once the sandbox no longer runs. A stopped sandbox's
-	// stream is its tail and the end.
+	// "stderr" events whose data is {"text": …, "time": …} (a line,
+	// redacted, from the picked lines on, across log rotation, both
+	// streams in write order; a line longer than 2 KiB comes in pieces),
+	// then one "end" event whose data is the SandboxInfo once the sandbox
+	// no longer runs. A stopped sandbox's stream is its picked lines and
+	// the end.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6356,14 +6506,22 @@ func (c *ClientWithResponses) SetAutostopIntervalPathWithResponse(ctx context.Co
 	return ParseSetAutostopIntervalPathResponse(rsp)
 }
 
-// GetEntrypointLogsWithResponse The tail of the child's stdout and stderr, redacted by the daemon.
+// GetEntrypointLogsWithResponse The end of the child's stdout and stderr, redacted by the daemon, in the order they were written.
+//
+// Each line is dated when it was written: the daemon sees each write
+// to the log files as it happens (a docker sandbox's lines carry the
+// engine's times); what a child wrote while the daemon was not
+// running is dated at the log's last modification. The streams are
+// merged by those times (output, lines); stdout and stderr are each
+// stream alone, within the same picking.
 //
 // With follow=true, a Server-Sent Events stream instead: "stdout" and
-// "stderr" events whose data is {"text": …} (whole lines, redacted,
-// from the tail on, across log rotation; a line longer than 2 KiB
-// comes in pieces), then one "end" event whose data is the
-// SandboxInfo once the sandbox no longer runs. A stopped sandbox's
-// stream is its tail and the end.
+// "stderr" events whose data is {"text": …, "time": …} (a line,
+// redacted, from the picked lines on, across log rotation, both
+// streams in write order; a line longer than 2 KiB comes in pieces),
+// then one "end" event whose data is the SandboxInfo once the sandbox
+// no longer runs. A stopped sandbox's stream is its picked lines and
+// the end.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agent-control-plane/agent-control-plane/supervisor/logcap"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 	"golang.org/x/sys/unix"
@@ -80,7 +81,10 @@ func engineTime(t time.Time) string {
 // stampedLog writes the engine's log messages into a log file: each
 // write is one message, "RFC3339Nano-time SP text"; the text is written
 // and the time kept on the file. A message whose time cannot be read is
-// written whole.
+// written whole. The time is also left on the file before the text is
+// written (logcap.WrittenAtAttr), so that the log cap, woken by the
+// write, dates the text with the engine's time; the resume point is set
+// only after it, so that a crash between the two never skips a message.
 type stampedLog struct {
 	f    *os.File
 	last time.Time
@@ -94,6 +98,10 @@ func (w *stampedLog) Write(p []byte) (int, error) {
 			at, text = t, p[sp+1:]
 		}
 	}
+	stamp := []byte(at.Format(time.RFC3339Nano))
+	if !at.IsZero() {
+		_ = unix.Fsetxattr(int(w.f.Fd()), logcap.WrittenAtAttr, stamp, 0)
+	}
 	if _, err := w.f.Write(text); err != nil {
 		return 0, err
 	}
@@ -101,7 +109,7 @@ func (w *stampedLog) Write(p []byte) (int, error) {
 		w.last = at
 		// Best effort: a file system without user attributes resumes
 		// from the modification time, as before.
-		_ = unix.Fsetxattr(int(w.f.Fd()), loggedUntilAttr, []byte(at.Format(time.RFC3339Nano)), 0)
+		_ = unix.Fsetxattr(int(w.f.Fd()), loggedUntilAttr, stamp, 0)
 	}
 	return len(p), nil
 }
