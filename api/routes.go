@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -293,7 +294,14 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	}
 	one := []supervisor.Sandbox{sb}
 	s.sup.Meter(r.Context(), one)
-	writeJSON(w, http.StatusOK, ToInfo(one[0]))
+	info := ToInfo(one[0])
+	env, err := s.sup.Env(sb.ID)
+	if err != nil && !errors.Is(err, supervisor.ErrNotFound) {
+		s.writeSupervisorError(w, err, wire.CodeInternal)
+		return
+	}
+	info.EnvKeys = slices.Sorted(maps.Keys(env))
+	writeJSON(w, http.StatusOK, info)
 }
 
 // minutesToDuration converts a wire interval in minutes.

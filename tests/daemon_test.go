@@ -34,6 +34,9 @@ type sandboxInfo struct {
 	Memory      float64     `json:"memory"`
 	Pids        int64       `json:"pids"`
 	Usage       *wire.Usage `json:"usage"`
+	Workspace   string      `json:"workspace"`
+	EnvKeys     []string    `json:"envKeys"`
+	StartedAt   string      `json:"startedAt"`
 }
 
 func call(t *testing.T, d *testenv.Daemon, method, path, body string) (int, []byte) {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,7 +42,7 @@ func browser(t *testing.T, exe string) context.Context {
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.NoSandbox, // the tests may run as root
 		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(1500, 720),
+		chromedp.WindowSize(1500, 860),
 	)
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(alloc)
@@ -105,7 +106,13 @@ func TestDashboardInABrowser(t *testing.T) {
 	until(t, ctx, "the feed is live", `document.getElementById('conn').textContent === 'live'`)
 
 	// Two sandboxes made through the API appear without a reload.
-	create(t, d, `{"name":"web-7","labels":{"origin":"web-ui"},"envVars":{"STUB_AGENT_PRINT":"hello from web-7"}}`)
+	// With limits where the machine contains sandboxes: the details show
+	// usage against them.
+	limits := ""
+	if os.Getenv("AGENT_CONTROL_PLANE_CGROUPS") != "off" {
+		limits = `,"cpu":1,"memory":0.5`
+	}
+	create(t, d, `{"name":"web-7","labels":{"origin":"web-ui"},"envVars":{"STUB_AGENT_PRINT":"hello from web-7"}`+limits+`}`)
 	create(t, d, `{"name":"cli-3f2a","labels":{"origin":"cli"},"autoStopInterval":0}`)
 	until(t, ctx, "web-7 started", rowState("web-7")+` === 'started'`)
 	until(t, ctx, "cli-3f2a started", rowState("cli-3f2a")+` === 'started'`)
@@ -122,6 +129,10 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 	until(t, ctx, "cli-3f2a stopped", rowState("cli-3f2a")+` === 'stopped'`)
 	until(t, ctx, "cli-3f2a's reason", `document.querySelector('tr[data-id="cli-3f2a"] td.reason-bad')?.textContent === 'killed by signal SIGKILL'`)
+	// A reason is never cut off: it wraps.
+	if !value(t, ctx, "read the reason's style", chromedp.Evaluate[bool](`(c => getComputedStyle(c).whiteSpace === 'normal' && c.scrollWidth <= c.clientWidth)(document.querySelector('tr[data-id="cli-3f2a"] td.col-reason'))`)) {
+		t.Error("the reason cell does not wrap")
+	}
 	// Search by name hides the rows that do not match, and clearing it
 	// shows them again.
 	do(t, ctx, "search for web", chromedp.SendKeys(`#f-name`, "WEB"))
@@ -140,16 +151,61 @@ func TestDashboardInABrowser(t *testing.T) {
 	call(t, d, "DELETE", "/v1/sandboxes/from-ui", "")
 	until(t, ctx, "from-ui's row is gone", `document.querySelector('tr[data-id="from-ui"]') === null`)
 
-	// The logs drawer shows what web-7 printed at boot, following.
-	do(t, ctx, "open web-7's logs", chromedp.Click(chromedp.CSS(`tr[data-id="web-7"] button.name`)))
+	// The drawer shows web-7's details: its labels, the names of its
+	// variables (never their values), its workspace, its times, and its
+	// usage against its limits where the runtime meters it.
+	do(t, ctx, "open web-7's details", chromedp.Click(chromedp.CSS(`tr[data-id="web-7"] button.name`)))
+	web7 := get(t, d, "web-7")
+	if web7.Workspace == "" || !slices.Contains(web7.EnvKeys, "STUB_AGENT_PRINT") {
+		t.Fatalf("GET web-7: workspace %q, envKeys %q", web7.Workspace, web7.EnvKeys)
+	}
+	until(t, ctx, "the details name web-7's workspace", `document.getElementById('d-workspace')?.textContent === `+strconv.Quote(web7.Workspace))
+	until(t, ctx, "the details name its variables", `document.getElementById('d-env').textContent.split(', ').includes('STUB_AGENT_PRINT')`)
+	until(t, ctx, "the details show its labels and start", `document.getElementById('d-labels').textContent === 'origin=web-ui' && document.getElementById('d-started').textContent.includes('ago')`)
+	if txt := value(t, ctx, "read the details", chromedp.Text(chromedp.CSS(`#details`))); strings.Contains(txt, "hello from web-7") {
+		t.Errorf("the details show a variable's value: %q", txt)
+	}
+	if web7.Usage != nil {
+		// Two reads, two seconds apart, make a rate.
+		until(t, ctx, "CPU as a rate", `/^\d+(\.\d)?% of 1 CPU · \d+\.\d s in all$/.test(document.getElementById('d-cpu').textContent)`)
+		until(t, ctx, "memory", `/^\d+(\.\d)? MiB of 512 MiB \(\d+%\)$/.test(document.getElementById('d-memory').textContent) && document.querySelector('#d-memory meter').max === 512 * 2**20`)
+	}
+	// The logs follow below the details.
 	until(t, ctx, "the logs show the boot line", `document.getElementById('log').textContent.includes('hello from web-7')`)
-	if os.Getenv("ACP_DASHBOARD_SCREENSHOT") != "" && os.Getenv("AGENT_CONTROL_PLANE_CGROUPS") != "off" {
+	// Timestamped: each line's time is shown when asked, and is the time
+	// the daemon dated it (an RFC 3339 time within the test's run).
+	do(t, ctx, "show timestamps", chromedp.Click(chromedp.CSS(`#log-stamps`)))
+	until(t, ctx, "a visible, valid timestamp on the boot line", `(() => {
+		const l = [...document.querySelectorAll('#log .line')].find(s => s.textContent.includes('hello from web-7'));
+		const ts = l && l.querySelector('.ts');
+		if (!ts || getComputedStyle(ts).display === 'none') return false;
+		const at = Date.parse(ts.textContent.trim());
+		return /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z $/.test(ts.textContent) && Math.abs(Date.now() - at) < 600000;
+	})()`)
+	// The search hides the lines it does not match, and shows them again.
+	do(t, ctx, "search the logs", chromedp.SendKeys(chromedp.CSS(`#log-search`), "no line says this"))
+	until(t, ctx, "every line hidden", `[...document.querySelectorAll('#log .line:not(.meta)')].every(s => s.hidden)`)
+	until(t, ctx, "clear the search", `(() => { const q = document.getElementById('log-search'); q.value = ''; q.dispatchEvent(new Event('input')); return true; })()`)
+	until(t, ctx, "the boot line shown again", `[...document.querySelectorAll('#log .line')].some(s => !s.hidden && s.textContent.includes('hello from web-7'))`)
+	// Download saves the lines with their times and streams (the blob is
+	// caught before the browser saves it).
+	until(t, ctx, "the download holds the dated lines", `(() => {
+		if (window.__dl === undefined) {
+			window.__dl = null;
+			const made = URL.createObjectURL, click = HTMLAnchorElement.prototype.click;
+			URL.createObjectURL = (b) => { URL.createObjectURL = made; b.text().then((t) => { window.__dl = t; }); return 'about:blank'; };
+			HTMLAnchorElement.prototype.click = function () { HTMLAnchorElement.prototype.click = click; };
+			document.getElementById('log-download').click();
+		}
+		return typeof window.__dl === 'string' && /^\d{4}-\d\d-\d\dT[\d:.]+Z stdout hello from web-7$/m.test(window.__dl);
+	})()`)
+	if os.Getenv("ACP_DASHBOARD_SCREENSHOT") != "" && web7.Usage != nil {
 		// For the README's picture: usage comes with the next poll.
-		until(t, ctx, "web-7's usage", `document.querySelector('tr[data-id="web-7"] td:nth-child(10)').textContent !== ''`)
+		until(t, ctx, "web-7's usage", `document.querySelector('tr[data-id="web-7"] td.col-usage').textContent.includes('%')`)
 	}
 	shot := filepath.Join(t.TempDir(), "dashboard.png")
-	do(t, ctx, "close the drawer with Escape", chromedp.KeyEvent("\x1b"), chromedp.WaitNotVisible(chromedp.CSS(`#drawer`)))
 	png := value(t, ctx, "screenshot", chromedp.CaptureScreenshot())
+	do(t, ctx, "close the drawer with Escape", chromedp.KeyEvent("\x1b"), chromedp.WaitNotVisible(chromedp.CSS(`#drawer`)))
 	if err := os.WriteFile(shot, png, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -178,13 +234,47 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 	do(t, ctx, "click Stop on web-7 again", chromedp.Click(chromedp.CSS(`tr[data-id="web-7"] button.act-stop`)))
 	until(t, ctx, "web-7's row stopped again", rowState("web-7")+` === 'stopped'`)
-	do(t, ctx, "click Delete on cli-3f2a and confirm", chromedp.Click(chromedp.CSS(`tr[data-id="cli-3f2a"] button.act-delete`)),
-		chromedp.WaitVisible(chromedp.CSS(`#confirm`)), chromedp.Click(chromedp.CSS(`#confirm button[value="ok"]`)))
-	testenv.Eventually(t, "the daemon deleted cli-3f2a", func() bool {
-		code, _ := call(t, d, "GET", "/v1/sandboxes/cli-3f2a", "")
-		return code == 404
+	gone := func(id string) {
+		t.Helper()
+		testenv.Eventually(t, "the daemon deleted "+id, func() bool {
+			code, _ := call(t, d, "GET", "/v1/sandboxes/"+id, "")
+			return code == 404
+		})
+		until(t, ctx, id+"'s row is gone", `document.querySelector('tr[data-id="`+id+`"]') === null`)
+	}
+
+	// Restart is a stop and a start: a new workload, started again.
+	before := get(t, d, "after-restart").StartedAt
+	do(t, ctx, "click Restart on after-restart", chromedp.Click(chromedp.CSS(`tr[data-id="after-restart"] button.act-restart`)))
+	testenv.Eventually(t, "after-restart started again", func() bool {
+		sb := get(t, d, "after-restart")
+		return sb.State == "started" && sb.StartedAt != before
 	})
-	until(t, ctx, "cli-3f2a's row is gone", `document.querySelector('tr[data-id="cli-3f2a"]') === null`)
+	until(t, ctx, "after-restart's row started", rowState("after-restart")+` === 'started'`)
+
+	// Several at once: the two stopped ones ticked and deleted together.
+	do(t, ctx, "tick web-7 and cli-3f2a", chromedp.Click(chromedp.CSS(`tr[data-id="web-7"] input.sel`)),
+		chromedp.Click(chromedp.CSS(`tr[data-id="cli-3f2a"] input.sel`)))
+	until(t, ctx, "two selected", `document.getElementById('sel-count').textContent === '2 sandboxes selected' && document.getElementById('bulk-stop').disabled`)
+	do(t, ctx, "click Delete selected and confirm", chromedp.Click(chromedp.CSS(`#bulk-delete`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm`)), chromedp.Click(chromedp.CSS(`#confirm button[value="ok"]`)))
+	gone("web-7")
+	gone("cli-3f2a")
+	if code, _ := call(t, d, "GET", "/v1/sandboxes/after-restart", ""); code != 200 {
+		t.Fatalf("the bulk delete took after-restart too: %d", code)
+	}
+	// Prune deletes the stopped ones shown, and only them.
+	create(t, d, `{"name":"old-1"}`)
+	waitState(t, d, "old-1", "started")
+	call(t, d, "POST", "/v1/sandboxes/old-1/stop", "")
+	until(t, ctx, "prune offers old-1", `document.getElementById('prune').textContent === 'Prune stopped (1)'`)
+	do(t, ctx, "click Prune and confirm", chromedp.Click(chromedp.CSS(`#prune`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm`)), chromedp.Click(chromedp.CSS(`#confirm button[value="ok"]`)))
+	gone("old-1")
+	// Delete on a running one stops it and removes it.
+	do(t, ctx, "click Delete on after-restart and confirm", chromedp.Click(chromedp.CSS(`tr[data-id="after-restart"] button.act-delete`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm`)), chromedp.Click(chromedp.CSS(`#confirm button[value="ok"]`)))
+	gone("after-restart")
 
 	// A page on another loopback port (a sandbox's preview, or any local
 	// listener) gets nothing it could use: whatever the signed-in browser

@@ -153,7 +153,7 @@ func TestCLILogsFlags(t *testing.T) {
 	waitState(t, d, "clitick", "started")
 	testenv.Eventually(t, "ticks written", func() bool {
 		_, ns := ticks(t, d, "clitick", "")
-		return len(ns) >= 10
+		return len(ns) >= 14 // the last 6 lines of stdout are ticks
 	})
 	// -n 4 -t: four lines in all, across both streams, each stamped.
 	code, out, errOut := cli(t, d, "logs", "clitick", "-n", "4", "-t")

@@ -13,10 +13,11 @@ const STATES = ['starting', 'started', 'stopped'];
 const LIVE = new Set(['starting', 'started']);
 const LOG_KEEP = 1 << 20; // characters kept in the logs drawer
 
-const rows = new Map(); // id → {sb, tr, cells, last}
+const rows = new Map(); // id → {sb, tr, cells, last, cpu, rate}
+const selected = new Set(); // ids of the rows ticked, all of them shown
 let info = null;
 let events = null;
-let drawer = null; // {id, es}
+let drawer = null; // {id, es, from, dd, extra, poll}
 
 // ---- the session ----
 
@@ -67,7 +68,7 @@ function signedOut() {
   } catch (_) { /* storage refused */ }
   if (events) events.abort();
   events = null;
-  closeLogs();
+  closeDrawer();
   replaceAll([]);
   $('app').hidden = true;
   $('signin').hidden = false;
@@ -177,11 +178,40 @@ function autostop(sb, now) {
   return left <= 0 ? 'next check' : 'in ' + span(left);
 }
 
-function usage(sb) {
-  const u = sb.usage;
-  if (!u || !LIVE.has(sb.state)) return '';
-  const mib = u.memoryBytes / (1 << 20);
-  return u.cpuSeconds.toFixed(1) + ' s · ' + (mib < 10 ? mib.toFixed(1) : Math.round(mib)) + ' MiB';
+function bytes(n) {
+  const mib = n / (1 << 20);
+  if (mib >= 1024) return (mib / 1024).toFixed(mib >= 10240 ? 0 : 1) + ' GiB';
+  return (mib < 10 ? mib.toFixed(1) : Math.round(mib)) + ' MiB';
+}
+
+// percent of one CPU: 0.25 CPUs is 25%.
+function percent(cpus) {
+  const p = cpus * 100;
+  return (p < 10 ? p.toFixed(1) : Math.round(p)) + '%';
+}
+
+// sample keeps the CPU time a poll read, and the rate since the one
+// before: usage carries a counter, people read a rate.
+function sample(r, u) {
+  const now = performance.now();
+  const p = r.cpu;
+  r.cpu = { t: now, s: u.cpuSeconds };
+  if (!p || u.cpuSeconds < p.s) {
+    r.rate = undefined; // a first reading, or a new workload (a restart)
+  } else if (now - p.t >= 500) {
+    r.rate = (u.cpuSeconds - p.s) / ((now - p.t) / 1000);
+  } else {
+    r.cpu = p; // too close to the last to say anything
+  }
+}
+
+// usage is the row's usage cell: CPU as a rate once two polls tell it
+// (CPU time until then), and memory.
+function usage(r) {
+  const u = r.sb.usage;
+  if (!u || !LIVE.has(r.sb.state)) return '';
+  const cpu = r.rate === undefined ? u.cpuSeconds.toFixed(1) + ' s' : percent(r.rate) + ' CPU';
+  return cpu + ' · ' + bytes(u.memoryBytes);
 }
 
 // ---- rows ----
@@ -189,27 +219,30 @@ function usage(sb) {
 function makeRow(sb) {
   const tr = document.createElement('tr');
   tr.dataset.id = sb.id;
-  const td = () => tr.appendChild(document.createElement('td'));
+  const td = (key) => {
+    const c = tr.appendChild(document.createElement('td'));
+    c.className = 'col-' + key;
+    return c;
+  };
   const cells = {};
-  cells.state = td().appendChild(document.createElement('span'));
-  cells.origin = td().appendChild(document.createElement('span'));
+  const box = td('sel').appendChild(document.createElement('input'));
+  box.type = 'checkbox';
+  box.className = 'sel';
+  box.setAttribute('aria-label', 'Select ' + sb.id);
+  box.addEventListener('change', () => select(sb.id, box.checked));
+  cells.sel = box;
+  cells.state = td('state').appendChild(document.createElement('span'));
+  cells.origin = td('origin').appendChild(document.createElement('span'));
   cells.origin.className = 'badge';
-  const name = td().appendChild(document.createElement('button'));
+  const name = td('name').appendChild(document.createElement('button'));
   name.type = 'button';
   name.className = 'link name';
-  name.title = 'Show its logs';
-  name.addEventListener('click', () => openLogs(sb.id, name));
+  name.title = 'Show its details and logs';
+  name.addEventListener('click', () => openDrawer(sb.id, name));
   cells.name = name;
-  cells.snapshot = td();
-  cells.runtime = td();
-  cells.port = td();
-  cells.age = td();
-  cells.activity = td();
-  cells.autostop = td();
-  cells.usage = td();
-  cells.reason = td();
-  const actions = td();
-  actions.className = 'actions';
+  for (const key of ['snapshot', 'runtime', 'port', 'age', 'activity', 'autostop', 'usage', 'reason']) cells[key] = td(key);
+  const actions = td('actions');
+  actions.classList.add('actions');
   const button = (label, cls, fn) => {
     const b = actions.appendChild(document.createElement('button'));
     b.type = 'button';
@@ -218,11 +251,22 @@ function makeRow(sb) {
     b.addEventListener('click', () => fn(b));
     return b;
   };
-  cells.stop = button('Stop', 'act-stop', (b) => act(b, 'POST', '/stop', sb.id));
-  // A stopped sandbox starts again in place, its files kept.
-  cells.start = button('Start', 'act-start', (b) => act(b, 'POST', '/start', sb.id));
-  cells.keep = button('Keep alive', 'act-keep', (b) => act(b, 'POST', '/refresh-activity', sb.id));
-  cells.del = button('Delete', 'act-delete danger', (b) => confirmDelete(b, sb.id));
+  cells.stop = button('Stop', 'act-stop', (b) => act(b, sb.id, () => stop(sb.id)));
+  // A stopped sandbox starts again in place, its files kept; a restart is
+  // a stop and a start.
+  cells.start = button('Start', 'act-start', (b) => act(b, sb.id, () => start(sb.id)));
+  cells.restart = button('Restart', 'act-restart', (b) => act(b, sb.id, async () => {
+    await stop(sb.id);
+    await start(sb.id);
+  }));
+  cells.keep = button('Keep alive', 'act-keep', (b) => act(b, sb.id, async () => {
+    await api('POST', sbPath(sb.id) + '/refresh-activity');
+    // No event says so: read the sandbox back for its new activity.
+    upsert(await api('GET', sbPath(sb.id)));
+  }));
+  cells.del = button('Delete', 'act-delete danger', (b) => confirmThen(
+    'Delete sandbox ' + sb.id + '? Its process is stopped and its directory removed.', b,
+    () => act(b, sb.id, () => del(sb.id))));
   return { sb, tr, cells, last: {} };
 }
 
@@ -245,6 +289,8 @@ function render(r, now) {
     r.cells.stop.hidden = !live;
     r.cells.start.disabled = sb.state !== 'stopped';
     r.cells.start.hidden = sb.state !== 'stopped';
+    r.cells.restart.disabled = !live;
+    r.cells.restart.hidden = !live;
     r.cells.keep.disabled = !live;
   }
   set(r, 'state', sb.state);
@@ -274,12 +320,14 @@ function render(r, now) {
   set(r, 'age', ago(sb.createdAt, now));
   set(r, 'activity', ago(sb.lastActivityAt, now));
   set(r, 'autostop', autostop(sb, now));
-  set(r, 'usage', usage(sb));
+  set(r, 'usage', usage(r));
+  // A reason wraps: it is never cut off.
   const reason = sb.errorReason || '';
   set(r, 'reason', reason);
-  r.cells.reason.title = reason;
-  r.cells.reason.className = reason && reason !== 'auto_stopped' ? 'reason-bad' : '';
+  r.cells.reason.className = 'col-reason' + (reason && reason !== 'auto_stopped' ? ' reason-bad' : '');
   r.tr.hidden = !matches(sb);
+  if (r.tr.hidden && selected.has(sb.id)) select(sb.id, false); // acts only on what is shown
+  if (drawer && drawer.id === sb.id) renderDetails(now);
 }
 
 // upsert adds or updates one sandbox, keeping rows oldest first.
@@ -287,9 +335,11 @@ function upsert(sb) {
   let r = rows.get(sb.id);
   if (r) {
     if (r.sb.usage && !sb.usage && LIVE.has(sb.state)) sb.usage = r.sb.usage; // events carry none
+    else if (sb.usage) sample(r, sb.usage);
     r.sb = sb;
   } else {
     r = makeRow(sb);
+    if (sb.usage) sample(r, sb.usage);
     rows.set(sb.id, r);
     // Creates arrive in order: almost always after the last row.
     const body = $('rows');
@@ -313,6 +363,7 @@ function remove(id) {
   if (r) {
     r.tr.remove();
     rows.delete(id);
+    selected.delete(id);
   }
 }
 
@@ -344,10 +395,25 @@ function scheduleSummary() {
 function summarize() {
   const counts = { starting: 0, started: 0, stopped: 0 };
   let shown = 0;
+  let stoppedShown = 0;
+  let liveSelected = 0;
   for (const r of rows.values()) {
     counts[r.sb.state] = (counts[r.sb.state] || 0) + 1;
-    if (!r.tr.hidden) shown++;
+    if (!r.tr.hidden) {
+      shown++;
+      if (r.sb.state === 'stopped') stoppedShown++;
+    }
+    if (selected.has(r.sb.id) && LIVE.has(r.sb.state)) liveSelected++;
   }
+  const n = selected.size;
+  $('sel-count').textContent = n ? n + (n === 1 ? ' sandbox' : ' sandboxes') + ' selected' : 'Select rows to act on several at once.';
+  $('bulk-stop').disabled = liveSelected === 0;
+  $('bulk-delete').disabled = n === 0;
+  $('prune').disabled = stoppedShown === 0;
+  $('prune').textContent = 'Prune stopped' + (stoppedShown ? ' (' + stoppedShown + ')' : '');
+  const all = $('sel-all');
+  all.checked = shown > 0 && n === shown;
+  all.indeterminate = n > 0 && n < shown;
   const ul = $('counts');
   if (ul.children.length === 0) {
     for (const s of STATES) {
@@ -444,14 +510,17 @@ async function create(ev) {
 
 // ---- actions ----
 
-async function act(button, method, suffix, id) {
+const sbPath = (id) => '/v1/sandboxes/' + encodeURIComponent(id);
+const stop = (id) => api('POST', sbPath(id) + '/stop');
+const start = (id) => api('POST', sbPath(id) + '/start');
+const del = (id) => api('DELETE', sbPath(id));
+
+// act runs one action of a row's, its button disabled meanwhile; the row's
+// new state comes from the feed.
+async function act(button, id, fn) {
   button.disabled = true;
   try {
-    await api(method, '/v1/sandboxes/' + encodeURIComponent(id) + suffix);
-    if (suffix === '/refresh-activity') {
-      // No event says so: read the sandbox back for its new activity.
-      upsert(await api('GET', '/v1/sandboxes/' + encodeURIComponent(id)));
-    }
+    await fn();
   } catch (e) {
     notice(id + ': ' + e.message);
   } finally {
@@ -463,28 +532,90 @@ async function act(button, method, suffix, id) {
   }
 }
 
-function confirmDelete(button, id) {
+function confirmThen(text, from, fn) {
   const dlg = $('confirm');
-  $('confirm-text').textContent = 'Delete sandbox ' + id + '? Its process is stopped and its directory removed.';
+  $('confirm-text').textContent = text;
   dlg.returnValue = '';
   dlg.onclose = () => {
-    if (dlg.returnValue === 'ok') act(button, 'DELETE', '', id);
-    else button.focus();
+    if (dlg.returnValue === 'ok') fn();
+    else if (from) from.focus();
   };
   dlg.showModal();
 }
 
-// ---- the logs drawer ----
+// ---- several at once ----
 
-function openLogs(id, from) {
-  closeLogs();
+function select(id, on) {
+  const r = rows.get(id);
+  if (on && r) selected.add(id);
+  else selected.delete(id);
+  if (r) r.cells.sel.checked = on;
+  scheduleSummary();
+}
+
+function selectAll(on) {
+  for (const r of rows.values()) select(r.sb.id, on && !r.tr.hidden);
+}
+
+// each runs fn for every id, a few at a time (a browser opens six
+// connections to a host anyway), and says which failed.
+async function each(ids, fn) {
+  const failed = [];
+  const queue = [...ids];
+  const worker = async () => {
+    for (let id; (id = queue.shift()) !== undefined;) {
+      try {
+        await fn(id);
+      } catch (e) {
+        failed.push(id + ': ' + e.message);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(4, queue.length) }, worker));
+  if (failed.length) notice(failed.join('; '));
+}
+
+function names(ids) {
+  return ids.length <= 5 ? ids.join(', ') : ids.slice(0, 5).join(', ') + ' and ' + (ids.length - 5) + ' more';
+}
+
+function bulkStop() {
+  each([...selected].filter((id) => LIVE.has(rows.get(id)?.sb.state)), stop);
+}
+
+function bulkDelete() {
+  const ids = [...selected];
+  if (!ids.length) return;
+  confirmThen('Delete ' + ids.length + (ids.length === 1 ? ' sandbox' : ' sandboxes') + ' (' + names(ids) + ')? Their processes are stopped and their directories removed.',
+    $('bulk-delete'), () => each(ids, del));
+}
+
+function prune() {
+  const ids = [...rows.values()].filter((r) => !r.tr.hidden && r.sb.state === 'stopped').map((r) => r.sb.id);
+  if (!ids.length) return;
+  confirmThen('Delete the ' + (ids.length === 1 ? 'stopped sandbox' : ids.length + ' stopped sandboxes') + ' shown (' + names(ids) + ')? Their directories are removed.',
+    $('prune'), () => each(ids, del));
+}
+
+// ---- the drawer: a sandbox's details and logs ----
+
+// openDrawer shows one sandbox: its details, kept current by the feed and
+// by a read every two seconds (its workspace, its variables' names, its
+// usage), and its entrypoint logs, followed.
+function openDrawer(id, from) {
+  closeDrawer();
   const pre = $('log');
   pre.textContent = '';
-  $('drawer-title').textContent = 'Logs of ' + id;
+  $('details-list').textContent = '';
+  $('drawer-title').textContent = id;
   $('drawer').hidden = false;
+  const line = (stream) => (d) => {
+    const c = JSON.parse(d);
+    append(c.text, stream, c.time);
+  };
   const handlers = {
-    stdout: (d) => append(JSON.parse(d).text),
-    stderr: (d) => append(JSON.parse(d).text, 'stderr'),
+    stdout: line('stdout'),
+    stderr: line('stderr'),
     end: (d) => {
       const sb = JSON.parse(d);
       append('\n— ' + sb.state + (sb.errorReason ? ': ' + sb.errorReason : '') + ' —\n', 'meta');
@@ -495,14 +626,36 @@ function openLogs(id, from) {
   const es = stream('/v1/sandboxes/' + encodeURIComponent(id) + '/entrypoint-logs?follow=true', '', {
     event: (type, d) => handlers[type] && handlers[type](d),
   });
-  drawer = { id, es, from };
+  drawer = { id, es, from, dd: {}, extra: null };
+  const read = async () => {
+    try {
+      const sb = await api('GET', sbPath(id));
+      if (drawer && drawer.id === id) drawer.extra = { workspace: sb.workspace, envKeys: sb.envKeys || [] };
+      if (rows.has(id)) upsert(sb);
+    } catch (_) { /* deleted, or the daemon is away: the feed says */ }
+  };
+  read();
+  drawer.poll = setInterval(() => {
+    if (!document.hidden && LIVE.has(rows.get(id)?.sb.state)) read();
+  }, 2000);
+  renderDetails(Date.now());
   let kept = 0; // characters in the drawer
   summarize();
-  const append = (text, cls) => {
+  // Each line is a span: its time (shown with "timestamps"), its text;
+  // stderr's are marked. The search hides the lines it does not match.
+  const append = (text, cls, time) => {
     const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
     const s = document.createElement('span');
-    if (cls) s.className = cls;
-    s.textContent = text;
+    s.className = 'line' + (cls ? ' ' + cls : '');
+    if (time) {
+      const ts = document.createElement('span');
+      ts.className = 'ts';
+      ts.textContent = time + ' ';
+      s.appendChild(ts);
+      s.title = (cls === 'stderr' ? 'stderr, ' : 'stdout, ') + 'written ' + new Date(time).toLocaleString();
+    }
+    s.appendChild(document.createTextNode(text));
+    s.hidden = !lineMatches(s);
     pre.appendChild(s);
     // Counted as they come: reading pre.textContent would copy the whole
     // log at every line.
@@ -520,8 +673,108 @@ function openLogs(id, from) {
   $('drawer-close').focus();
 }
 
-function closeLogs() {
+// lineMatches says whether a line of the drawer passes the search.
+function lineMatches(s) {
+  const q = $('log-search').value.toLowerCase();
+  return !q || s.classList.contains('meta') || s.lastChild.textContent.toLowerCase().includes(q);
+}
+
+function searchLogs() {
+  for (const s of $('log').children) s.hidden = !lineMatches(s);
+}
+
+// downloadLogs saves what the drawer holds, each line after its time and
+// stream.
+function downloadLogs() {
   if (!drawer) return;
+  const out = [];
+  for (const s of $('log').children) {
+    if (s.classList.contains('meta')) continue;
+    const ts = s.querySelector('.ts');
+    out.push((ts ? ts.textContent : '') + (s.classList.contains('stderr') ? 'stderr ' : 'stdout ') + s.lastChild.textContent);
+  }
+  const a = document.createElement('a');
+  a.href = URL.createObjectURL(new Blob([out.join('')], { type: 'text/plain' }));
+  a.download = drawer.id + '-logs.txt';
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(a.href), 10000);
+}
+
+// when is a time as this browser shows it, and how long ago.
+function when(t, now) {
+  if (!t) return '—';
+  return new Date(t).toLocaleString() + ' (' + ago(t, now) + ' ago)';
+}
+
+// detail sets one line of the details, made the first time in the order
+// of the first render.
+function detail(key, label, text, title) {
+  let dd = drawer.dd[key];
+  if (!dd) {
+    const dl = $('details-list');
+    dl.appendChild(document.createElement('dt')).textContent = label;
+    dd = dl.appendChild(document.createElement('dd'));
+    dd.id = 'd-' + key;
+    drawer.dd[key] = dd;
+  }
+  if (dd.firstChild?.nodeType !== Node.TEXT_NODE) dd.prepend(document.createTextNode(''));
+  if (dd.firstChild.data !== text) dd.firstChild.data = text;
+  dd.title = title || '';
+  return dd;
+}
+
+function renderDetails(now) {
+  const r = drawer && rows.get(drawer.id);
+  if (!r) return;
+  const sb = r.sb;
+  const x = drawer.extra;
+  detail('state', 'State', sb.state + (sb.errorReason ? ': ' + sb.errorReason : ''));
+  detail('snapshot', 'Snapshot', (sb.snapshot || '—') + ' · ' + sb.runtime);
+  detail('preview', 'Preview', LIVE.has(sb.state) && sb.previewUrl ? sb.previewUrl : '—');
+  const labels = Object.entries(sb.labels || {}).map(([k, v]) => k + '=' + v).sort();
+  detail('labels', 'Labels', labels.length ? labels.join(', ') : 'none');
+  detail('env', 'Variables', x ? (x.envKeys.length ? x.envKeys.join(', ') : 'none') : '…', 'Their names only: values never leave the daemon.');
+  detail('workspace', 'Workspace', x ? x.workspace || '—' : '…');
+  detail('created', 'Created', when(sb.createdAt, now));
+  detail('started', 'Started', when(sb.startedAt, now));
+  detail('stopped', 'Stopped', when(sb.stoppedAt, now));
+  detail('activity', 'Last activity', when(sb.lastActivityAt, now));
+  detail('autostop', 'Auto-stop', sb.autoStopInterval ? 'after ' + span(sb.autoStopInterval * 60000) + ' idle · ' + autostop(sb, now) : 'off');
+  const u = LIVE.has(sb.state) ? sb.usage : null;
+  const none = LIVE.has(sb.state) ? 'not metered by this runtime' : '—';
+  let cpu = none;
+  if (u) {
+    const rate = r.rate === undefined ? 'measuring…' : percent(r.rate);
+    cpu = rate + (sb.cpu ? ' of ' + sb.cpu + (sb.cpu === 1 ? ' CPU' : ' CPUs') : ' (no limit)') + ' · ' + u.cpuSeconds.toFixed(1) + ' s in all';
+  } else if (sb.cpu) {
+    cpu = 'limit ' + sb.cpu + (sb.cpu === 1 ? ' CPU' : ' CPUs');
+  }
+  detail('cpu', 'CPU', cpu, '100% is one CPU busy');
+  const limit = sb.memory ? sb.memory * (1 << 30) : 0;
+  let mem = none;
+  if (u) mem = bytes(u.memoryBytes) + (limit ? ' of ' + bytes(limit) + ' (' + Math.round(100 * u.memoryBytes / limit) + '%)' : ' (no limit)');
+  else if (limit) mem = 'limit ' + bytes(limit);
+  const dd = detail('memory', 'Memory', mem);
+  let meter = dd.querySelector('meter');
+  if (u && limit) {
+    if (!meter) meter = dd.appendChild(document.createElement('meter'));
+    meter.max = limit;
+    meter.high = 0.9 * limit;
+    meter.value = u.memoryBytes;
+  } else if (meter) {
+    meter.remove();
+  }
+  let tasks = none;
+  if (u) tasks = u.pids + (sb.pids ? ' of ' + sb.pids : ' (no limit)');
+  else if (sb.pids) tasks = 'limit ' + sb.pids;
+  detail('tasks', 'Tasks', tasks);
+}
+
+function closeDrawer() {
+  if (!drawer) return;
+  clearInterval(drawer.poll);
   drawer.es.abort();
   const from = drawer.from;
   drawer = null;
@@ -615,6 +868,7 @@ function tick() {
     set(r, 'activity', ago(r.sb.lastActivityAt, now));
     set(r, 'autostop', autostop(r.sb, now));
   }
+  if (drawer) renderDetails(now);
   showInfo();
 }
 
@@ -622,9 +876,17 @@ async function main() {
   $('f-state').addEventListener('change', readFilter);
   $('f-label').addEventListener('input', readFilter);
   $('f-name').addEventListener('input', readFilter);
-  $('drawer-close').addEventListener('click', closeLogs);
+  $('drawer-close').addEventListener('click', closeDrawer);
+  $('sel-all').addEventListener('change', (e) => selectAll(e.target.checked));
+  $('bulk-stop').addEventListener('click', bulkStop);
+  $('bulk-delete').addEventListener('click', bulkDelete);
+  $('prune').addEventListener('click', prune);
+  $('log-search').addEventListener('input', searchLogs);
+  $('log-stamps').addEventListener('change', (e) => $('log').classList.toggle('stamped', e.target.checked));
+  $('log-wrap').addEventListener('change', (e) => $('log').classList.toggle('nowrap', !e.target.checked));
+  $('log-download').addEventListener('click', downloadLogs);
   document.addEventListener('keydown', (e) => {
-    if (e.key === 'Escape' && drawer && !$('confirm').open) closeLogs();
+    if (e.key === 'Escape' && drawer && !$('confirm').open) closeDrawer();
   });
   try {
     await signIn();

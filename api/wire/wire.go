@@ -72,6 +72,9 @@ type SandboxInfo struct {
 	// Workspace is the sandbox's workspace directory on this machine
 	// (reads only; events do not carry it).
 	Workspace string `json:"workspace,omitempty"`
+	// EnvKeys are the names of the variables the sandbox's workload was
+	// given, never their values (a read of one sandbox only).
+	EnvKeys []string `json:"envKeys,omitempty"`
 }
 
 // ExecRequest runs a command inside a sandbox (POST …/exec).

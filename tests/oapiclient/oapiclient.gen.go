@@ -759,6 +759,9 @@ type SandboxInfo struct {
 	// CreatedAt Examples: 2026-11-29T10:22:29.768Z
 	CreatedAt Timestamp `json:"createdAt"`
 
+	// EnvKeys The names of the variables the workload was given, sorted, never their values (a read of one sandbox only).
+	EnvKeys *[]string `json:"envKeys,omitempty"`
+
 	// ErrorReason Why the sandbox stopped: auto_stopped, max_lifetime,
 	// startup_timeout, "exited_during_startup: …", "killed by signal
 	// SIGKILL", "killed: out of memory (signal SIGKILL)", "exit code
