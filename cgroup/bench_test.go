@@ -30,6 +30,7 @@ func BenchmarkCreateRemove(b *testing.B) {
 type noV1 struct{ *Group }
 
 func (noV1) Enter() (func() error, error) { return func() error { return nil }, nil }
+func (noV1) NeedsThread() bool            { return false }
 
 // BenchmarkSpawn spawns true into a group: with the thread's visit to the
 // v1 groups (hybrid machines), and without.
@@ -39,7 +40,8 @@ func BenchmarkSpawn(b *testing.B) {
 		b.Skipf("no cgroups: %s", info.Note)
 	}
 	defer m.Prune()
-	g, err := m.Create("g", Limits{})
+	// With limits, so that a hybrid machine gives it v1 groups.
+	g, err := m.Create("g", Limits{MemoryBytes: 1 << 30, Pids: 1 << 20})
 	if err != nil {
 		b.Fatal(err)
 	}

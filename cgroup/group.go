@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,10 +36,15 @@ type Ref struct {
 type Group struct {
 	m    *Manager
 	name string
-	path string            // in the cgroup2 hierarchy
-	v1   map[string]string // limit → path in its v1 hierarchy
+	path string // in the cgroup2 hierarchy
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// v1 maps a limit to the group's path in that limit's v1 hierarchy
+	// (hybrid machines), made only for a limit the sandbox has: a v1 group
+	// costs every spawn into it a thread's move, which waits for an RCU
+	// grace period (about 10 ms here). Replaced, never changed in place:
+	// read it with v1s.
+	v1       map[string]string
 	fd       int // the cgroup2 directory, open while the group may be spawned into; -1 after
 	empty    chan struct{}
 	emptyErr error
@@ -116,24 +123,16 @@ func (m *Manager) Create(name string, r Limits) (g *Group, err error) {
 			_ = g.Remove()
 		}
 	}()
-	for c, h := range m.v1 {
-		if c == LimitCPU && r.CPU <= 0 {
-			// A v1 cpu group costs the machine dearly at scale (measured:
-			// 500 creates at once take half again as long) and CPU usage
-			// comes from cgroup2: made only for a sandbox with a cpu limit.
+	// A v1 group only for a limit the sandbox has (see Group.v1): the
+	// child is born in its cgroup2 group, which holds and kills it and
+	// gives its CPU time; a limit set later moves it in (Set).
+	for c := range m.v1 {
+		if !r.has(c) {
 			continue
 		}
-		p := joinPath(h.base, name)
-		err := os.Mkdir(h.dir(p), 0o755)
-		if errors.Is(err, fs.ErrNotExist) {
-			if err = m.ensureBase(); err == nil {
-				err = os.Mkdir(h.dir(p), 0o755)
-			}
+		if err := g.makeV1(c); err != nil {
+			return g, err
 		}
-		if err != nil {
-			return g, fmt.Errorf("create cgroup v1 %s: %w", c, err)
-		}
-		g.v1[c] = p
 	}
 	if err := g.Set(r); err != nil {
 		return g, err
@@ -158,12 +157,76 @@ func (m *Manager) Open(ref Ref, name string) (*Group, error) {
 	if _, err := os.Stat(m.dir(g.path)); err != nil {
 		return nil, err
 	}
-	for c, p := range ref.V1 {
-		if _, ok := m.v1[c]; ok && ownedPath(p, name) {
+	for c, h := range m.v1 {
+		if p := ref.V1[c]; p != "" && ownedPath(p, name) {
+			g.v1[c] = p
+		} else if p := joinPath(h.base, name); exists(h.dir(p)) {
+			// Made by a resize whose record a crash did not let be
+			// written: the name is the sandbox's marker, ours alone.
 			g.v1[c] = p
 		}
 	}
 	return g, nil
+}
+
+// makeV1 makes the group's group in limit c's v1 hierarchy.
+func (g *Group) makeV1(c string) error {
+	h := g.m.v1[c]
+	p := joinPath(h.base, g.name)
+	err := os.Mkdir(h.dir(p), 0o755)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = g.m.ensureBase(); err == nil {
+			err = os.Mkdir(h.dir(p), 0o755)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("create cgroup v1 %s: %w", c, err)
+	}
+	g.mu.Lock()
+	next := maps.Clone(g.v1)
+	next[c] = p
+	g.v1 = next
+	g.mu.Unlock()
+	return nil
+}
+
+// v1s is the group's v1 groups, by limit; never modify it.
+func (g *Group) v1s() map[string]string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.v1
+}
+
+// moveIntoV1 moves every process of the group into its v1 group of limit
+// c, until a pass over the cgroup2 group (which holds every one of them,
+// each child born there) finds none left outside: a process forked while
+// its parent was being moved is caught by the next pass.
+func (g *Group) moveIntoV1(c string) error {
+	dir := g.m.v1[c].dir(g.v1s()[c])
+	for range 100 {
+		procs, err := readLines(filepath.Join(g.m.dir(g.path), "cgroup.procs"))
+		if err != nil {
+			return err
+		}
+		in, err := readLines(filepath.Join(dir, "cgroup.procs"))
+		if err != nil {
+			return err
+		}
+		moved := false
+		for _, pid := range procs {
+			if !slices.Contains(in, pid) {
+				// A process that exits meanwhile is not an error.
+				if err := writeFile(filepath.Join(dir, "cgroup.procs"), pid); err != nil && !errors.Is(err, unix.ESRCH) {
+					return fmt.Errorf("move %s into cgroup v1 %s: %w", pid, c, err)
+				}
+				moved = true
+			}
+		}
+		if !moved {
+			return nil
+		}
+	}
+	return fmt.Errorf("move into cgroup v1 %s: its processes fork faster than they can be moved", c)
 }
 
 // Sweep kills and removes the groups named by names under the daemon's
@@ -252,11 +315,8 @@ func ownedPath(p, name string) bool {
 // Ref is what to persist to Open the group again.
 func (g *Group) Ref() Ref {
 	r := Ref{Path: g.path}
-	if len(g.v1) > 0 {
-		r.V1 = map[string]string{}
-		for c, p := range g.v1 {
-			r.V1[c] = p
-		}
+	if v1 := g.v1s(); len(v1) > 0 {
+		r.V1 = maps.Clone(v1)
 	}
 	return r
 }
@@ -310,6 +370,9 @@ func (e *Entry) Path() string { return e.g.path }
 // Enter is the group's Enter.
 func (e *Entry) Enter() (func() error, error) { return e.g.Enter() }
 
+// NeedsThread is the group's NeedsThread.
+func (e *Entry) NeedsThread() bool { return e.g.NeedsThread() }
+
 // Close releases the descriptor.
 func (e *Entry) Close() { unix.Close(e.fd) }
 
@@ -319,7 +382,8 @@ func (e *Entry) Close() { unix.Close(e.fd) }
 func (g *Group) Enter() (leave func() error, err error) {
 	tid := strconv.Itoa(unix.Gettid())
 	from := proc.Cgroups{}
-	if len(g.v1) > 0 {
+	v1 := g.v1s()
+	if len(v1) > 0 {
 		b, err := os.ReadFile("/proc/thread-self/cgroup")
 		if err != nil {
 			return func() error { return err }, err
@@ -334,7 +398,7 @@ func (g *Group) Enter() (leave func() error, err error) {
 		}
 		return errors.Join(errs...)
 	}
-	for c, p := range g.v1 {
+	for c, p := range v1 {
 		if err := writeFile(filepath.Join(g.m.v1[c].dir(p), "tasks"), tid); err != nil {
 			return leave, fmt.Errorf("enter cgroup v1 %s: %w", c, err)
 		}
@@ -342,6 +406,11 @@ func (g *Group) Enter() (leave func() error, err error) {
 	}
 	return leave, nil
 }
+
+// NeedsThread reports whether a child must be forked by a thread of its
+// own that Enter moves: only when the group has v1 groups. Otherwise
+// clone3 alone places the child, from any thread.
+func (g *Group) NeedsThread() bool { return len(g.v1s()) > 0 }
 
 // Kill ends every process in the group, however it was started: with
 // cgroup.kill, or by freezing the group and killing each member. It does
@@ -427,7 +496,7 @@ func (g *Group) Remove() error {
 		}
 	}
 	rm(g.m.dir(g.path))
-	for c, p := range g.v1 {
+	for c, p := range g.v1s() {
 		rm(g.m.v1[c].dir(p))
 	}
 	// The subtree goes with its last group, so that a daemon killed with

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/agent-control-plane/agent-control-plane/proc"
 )
 
 // Limits are what a group enforces, in the kernel's terms; zero means no
@@ -21,6 +23,19 @@ type Limits struct {
 
 // IsZero reports whether l sets no limit.
 func (l Limits) IsZero() bool { return l == Limits{} }
+
+// has reports whether l sets the limit called c (LimitCPU, …).
+func (l Limits) has(c string) bool {
+	switch c {
+	case LimitCPU:
+		return l.CPU > 0
+	case LimitMemory:
+		return l.MemoryBytes > 0
+	case LimitPids:
+		return l.Pids > 0
+	}
+	return false
+}
 
 // Usage is what a group's processes consume: CPU time so far, memory and
 // tasks now.
@@ -40,17 +55,37 @@ func CPUFromQuota(quotaMicros, periodMicros int64) float64 {
 }
 
 // Set applies the limits r, zero fields lifting a limit. It may be called
-// while the group runs.
+// while the group runs: a limit of a v1 hierarchy the group is not in yet
+// makes its group there, limited, and moves the group's processes into it.
+// Calls must not overlap.
 func (g *Group) Set(r Limits) error {
 	if err := g.m.Supports(r); err != nil {
 		return err
 	}
+	var join []string
+	for c := range g.m.v1 {
+		if r.has(c) && g.v1s()[c] == "" {
+			if err := g.makeV1(c); err != nil {
+				return err
+			}
+			join = append(join, c)
+		}
+	}
+	if err := g.set(r); err != nil {
+		return err
+	}
+	for _, c := range join {
+		if err := g.moveIntoV1(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *Group) set(r Limits) error {
 	var errs []error
 	set := func(limit string, v2 func(dir string) error, v1 func(dir string) error) {
 		errs = append(errs, g.atLimit(limit, v2, v1))
-	}
-	if _, ok := g.m.v1[LimitCPU]; ok && r.CPU > 0 && g.v1[LimitCPU] == "" {
-		return fmt.Errorf("%w cpu limits on this sandbox: on a hybrid machine a sandbox gets its cgroup v1 cpu group only when created with a cpu limit", ErrUnsupported)
 	}
 	quota := cpuQuota(r.CPU)
 	set(LimitCPU, func(dir string) error {
@@ -126,11 +161,11 @@ func cpuQuota(cpu float64) int64 {
 // controller there, else v1 on the directory of limit's v1 hierarchy, if
 // the group has one; otherwise nothing.
 func (g *Group) atLimit(limit string, v2, v1 func(dir string) error) error {
-	switch {
+	switch p := g.v1s()[limit]; {
 	case g.m.v2limits[limit]:
 		return v2(g.m.dir(g.path))
-	case g.v1[limit] != "":
-		return v1(g.m.v1[limit].dir(g.v1[limit]))
+	case p != "":
+		return v1(g.m.v1[limit].dir(p))
 	}
 	return nil
 }
@@ -206,14 +241,25 @@ func (g *Group) Usage() (Usage, error) {
 		return u, err
 	}
 	u.CPUSeconds = float64(stat["usage_usec"]) / 1e6
+	v1 := g.v1s()
 	if g.m.v2limits[LimitMemory] {
 		u.MemoryBytes, _ = readInt(filepath.Join(dir, "memory.current"))
-	} else if p := g.v1[LimitMemory]; p != "" {
+	} else if p := v1[LimitMemory]; p != "" {
 		u.MemoryBytes, _ = readInt(filepath.Join(g.m.v1[LimitMemory].dir(p), "memory.usage_in_bytes"))
+	} else {
+		// No memory controller over the group: what its processes have
+		// resident (shared pages counted in each; no page cache).
+		procs, _ := readLines(filepath.Join(dir, "cgroup.procs"))
+		for _, pid := range procs {
+			if n, err := strconv.Atoi(pid); err == nil {
+				rss, _ := proc.Resident(n)
+				u.MemoryBytes += rss
+			}
+		}
 	}
 	if g.m.v2limits[LimitPids] {
 		u.Pids, _ = readInt(filepath.Join(dir, "pids.current"))
-	} else if p := g.v1[LimitPids]; p != "" {
+	} else if p := v1[LimitPids]; p != "" {
 		u.Pids, _ = readInt(filepath.Join(g.m.v1[LimitPids].dir(p), "pids.current"))
 	} else if threads, err := readLines(filepath.Join(dir, "cgroup.threads")); err == nil {
 		u.Pids = int64(len(threads))
@@ -228,7 +274,7 @@ func (g *Group) OOMKills() int64 {
 		ev, _ := readKeyed(filepath.Join(g.m.dir(g.path), "memory.events"))
 		return ev["oom_kill"]
 	}
-	if p := g.v1[LimitMemory]; p != "" {
+	if p := g.v1s()[LimitMemory]; p != "" {
 		ev, _ := readKeyed(filepath.Join(g.m.v1[LimitMemory].dir(p), "memory.oom_control"))
 		return ev["oom_kill"]
 	}

@@ -72,6 +72,24 @@ func readProc(pid int, name string) ([]byte, error) {
 
 // readStat parses /proc/<pid>/stat. The command name (field 2) may contain
 // spaces and parentheses, so parsing starts after its last ')'.
+// Resident is the memory process pid has resident, in bytes (its RSS,
+// from /proc/<pid>/statm).
+func Resident(pid int) (int64, error) {
+	b, err := readProc(pid, "statm")
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0, fmt.Errorf("/proc/%d/statm: %q", pid, b)
+	}
+	pages, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("/proc/%d/statm: %w", pid, err)
+	}
+	return pages * int64(os.Getpagesize()), nil
+}
+
 func readStat(pid int) (procStat, error) {
 	b, err := readProc(pid, "stat")
 	if err != nil {

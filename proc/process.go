@@ -308,6 +308,10 @@ type Placement interface {
 	// for the main thread: any other ends after the fork. leave is
 	// returned even with an error, to undo a partial move.
 	Enter() (leave func() error, err error)
+	// NeedsThread reports whether Enter has anything to do. When not, the
+	// child is cloned into its cgroup from the calling thread: no thread
+	// is locked, moved or ended for it.
+	NeedsThread() bool
 }
 
 // openLog opens a log for the child to append to. A link in its place is
@@ -470,6 +474,9 @@ func forkExec(path string, spec Spec, attr *syscall.ProcAttr) (int, error) {
 	}
 	attr.Sys.UseCgroupFD = true
 	attr.Sys.CgroupFD = spec.Cgroup.FD()
+	if !spec.Cgroup.NeedsThread() {
+		return syscall.ForkExec(path, spec.Argv, attr)
+	}
 	// The child inherits the cgroups of the thread that forks it. The fork
 	// runs on a goroutine locked to its thread: the thread enters the
 	// child's cgroups, forks, and ends with the goroutine, so it never

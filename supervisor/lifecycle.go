@@ -98,12 +98,12 @@ func isDone(c <-chan struct{}) bool {
 func (s *Supervisor) transition(e *sandbox, h runtime.Handle, change func(*Sandbox) (event string, ok bool)) {
 	e.op.Lock()
 	defer e.op.Unlock()
-	s.transitionHoldingOp(e, h, change)
+	s.transitionHoldingOp(e, h, true, change)
 }
 
 // transitionHoldingOp is transition for a caller that holds e.op; it
-// reports whether it committed.
-func (s *Supervisor) transitionHoldingOp(e *sandbox, h runtime.Handle, change func(*Sandbox) (event string, ok bool)) bool {
+// reports whether it committed. durable: see commitAs.
+func (s *Supervisor) transitionHoldingOp(e *sandbox, h runtime.Handle, durable bool, change func(*Sandbox) (event string, ok bool)) bool {
 	s.mu.Lock()
 	if e.handle != h {
 		s.mu.Unlock()
@@ -117,15 +117,25 @@ func (s *Supervisor) transitionHoldingOp(e *sandbox, h runtime.Handle, change fu
 	}
 	next.UpdatedAt = s.clock()
 	s.mu.Unlock()
-	s.commit(e, next, ev)
+	s.commitAs(e, next, ev, durable)
 	return true
 }
 
-// commit persists next as e's state and then makes it visible with event ev
-// (if not empty). Callers hold e.op. A record that cannot be written is
-// logged: the in-memory state still reflects the truth about the process.
+// commit persists next as e's state, durably, and then makes it visible
+// with event ev (if not empty). Callers hold e.op. A record that cannot be
+// written is logged: the in-memory state still reflects the truth about
+// the process.
 func (s *Supervisor) commit(e *sandbox, next Sandbox, ev string) {
-	if err := s.writeRecord(e.id, s.toRecord(e, next, s.handleState(e)), true); err != nil {
+	s.commitAs(e, next, ev, true)
+}
+
+// commitAs is commit, with the record fsynced before the event only when
+// durable. Without, the record is still written in full and renamed into
+// place before the event (a daemon that dies after it reads it back); only
+// a power loss can undo it, and then what it undoes is what the next boot
+// finds anyway.
+func (s *Supervisor) commitAs(e *sandbox, next Sandbox, ev string, durable bool) {
+	if err := s.writeRecord(e.id, s.toRecord(e, next, s.handleState(e)), durable); err != nil {
 		s.log.Error("persist sandbox record", "sandbox", next.ID, "err", err)
 	}
 	s.mu.Lock()
@@ -156,7 +166,11 @@ func (s *Supervisor) exited(e *sandbox, h runtime.Handle) {
 	// The release under the op lock too: a Start waits for it, so the
 	// old workload's port, logs and remains go before a new one comes.
 	e.op.Lock()
-	stopped := s.transitionHoldingOp(e, h, func(sb *Sandbox) (string, bool) {
+	// Not fsynced before the event: a workload that ended by itself is
+	// seen ended the moment it ends. A power loss that undid the record
+	// would leave it saying "started" in another boot, where the daemon
+	// finds every child gone and says stopped all the same.
+	stopped := s.transitionHoldingOp(e, h, false, func(sb *Sandbox) (string, bool) {
 		if !sb.State.Live() {
 			return "", false
 		}

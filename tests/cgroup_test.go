@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -258,19 +259,29 @@ func TestCgroupUsageAndResize(t *testing.T) {
 	if code, b := call(t, d, "POST", "/v1/sandboxes/burn/resize", `{"memory":0.001}`); code != 400 {
 		t.Errorf("resize below 16 MiB: %d %s", code, b)
 	}
-	// On a hybrid machine a sandbox gets a v1 cpu group only when created
-	// with a cpu limit; one created without cannot be given one later.
-	create(t, d, `{"name":"nocpu"}`)
-	waitState(t, d, "nocpu", "started")
-	code, b = call(t, d, "POST", "/v1/sandboxes/nocpu/resize", `{"cpu":1}`)
-	switch {
-	case cg.Mode == "hybrid" && (code != 400 || !strings.Contains(string(b), "limits_unsupported")):
-		t.Errorf("hybrid: cpu limit added by resize: %d %s", code, b)
-	case cg.Mode == "v2" && code != 200:
-		t.Errorf("v2: cpu limit added by resize: %d %s", code, b)
+	// A sandbox created without limits (on a hybrid machine: in no v1
+	// group, so its spawn moved no thread) is given every limit later: its
+	// v1 groups are made and its processes moved into them.
+	create(t, d, `{"name":"nolimits"}`)
+	waitState(t, d, "nolimits", "started")
+	code, b = call(t, d, "POST", "/v1/sandboxes/nolimits/resize", `{"cpu":1,"memory":0.25,"pids":50}`)
+	if code != 200 {
+		t.Fatalf("limits added by resize: %d %s", code, b)
 	}
-	if info := get(t, d, "nocpu"); cg.Mode == "hybrid" && info.CPU != 0 {
-		t.Errorf("a refused resize changed the limits: %+v", info)
+	if info := get(t, d, "nolimits"); info.CPU != 1 || info.Memory != 0.25 || info.Pids != 50 {
+		t.Errorf("limits added by resize: %+v", info)
+	}
+	cgs, err := proc.ReadCgroups(childPID(t, d, "nolimits"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cg.Mode == "hybrid" {
+		group := path.Base(cgs[""])
+		for _, c := range []string{"cpu", "memory", "pids"} {
+			if path.Base(cgs[c]) != group {
+				t.Errorf("after the resize the child is in %s %q, not its group %q", c, cgs[c], group)
+			}
+		}
 	}
 }
 

@@ -193,6 +193,13 @@ func (h *handle) finish(closed, empty <-chan struct{}, emptyErr error) {
 	select {
 	case <-empty:
 	default:
+		// A lone leader's group is empty by the time its pidfd says it
+		// exited (the kernel leaves the cgroup before it notifies), while
+		// the inotify event that closes empty may be milliseconds behind:
+		// read it instead of waiting.
+		if populated, err := h.g.Populated(); err == nil && !populated {
+			break
+		}
 		// Without inotify or a working kill there is nothing to wait on:
 		// Delete then finds the group busy and says so.
 		if kerr := h.g.Kill(); emptyErr == nil && kerr == nil {
