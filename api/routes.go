@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -295,12 +294,10 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	one := []supervisor.Sandbox{sb}
 	s.sup.Meter(r.Context(), one)
 	info := ToInfo(one[0])
-	env, err := s.sup.Env(sb.ID)
-	if err != nil && !errors.Is(err, supervisor.ErrNotFound) {
+	if info.EnvKeys, err = s.sup.EnvKeys(sb.ID); err != nil && !errors.Is(err, supervisor.ErrNotFound) {
 		s.writeSupervisorError(w, err, wire.CodeInternal)
 		return
 	}
-	info.EnvKeys = slices.Sorted(maps.Keys(env))
 	writeJSON(w, http.StatusOK, info)
 }
 

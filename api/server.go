@@ -38,6 +38,7 @@ import (
 // method's contract is the one documented on supervisor.Supervisor.
 type Supervisor interface {
 	daytona.Supervisor // what /api needs, which /v1 needs too
+	EnvKeys(id string) ([]string, error)
 	EntrypointLogs(ctx context.Context, id string, q supervisor.LogQuery) (supervisor.Logs, error)
 	FollowLogs(ctx context.Context, id string, q supervisor.LogQuery, emit func(supervisor.LogChunk) error) (supervisor.Sandbox, error)
 	Subscribe(f supervisor.Filter, after *uint64) (*supervisor.Subscription, []supervisor.Event)

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -190,6 +189,25 @@ func (g *Group) makeV1(c string) error {
 	return nil
 }
 
+// dropV1 removes the group's v1 groups of limits cs that are still empty,
+// and forgets them; one a process was moved into stays the group's (the
+// kernel refuses to remove it), limited as asked.
+func (g *Group) dropV1(cs []string) {
+	v1 := g.v1s()
+	var gone []string
+	for _, c := range cs {
+		if err := unix.Rmdir(g.m.v1[c].dir(v1[c])); err == nil || errors.Is(err, unix.ENOENT) {
+			gone = append(gone, c)
+		}
+	}
+	g.mu.Lock()
+	g.v1 = maps.Clone(g.v1)
+	for _, c := range gone {
+		delete(g.v1, c)
+	}
+	g.mu.Unlock()
+}
+
 // v1s is the group's v1 groups, by limit; never modify it.
 func (g *Group) v1s() map[string]string {
 	g.mu.Lock()
@@ -208,13 +226,17 @@ func (g *Group) moveIntoV1(c string) error {
 		if err != nil {
 			return err
 		}
-		in, err := readLines(filepath.Join(dir, "cgroup.procs"))
+		lines, err := readLines(filepath.Join(dir, "cgroup.procs"))
 		if err != nil {
 			return err
 		}
+		in := make(map[string]bool, len(lines))
+		for _, pid := range lines {
+			in[pid] = true
+		}
 		moved := false
 		for _, pid := range procs {
-			if !slices.Contains(in, pid) {
+			if !in[pid] {
 				// A process that exits meanwhile is not an error.
 				if err := writeFile(filepath.Join(dir, "cgroup.procs"), pid); err != nil && !errors.Is(err, unix.ESRCH) {
 					return fmt.Errorf("move %s into cgroup v1 %s: %w", pid, c, err)

@@ -57,12 +57,19 @@ func CPUFromQuota(quotaMicros, periodMicros int64) float64 {
 // Set applies the limits r, zero fields lifting a limit. It may be called
 // while the group runs: a limit of a v1 hierarchy the group is not in yet
 // makes its group there, limited, and moves the group's processes into it.
+// A v1 group made for limits that could not be set is removed again, if
+// nothing was moved into it yet.
 // Calls must not overlap.
-func (g *Group) Set(r Limits) error {
+func (g *Group) Set(r Limits) (err error) {
 	if err := g.m.Supports(r); err != nil {
 		return err
 	}
 	var join []string
+	defer func() {
+		if err != nil && len(join) > 0 {
+			g.dropV1(join)
+		}
+	}()
 	for c := range g.m.v1 {
 		if r.has(c) && g.v1s()[c] == "" {
 			if err := g.makeV1(c); err != nil {

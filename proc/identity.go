@@ -70,8 +70,6 @@ func readProc(pid int, name string) ([]byte, error) {
 	return b, err
 }
 
-// readStat parses /proc/<pid>/stat. The command name (field 2) may contain
-// spaces and parentheses, so parsing starts after its last ')'.
 // Resident is the memory process pid has resident, in bytes (its RSS,
 // from /proc/<pid>/statm).
 func Resident(pid int) (int64, error) {
@@ -90,6 +88,8 @@ func Resident(pid int) (int64, error) {
 	return pages * int64(os.Getpagesize()), nil
 }
 
+// readStat parses /proc/<pid>/stat. The command name (field 2) may contain
+// spaces and parentheses, so parsing starts after its last ')'.
 func readStat(pid int) (procStat, error) {
 	b, err := readProc(pid, "stat")
 	if err != nil {

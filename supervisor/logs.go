@@ -164,12 +164,16 @@ func redactLines(ctx context.Context, r *redact.Redactor, name string, raw []log
 // secretsOf returns the values of e's env whose keys look secret, plus
 // every forwarded credential.
 func (s *Supervisor) secretsOf(e *sandbox) []string {
-	out := s.opts.Env.Secrets()
 	env, err := s.envOf(e)
 	if err != nil {
 		s.log.Warn("read sandbox environment for redaction", "sandbox", e.id, "err", err)
-		return out
 	}
+	return s.secretsIn(env)
+}
+
+// secretsIn is secretsOf for a sandbox environment already read.
+func (s *Supervisor) secretsIn(env map[string]string) []string {
+	out := s.opts.Env.Secrets()
 	for k, v := range env {
 		if redact.SecretKey(k) {
 			out = append(out, v)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/redact"
@@ -88,7 +89,7 @@ func (s *Supervisor) Env(id string) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := redact.New(s.secretsOf(e))
+	r := redact.New(s.secretsIn(env))
 	out := maps.Clone(env)
 	for k, v := range out {
 		if redact.SecretKey(k) {
@@ -98,6 +99,20 @@ func (s *Supervisor) Env(id string) (map[string]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// EnvKeys returns the names of the variables a sandbox was created with,
+// sorted: no value is read into an answer, none needs redacting.
+func (s *Supervisor) EnvKeys(id string) ([]string, error) {
+	e, err := s.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	env, err := s.envOf(e)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Sorted(maps.Keys(env)), nil
 }
 
 // Redactor removes the secrets a sandbox's output may hold, as its

@@ -184,6 +184,8 @@ function bytes(n) {
   return (mib < 10 ? mib.toFixed(1) : Math.round(mib)) + ' MiB';
 }
 
+const cpus = (n) => n + (n === 1 ? ' CPU' : ' CPUs');
+
 // percent of one CPU: 0.25 CPUs is 25%.
 function percent(cpus) {
   const p = cpus * 100;
@@ -673,13 +675,17 @@ function openDrawer(id, from) {
   $('drawer-close').focus();
 }
 
+// logQuery is the drawer's search, lower-cased once per change rather
+// than read from the page at every line.
+let logQuery = '';
+
 // lineMatches says whether a line of the drawer passes the search.
 function lineMatches(s) {
-  const q = $('log-search').value.toLowerCase();
-  return !q || s.classList.contains('meta') || s.lastChild.textContent.toLowerCase().includes(q);
+  return !logQuery || s.classList.contains('meta') || s.lastChild.textContent.toLowerCase().includes(logQuery);
 }
 
 function searchLogs() {
+  logQuery = $('log-search').value.toLowerCase();
   for (const s of $('log').children) s.hidden = !lineMatches(s);
 }
 
@@ -747,9 +753,9 @@ function renderDetails(now) {
   let cpu = none;
   if (u) {
     const rate = r.rate === undefined ? 'measuring…' : percent(r.rate);
-    cpu = rate + (sb.cpu ? ' of ' + sb.cpu + (sb.cpu === 1 ? ' CPU' : ' CPUs') : ' (no limit)') + ' · ' + u.cpuSeconds.toFixed(1) + ' s in all';
+    cpu = rate + (sb.cpu ? ' of ' + cpus(sb.cpu) : ' (no limit)') + ' · ' + u.cpuSeconds.toFixed(1) + ' s in all';
   } else if (sb.cpu) {
-    cpu = 'limit ' + sb.cpu + (sb.cpu === 1 ? ' CPU' : ' CPUs');
+    cpu = 'limit ' + cpus(sb.cpu);
   }
   detail('cpu', 'CPU', cpu, '100% is one CPU busy');
   const limit = sb.memory ? sb.memory * (1 << 30) : 0;
