@@ -76,6 +76,7 @@ type collector struct {
 	memory     *prometheus.Desc
 	pids       *prometheus.Desc
 	ready      *prometheus.Desc
+	steps      *prometheus.Desc
 }
 
 func newCollector(sup Supervisor) *collector {
@@ -96,11 +97,12 @@ func newCollector(sup Supervisor) *collector {
 		memory:     d("sandbox_memory_bytes", "Memory the live sandboxes of a runtime use now.", "runtime"),
 		pids:       d("sandbox_pids", "Tasks in the live sandboxes of a runtime now.", "runtime"),
 		ready:      d("sandbox_ready_seconds", "Time from a workload's start to its ready path answering, by runtime.", "runtime"),
+		steps:      d("sandbox_create_step_seconds_total", "Time the creates that succeeded spent in each step (divide by sandbox_creates_total{result=\"ok\"} for a mean).", "step"),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.sandboxes, c.creates, c.stops, c.rehydrates, c.events, c.portsInUse, c.portsTotal, c.subs, c.cpu, c.memory, c.pids, c.ready} {
+	for _, d := range []*prometheus.Desc{c.sandboxes, c.creates, c.stops, c.rehydrates, c.events, c.portsInUse, c.portsTotal, c.subs, c.cpu, c.memory, c.pids, c.ready, c.steps} {
 		ch <- d
 	}
 }
@@ -125,6 +127,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, t := range eventTypes {
 		ch <- prometheus.MustNewConstMetric(c.events, prometheus.CounterValue, float64(st.Events[t]), t)
+	}
+	for _, step := range supervisor.CreateSteps {
+		ch <- prometheus.MustNewConstMetric(c.steps, prometheus.CounterValue, st.CreateSteps[step], step)
 	}
 	ch <- prometheus.MustNewConstMetric(c.portsInUse, prometheus.GaugeValue, float64(st.PortsInUse))
 	ch <- prometheus.MustNewConstMetric(c.portsTotal, prometheus.GaugeValue, float64(st.PortsTotal))

@@ -29,7 +29,8 @@ func newMarker(id string) string {
 // is probed in the background. On any error nothing is left behind: no
 // process, no port lease, no directory.
 func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox, err error) {
-	defer func() { s.stats.created(err) }()
+	tr := runtime.NewTrace()
+	defer func() { s.stats.created(err, tr) }()
 	if err := req.Validate(); err != nil {
 		return Sandbox{}, err
 	}
@@ -89,6 +90,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	s.mu.Unlock()
 	e.op.Lock()
 	defer e.op.Unlock()
+	tr.Mark(StepCheck)
 
 	var undo []func()
 	defer func() {
@@ -111,6 +113,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 		undo = append(undo, func() { s.ports.release(port, req.Name) })
 		e.info.Port = port
 	}
+	tr.Mark(StepLease)
 
 	// The directory is built under a staging name that proves it is ours
 	// (see rootFS.tempName) and appears under its own name, complete with
@@ -167,7 +170,8 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 		return Sandbox{}, fmt.Errorf("create sandbox directory: %w", err)
 	}
 	made = req.Name
-	h, err := rt.Start(context.WithoutCancel(ctx), s.spec(e, e.marker, port, childenv.List(env), snap, req.Labels, res))
+	tr.Mark(StepDirectory)
+	h, err := rt.Start(runtime.WithTrace(context.WithoutCancel(ctx), tr), s.spec(e, e.marker, port, childenv.List(env), snap, req.Labels, res))
 	if err != nil {
 		return Sandbox{}, fmt.Errorf("start workload: %w", err)
 	}
@@ -181,10 +185,12 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 			s.log.Error("runtime delete after a failed create", "sandbox", req.Name, "err", err)
 		}
 	})
+	tr.Mark(StepStart)
 	e.info.Endpoint = h.Endpoint()
 	if err := s.writeRecord(e.id, s.toRecord(e, e.info, h.State()), true); err != nil {
 		return Sandbox{}, fmt.Errorf("write %s: %w", RecordFile, err)
 	}
+	tr.Mark(StepRecord)
 
 	s.mu.Lock()
 	e.handle = h
@@ -194,8 +200,8 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	s.events.publish(Event{Type: EventCreated, Time: now, Sandbox: info})
 	s.mu.Unlock()
 	s.log.Info("sandbox created", "sandbox", req.Name, "runtime", req.Runtime, "port", port, "labels", req.Labels)
-	s.logs.Watch(e.id)
 	s.watch(e, h, e.startup)
+	tr.Mark(StepPublish)
 	return info, nil
 }
 

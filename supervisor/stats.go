@@ -42,6 +42,20 @@ func CreateResult(err error) string {
 	}
 }
 
+// The supervisor's steps of a create, around the runtime's own
+// (runtime.Step*), for the per-step breakdown in metrics.
+const (
+	StepCheck     = "check"     // the request checked, its snapshot and limits resolved, its name reserved
+	StepLease     = "lease"     // its port leased
+	StepDirectory = "directory" // its directory made, with the env file and the intent record
+	StepStart     = "start"     // what the runtime's Start did past the steps it marks (all of it for one that marks none)
+	StepRecord    = "record"    // the record naming the workload written and fsynced
+	StepPublish   = "publish"   // the created event published, the log and readiness watches begun
+)
+
+// CreateSteps lists every step of a create, in order.
+var CreateSteps = []string{StepCheck, StepLease, StepDirectory, runtime.StepCgroup, runtime.StepSpawn, runtime.StepWatch, StepStart, StepRecord, StepPublish}
+
 // ReadyBuckets are the upper bounds, in seconds, of the time-to-ready
 // histogram: from a workload's start to its ready path answering.
 var ReadyBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
@@ -75,15 +89,22 @@ type stats struct {
 	stops      map[StopReason]uint64
 	rehydrates map[string]uint64
 	events     map[string]uint64
+	steps      map[string]float64 // CreateSteps → seconds, over the creates that succeeded
 }
 
 func newStats() *stats {
-	return &stats{ready: map[string]*Histogram{}, creates: map[string]uint64{}, stops: map[StopReason]uint64{}, rehydrates: map[string]uint64{}, events: map[string]uint64{}}
+	return &stats{ready: map[string]*Histogram{}, creates: map[string]uint64{}, stops: map[StopReason]uint64{}, rehydrates: map[string]uint64{}, events: map[string]uint64{}, steps: map[string]float64{}}
 }
 
-func (st *stats) created(err error) {
+// created counts a create and, when it succeeded, the time of its steps.
+func (st *stats) created(err error, tr *runtime.Trace) {
 	st.mu.Lock()
 	st.creates[CreateResult(err)]++
+	if err == nil {
+		for step, d := range tr.Took() {
+			st.steps[step] += d.Seconds()
+		}
+	}
 	st.mu.Unlock()
 }
 
@@ -124,6 +145,9 @@ type Stats struct {
 	Stops      map[StopReason]uint64
 	Rehydrates map[string]uint64 // RehydrateResults
 	Events     map[string]uint64 // event type → published
+	// CreateSteps is the time spent in each step (CreateSteps) of the
+	// creates that succeeded, in seconds.
+	CreateSteps map[string]float64
 	// Ready is, by runtime, how long started workloads took to answer
 	// their ready path (since this daemon started).
 	Ready       map[string]Histogram
@@ -158,6 +182,7 @@ func (s *Supervisor) Stats() Stats {
 	out.Stops = maps.Clone(st.stops)
 	out.Rehydrates = maps.Clone(st.rehydrates)
 	out.Events = maps.Clone(st.events)
+	out.CreateSteps = maps.Clone(st.steps)
 	out.Ready = map[string]Histogram{}
 	for rt, h := range st.ready {
 		out.Ready[rt] = Histogram{Buckets: slices.Clone(h.Buckets), Sum: h.Sum, Count: h.Count}

@@ -99,6 +99,7 @@ func (n *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 		if g, err = n.Cgroups.Create(spec.Marker, cgroup.Limits(spec.Resources)); err != nil {
 			return nil, err
 		}
+		runtime.Mark(ctx, runtime.StepCgroup)
 	}
 	argv := spec.Command
 	if len(argv) == 0 {
@@ -133,7 +134,10 @@ func (n *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 		}
 		return nil, err
 	}
-	return n.newHandle(p, p.Identity(), g, spec.Port, spec.Workspace), nil
+	runtime.Mark(ctx, runtime.StepSpawn)
+	h := n.newHandle(p, p.Identity(), g, spec.Port, spec.Workspace)
+	runtime.Mark(ctx, runtime.StepWatch)
+	return h, nil
 }
 
 // Enforceable is r without the limits the machine's cgroups cannot
@@ -150,24 +154,24 @@ func (n *Runtime) newHandle(p *proc.Process, id proc.Identity, g *cgroup.Group, 
 	h := &handle{p: p, id: id, g: g, w: n.Watcher, port: port, Files: workspace.Files{Host: ws, Seen: ws}}
 	if g == nil {
 		// The process is the whole sandbox; what Exec started ends
-		// with it.
-		go func() {
-			select {
-			case <-p.Done():
-				h.execs.kill()
-				// And what a daemon before this one started by Exec:
-				// it carries the sandbox's marker.
-				_, _ = proc.KillMarked(id.Marker)
-			case <-n.Watcher.Closed():
-			}
-		}()
+		// with it. And what a daemon before this one started by Exec:
+		// it carries the sandbox's marker.
+		p.OnExit(func() {
+			h.execs.kill()
+			n.Watcher.KillMarked(id.Marker)
+		})
 		return h
 	}
 	h.end = runtime.NewEnding()
 	// Watched from the start, so that at the leader's exit the group's
 	// emptiness is already known (a lone leader's group is empty at once).
 	empty, err := g.Empty()
-	go h.finish(n.Watcher.Closed(), empty, err)
+	if p == nil {
+		go h.finish(n.Watcher.Closed(), empty, err)
+	} else {
+		// No goroutine waits while the leader lives.
+		p.OnExit(func() { h.finish(n.Watcher.Closed(), empty, err) })
+	}
 	return h
 }
 
