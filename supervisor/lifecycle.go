@@ -12,15 +12,26 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
-// watch starts the goroutine that follows a live workload: readiness for up
-// to timeout (measured on the real clock), then exit. After Close it starts
-// nothing: the workload outlives the daemon.
+// watch starts the goroutine that follows a live workload: its logs'
+// cap, readiness for up to timeout (measured on the real clock), then
+// exit. After Close it starts nothing: the workload outlives the daemon.
 func (s *Supervisor) watch(e *sandbox, h runtime.Handle, timeout time.Duration) {
 	if !s.track() {
 		return
 	}
 	go func() {
 		defer s.bg.Done()
+		// Off the caller's path (a create answers sooner), under the op
+		// lock: after the caller's, and never after a stop's release.
+		// Whatever the workload wrote before is capped and dated now.
+		e.op.Lock()
+		s.mu.Lock()
+		live := e.handle == h && e.info.State.Live()
+		s.mu.Unlock()
+		if live {
+			s.logs.Watch(e.id)
+		}
+		e.op.Unlock()
 		s.awaitReady(e, h, timeout)
 		select {
 		case <-h.Done():
@@ -130,13 +141,14 @@ func (s *Supervisor) commit(e *sandbox, next Sandbox, ev string) {
 }
 
 // commitAs is commit, with the record fsynced before the event only when
-// durable. Without, the record is still written in full and renamed into
-// place before the event (a daemon that dies after it reads it back); only
-// a power loss can undo it, and then what it undoes is what the next boot
-// finds anyway.
+// durable. Without, the event goes first and the record is written (in
+// full, renamed into place) right after, still under e.op, so that the
+// next operation on e reads it: what a daemon that died between the two
+// finds is a live record whose workload is gone, which it marks stopped
+// anyway; only the exit's details would be lost.
 func (s *Supervisor) commitAs(e *sandbox, next Sandbox, ev string, durable bool) {
-	if err := s.writeRecord(e.id, s.toRecord(e, next, s.handleState(e)), durable); err != nil {
-		s.log.Error("persist sandbox record", "sandbox", next.ID, "err", err)
+	if durable {
+		s.persist(e, next, true)
 	}
 	s.mu.Lock()
 	e.setInfoLocked(next)
@@ -144,8 +156,19 @@ func (s *Supervisor) commitAs(e *sandbox, next Sandbox, ev string, durable bool)
 		s.events.publish(Event{Type: ev, Time: next.UpdatedAt, Sandbox: next})
 	}
 	s.mu.Unlock()
+	if !durable {
+		s.persist(e, next, false)
+	}
 	if ev != "" {
 		s.log.Info("sandbox "+strings.TrimPrefix(ev, "sandbox."), "sandbox", next.ID, "errorReason", next.ErrorReason)
+	}
+}
+
+// persist writes next as e's record; an error is logged: the in-memory
+// state still tells the truth about the process.
+func (s *Supervisor) persist(e *sandbox, next Sandbox, durable bool) {
+	if err := s.writeRecord(e.id, s.toRecord(e, next, s.handleState(e)), durable); err != nil {
+		s.log.Error("persist sandbox record", "sandbox", next.ID, "err", err)
 	}
 }
 
@@ -166,10 +189,11 @@ func (s *Supervisor) exited(e *sandbox, h runtime.Handle) {
 	// The release under the op lock too: a Start waits for it, so the
 	// old workload's port, logs and remains go before a new one comes.
 	e.op.Lock()
-	// Not fsynced before the event: a workload that ended by itself is
-	// seen ended the moment it ends. A power loss that undid the record
-	// would leave it saying "started" in another boot, where the daemon
-	// finds every child gone and says stopped all the same.
+	// Recorded after the event, not fsynced (commitAs): a workload that
+	// ended by itself is seen ended the moment it ends. A power loss that
+	// undid the record would leave it saying "started" in another boot,
+	// where the daemon finds every child gone and says stopped all the
+	// same.
 	stopped := s.transitionHoldingOp(e, h, false, func(sb *Sandbox) (string, bool) {
 		if !sb.State.Live() {
 			return "", false

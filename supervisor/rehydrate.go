@@ -218,7 +218,6 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name string) (rtName, mar
 				s.reconcileLimits(ctx, e, name, h.State())
 				s.register(e)
 				log.Info("sandbox re-adopted", "port", e.info.Port, "state", e.info.State)
-				s.logs.Watch(e.id)
 				s.stats.rehydrated(RehydrateAdopted)
 				s.watch(e, h, e.startup-s.clock().Sub(e.info.CreatedAt))
 				return "", ""

@@ -91,7 +91,6 @@ func (s *Supervisor) Start(ctx context.Context, id string) (Sandbox, error) {
 	s.events.publish(Event{Type: EventStarting, Time: now, Sandbox: next})
 	s.mu.Unlock()
 	s.log.Info("sandbox starting again", "sandbox", id, "runtime", sb.Runtime, "port", port)
-	s.logs.Watch(id)
 	s.watch(e, h, e.startup)
 	return next, nil
 }

@@ -116,7 +116,7 @@ func openRoot(path string) (_ *rootFS, err error) {
 		if m.Secret == "" {
 			m.Secret = newSecret()
 			b, _ := json.Marshal(m)
-			if err := r.writeAtomic("", MarkFile, append(b, '\n'), true); err != nil {
+			if err := r.writeAtomic("", MarkFile, append(b, '\n'), securefs.SyncBeforeRename); err != nil {
 				return nil, fmt.Errorf("root %s: add a secret to %s: %w", path, MarkFile, err)
 			}
 		}
@@ -138,7 +138,7 @@ func openRoot(path string) (_ *rootFS, err error) {
 	_, _ = rand.Read(id)
 	secret := newSecret()
 	m, _ := json.Marshal(rootMark{Format: markFormat, RootID: hex.EncodeToString(id), CreatedAt: time.Now().UTC(), Secret: secret})
-	if err := r.writeAtomic("", MarkFile, append(m, '\n'), true); err != nil {
+	if err := r.writeAtomic("", MarkFile, append(m, '\n'), securefs.SyncBeforeRename); err != nil {
 		return nil, fmt.Errorf("mark root: %w", err)
 	}
 	r.id = hex.EncodeToString(id)
@@ -176,21 +176,20 @@ func (r *rootFS) createFile(rel string, data []byte) error { return r.CreateFile
 // writeAtomic replaces file name in directory dir (relative; "" is the
 // root) so that a reader, or the daemon after a crash of its own process
 // at any point, sees the old content or the new, never a mix: a temporary
-// file made with mode 0600, written, renamed over the name. With durable,
-// the file is fsynced before the rename and the directory after it, so the
-// new content survives a power loss too; without, a power loss may lose
-// the write (and after one every child is gone anyway: the boot id
+// file made with mode 0600, written, renamed over the name. sync says what
+// survives a power loss (securefs.Sync); without one, a power loss may
+// lose the write (and after one every child is gone anyway: the boot id
 // changes).
-func (r *rootFS) writeAtomic(dir, name string, data []byte, durable bool) error {
-	return r.writeAtomicFunc(dir, name, durable, func(w io.Writer) error {
+func (r *rootFS) writeAtomic(dir, name string, data []byte, sync securefs.Sync) error {
+	return r.writeAtomicFunc(dir, name, sync, func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
 	})
 }
 
 // writeAtomicFunc is writeAtomic with the content written by fill.
-func (r *rootFS) writeAtomicFunc(dir, name string, durable bool, fill func(io.Writer) error) error {
-	return r.WriteAtomic(dir, name, r.tempFileName(name), 0o600, durable, fill)
+func (r *rootFS) writeAtomicFunc(dir, name string, sync securefs.Sync, fill func(io.Writer) error) error {
+	return r.WriteAtomic(dir, name, r.tempFileName(name), 0o600, sync, fill)
 }
 
 // Staging and trash directories are entries of the root named

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/securefs"
 )
 
 // File names inside a sandbox directory <root>/<id>/ (and the logs,
@@ -201,14 +202,21 @@ func DecodeRecord(b []byte) (Record, error) {
 	return r, nil
 }
 
-// writeRecord writes e's sandbox.json atomically and, with durable, durably
-// (temp file, fsync, rename, fsync of the directory).
+// writeRecord writes e's sandbox.json atomically and, with durable, durably:
+// temp file, rename, fsync of the file and the directory, one journal
+// commit (securefs.SyncAfterRename). The power loss that could leave it
+// empty on some file systems leaves a record that rehydration calls
+// corrupt and leaves alone, with its directory.
 func (s *Supervisor) writeRecord(dir string, r Record, durable bool) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	return s.fs.writeAtomic(dir, RecordFile, append(b, '\n'), durable)
+	sync := securefs.NoSync
+	if durable {
+		sync = securefs.SyncAfterRename
+	}
+	return s.fs.writeAtomic(dir, RecordFile, append(b, '\n'), sync)
 }
 
 // rootLock is an exclusive flock on <root>/.lock, held for the daemon's life,
@@ -288,7 +296,7 @@ func (s *Supervisor) LoadSessions() ([]byte, error) {
 // 0600; a temporary file an interrupted write leaves is removed at the
 // next start).
 func (s *Supervisor) SaveSessions(b []byte) error {
-	return s.fs.writeAtomic("", SessionsFile, b, true)
+	return s.fs.writeAtomic("", SessionsFile, b, securefs.SyncBeforeRename)
 }
 
 // envOf is the variables e was created with (runtime-env.json): what a

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/securefs"
 )
 
 // Each log has a write-time index beside it (stdout.log.idx): when each
@@ -194,7 +196,7 @@ func (lc *Cap) rewriteIndex(rel string, st *logState) {
 		b = r.append(b)
 	}
 	name := path.Base(rel) + IndexSuffix
-	if err := lc.fs.WriteAtomic(path.Dir(rel), name, lc.tempName(name), 0o600, false, func(w io.Writer) error {
+	if err := lc.fs.WriteAtomic(path.Dir(rel), name, lc.tempName(name), 0o600, securefs.NoSync, func(w io.Writer) error {
 		_, err := w.Write(b)
 		return err
 	}); err != nil {

@@ -445,7 +445,7 @@ func (lc *Cap) keepOlder(f *os.File, rel string, start, size, bs int64, how int)
 	budget := lc.max/2 - keep
 	from = max(cut-keep, start)
 	name := path.Base(rel) + RotatedSuffix
-	err = lc.fs.WriteAtomic(path.Dir(rel), name, lc.tempName(name), 0o600, false, func(w io.Writer) error {
+	err = lc.fs.WriteAtomic(path.Dir(rel), name, lc.tempName(name), 0o600, securefs.NoSync, func(w io.Writer) error {
 		_, err := io.Copy(w, io.NewSectionReader(f, from, cut-from))
 		for round := 0; err == nil && how == CutTruncate && round < 4 && budget > 0; round++ {
 			fi, serr := f.Stat()

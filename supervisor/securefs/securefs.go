@@ -286,13 +286,32 @@ func (d *Dir) CreateFile(rel string, data []byte, perm fs.FileMode) error {
 	return err
 }
 
+// Sync says whether and how WriteAtomic makes a file survive a power
+// loss (a crash of the program never loses a written file).
+type Sync int
+
+const (
+	// NoSync leaves the new content to the kernel's writeback.
+	NoSync Sync = iota
+	// SyncBeforeRename fsyncs the file before the rename and the
+	// directory after it: after a power loss at any point, the name holds
+	// the old content or the new.
+	SyncBeforeRename
+	// SyncAfterRename renames first, then fsyncs the file and the
+	// directory: one journal commit instead of two (about 0.4 ms on an
+	// ext4 disk). A power loss before it returns may leave the name
+	// empty on a file system that does not flush a file renamed over
+	// another (ext4 and btrfs do); for a file whose reader takes an
+	// empty one as unreadable and leaves it alone.
+	SyncAfterRename
+)
+
 // WriteAtomic replaces file name in directory dir (relative; "" is this
 // one) so that a reader, or the daemon after a crash at any point, sees
 // the old content or the new, never a mix: a temporary file called tmp
-// made with mode perm, filled by fill, renamed over the name. With
-// durable, the file is fsynced before the rename and the directory after
-// it, so the new content survives a power loss too.
-func (d *Dir) WriteAtomic(dir, name, tmp string, perm fs.FileMode, durable bool, fill func(io.Writer) error) (err error) {
+// made with mode perm, filled by fill, renamed over the name; sync says
+// what survives a power loss.
+func (d *Dir) WriteAtomic(dir, name, tmp string, perm fs.FileMode, sync Sync, fill func(io.Writer) error) (err error) {
 	p, err := d.OpenFile(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return err
@@ -316,18 +335,30 @@ func (d *Dir) WriteAtomic(dir, name, tmp string, perm fs.FileMode, durable bool,
 	if err = fill(f); err != nil {
 		return err
 	}
-	if durable {
+	if sync == SyncBeforeRename {
 		if err = f.Sync(); err != nil {
 			return err
 		}
 	}
-	if err = f.Close(); err != nil {
-		return err
+	if sync != SyncAfterRename {
+		if err = f.Close(); err != nil {
+			return err
+		}
 	}
 	if err = unix.Renameat(dfd, tmp, dfd, name); err != nil {
 		return &fs.PathError{Op: "rename", Path: filepath.Join(dir, name), Err: err}
 	}
-	if durable {
+	if sync == SyncAfterRename {
+		// The file is renamed: from here an error leaves it in place.
+		serr := f.Sync()
+		if cerr := f.Close(); serr == nil {
+			serr = cerr
+		}
+		if serr != nil {
+			return serr
+		}
+	}
+	if sync != NoSync {
 		return p.Sync()
 	}
 	return nil

@@ -1,6 +1,7 @@
 package securefs
 
 import (
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -31,10 +32,44 @@ func TestOpenWithoutOpenat2(t *testing.T) {
 			t.Errorf("%s: read %q through a link or out of the root", rel, b)
 		}
 	}
-	if err := r.WriteAtomic("dirlink", "f", ".f.tmp", 0o600, false, func(w io.Writer) error { _, err := w.Write([]byte("x")); return err }); err == nil {
+	if err := r.WriteAtomic("dirlink", "f", ".f.tmp", 0o600, NoSync, func(w io.Writer) error { _, err := w.Write([]byte("x")); return err }); err == nil {
 		t.Error("wrote through a linked directory")
 	}
 	if b, _ := os.ReadFile(filepath.Join(outside, "f")); string(b) != "outside" {
 		t.Fatalf("outside file changed: %q", b)
+	}
+}
+
+// Every Sync mode replaces the content whole, with the mode asked for,
+// and leaves no temporary file; a failed fill leaves the old content.
+func TestWriteAtomicSyncModes(t *testing.T) {
+	root := t.TempDir()
+	r, err := Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.Mkdir("d", 0o700)
+	for i, sync := range []Sync{NoSync, SyncBeforeRename, SyncAfterRename} {
+		want := []byte{'a' + byte(i)}
+		if err := r.WriteAtomic("d", "f", ".f.tmp", 0o640, sync, func(w io.Writer) error { _, err := w.Write(want); return err }); err != nil {
+			t.Fatalf("sync %d: %v", sync, err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(root, "d", "f")); string(b) != string(want) {
+			t.Errorf("sync %d: content %q, want %q", sync, b, want)
+		}
+		if fi, err := os.Stat(filepath.Join(root, "d", "f")); err != nil || fi.Mode().Perm() != 0o640 {
+			t.Errorf("sync %d: mode %v %v", sync, fi.Mode(), err)
+		}
+		fail := errors.New("fill failed")
+		if err := r.WriteAtomic("d", "f", ".f.tmp", 0o640, sync, func(w io.Writer) error { w.Write([]byte("partial")); return fail }); !errors.Is(err, fail) {
+			t.Errorf("sync %d: failed fill: %v", sync, err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(root, "d", "f")); string(b) != string(want) {
+			t.Errorf("sync %d: a failed fill changed the content to %q", sync, b)
+		}
+		if names, _ := os.ReadDir(filepath.Join(root, "d")); len(names) != 1 {
+			t.Errorf("sync %d: left %v", sync, names)
+		}
 	}
 }

@@ -163,7 +163,7 @@ func (w Files) Write(_ context.Context, name string, r io.Reader, perm fs.FileMo
 		perm = fi.Mode().Perm() // a replaced file keeps its mode
 	}
 	var n int64
-	err = d.WriteAtomic(strings.TrimSuffix(dir, "/"), base, "."+base+".upload-"+rand.Text(), perm, false, func(f io.Writer) error {
+	err = d.WriteAtomic(strings.TrimSuffix(dir, "/"), base, "."+base+".upload-"+rand.Text(), perm, securefs.NoSync, func(f io.Writer) error {
 		var err error
 		n, err = io.Copy(f, r)
 		return err
