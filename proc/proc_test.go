@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -351,6 +352,43 @@ func TestKillMarked(t *testing.T) {
 	}
 }
 
+// Many callers of the watcher's KillMarked at once share scans of /proc,
+// and each returns only once its own marker's processes are killed.
+func TestWatcherKillMarkedGathers(t *testing.T) {
+	w := newWatcher(t)
+	var specs []Spec
+	var ps []*Process
+	for range 8 {
+		sp := shSpec(t, "exec sleep 60")
+		specs, ps = append(specs, sp), append(ps, spawnT(t, w, sp))
+	}
+	other := spawnT(t, w, shSpec(t, "exec sleep 60"))
+	// Once each has exec'd sleep its environ carries the marker (while
+	// sh execs, it is briefly empty).
+	for i, sp := range specs {
+		testenv.Eventually(t, "marker readable", func() bool {
+			m, err := readMarker(ps[i].Identity().PID, false)
+			return err == nil && m == sp.Marker
+		})
+	}
+	var wg sync.WaitGroup
+	for i, sp := range specs {
+		wg.Go(func() {
+			w.KillMarked(sp.Marker)
+			// Killed means signalled: the exit follows at once.
+			select {
+			case <-ps[i].Done():
+			case <-time.After(30 * time.Second):
+				t.Errorf("%s: not ended after KillMarked returned", sp.Marker)
+			}
+		})
+	}
+	wg.Wait()
+	if exited(other) {
+		t.Fatal("KillMarked signalled a process without one of the markers")
+	}
+}
+
 func TestParseStatOddCommandName(t *testing.T) {
 	line := "42 (a) b (c) S 1 42 42 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 12345 1000 10 0"
 	st, err := parseStat([]byte(line))
@@ -359,5 +397,39 @@ func TestParseStatOddCommandName(t *testing.T) {
 	}
 	if st.pgid != 42 || st.startTime != 12345 || st.state != 'S' {
 		t.Fatalf("parsed %+v", st)
+	}
+}
+
+// OnExit runs what is registered before the exit and what is registered
+// after it, once each.
+func TestOnExit(t *testing.T) {
+	w := newWatcher(t)
+	p := spawnT(t, w, shSpec(t, "exec sleep 60"))
+	before := make(chan struct{}, 2)
+	p.OnExit(func() { before <- struct{}{} })
+	select {
+	case <-before:
+		t.Fatal("OnExit ran while the process lives")
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := unix.Kill(p.Identity().PID, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done()
+	after := make(chan struct{}, 2)
+	p.OnExit(func() { after <- struct{}{} })
+	for _, c := range []chan struct{}{before, after} {
+		select {
+		case <-c:
+		case <-time.After(30 * time.Second):
+			t.Fatal("OnExit did not run after the exit")
+		}
+	}
+	select {
+	case <-before:
+		t.Fatal("OnExit ran twice")
+	case <-after:
+		t.Fatal("OnExit ran twice")
+	case <-time.After(50 * time.Millisecond):
 	}
 }

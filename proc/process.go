@@ -38,6 +38,7 @@ type Process struct {
 	pidfd  int
 	reaped bool // leader reaped (child) or seen gone (adopted); no group signals by pgid after this
 	status ExitStatus
+	onExit []func() // run once done is closed (OnExit)
 
 	done chan struct{}
 }
@@ -49,6 +50,21 @@ func (p *Process) Identity() Identity { return p.id }
 // Done is closed once the process has exited: for a spawned child, after its
 // group has been killed; for an adopted one, just before its leftovers are.
 func (p *Process) Done() <-chan struct{} { return p.done }
+
+// OnExit runs f on a goroutine of its own once Done is closed (at once if
+// it is): what waits for an exit costs no goroutine while the process
+// lives. f never runs if the watcher closes first.
+func (p *Process) OnExit(f func()) {
+	p.mu.Lock()
+	if !p.reaped {
+		p.onExit = append(p.onExit, f)
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	<-p.done // reaped is set just before done is closed
+	go f()
+}
 
 // Status returns how the process ended. It is meaningful after Done.
 func (p *Process) Status() ExitStatus {
@@ -167,8 +183,13 @@ func (p *Process) finish() {
 	p.reaped = true
 	_ = unix.Close(p.pidfd)
 	p.pidfd = -1
+	hooks := p.onExit
+	p.onExit = nil
 	p.mu.Unlock()
 	close(p.done)
+	for _, f := range hooks {
+		go f()
+	}
 	if !p.child && unix.Kill(-p.id.PGID, 0) == nil && p.w != nil {
 		// Something is left in a group whose id may have been reused (or
 		// the leader is a zombie its new parent has not reaped yet): find

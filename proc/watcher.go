@@ -22,6 +22,10 @@ type Watcher struct {
 
 	stopped chan struct{}
 	sweeps  sync.WaitGroup // leftover sweeps of adopted processes
+
+	sweepMu   sync.Mutex
+	nextSweep *sweep // gathering markers for the scan after the running one
+	sweeping  bool   // a goroutine runs the scans (KillMarked)
 }
 
 // NewWatcher starts the epoll loop. Close stops it.
@@ -159,4 +163,47 @@ func (w *Watcher) Close() error {
 	w.mu.Unlock()
 	unix.Close(w.wakefd)
 	return unix.Close(w.epfd)
+}
+
+// KillMarked is KillMarked for many callers at once: the markers asked
+// for while a scan of /proc runs are gathered and scanned for together
+// by the next, so that a burst of exits (500 sandboxes stopped at once)
+// reads /proc a few times, not once per exit. It returns once a scan
+// that began after the call has killed every process marked with
+// marker.
+func (w *Watcher) KillMarked(marker string) {
+	w.sweepMu.Lock()
+	if w.nextSweep == nil {
+		w.nextSweep = &sweep{done: make(chan struct{})}
+	}
+	sw := w.nextSweep
+	sw.markers = append(sw.markers, marker)
+	if !w.sweeping {
+		w.sweeping = true
+		go w.runSweeps()
+	}
+	w.sweepMu.Unlock()
+	<-sw.done
+}
+
+// sweep is one scan of /proc for the markers gathered before it began.
+type sweep struct {
+	markers []string
+	done    chan struct{}
+}
+
+func (w *Watcher) runSweeps() {
+	for {
+		w.sweepMu.Lock()
+		sw := w.nextSweep
+		w.nextSweep = nil
+		if sw == nil {
+			w.sweeping = false
+			w.sweepMu.Unlock()
+			return
+		}
+		w.sweepMu.Unlock()
+		_, _ = KillMarked(sw.markers...)
+		close(sw.done)
+	}
 }

@@ -38,27 +38,39 @@ func portFree(port int) bool {
 
 // lease returns a free port for id, or ErrPortsExhausted. Ports held by
 // foreign processes are skipped. The search starts after the last port
-// handed out, so a just-released port is not reused at once.
+// handed out, so a just-released port is not reused at once. The bind
+// that proves a port free runs outside the lock, on a port already held
+// for id, so that concurrent leases never queue behind a syscall.
 func (p *ports) lease(id string) (int, error) {
+	for range p.hi - p.lo + 1 {
+		port, ok := p.hold(id)
+		if !ok {
+			break
+		}
+		if p.probe(port) {
+			return port, nil
+		}
+		p.release(port, id)
+	}
+	return 0, ErrPortsExhausted
+}
+
+// hold takes the next port no sandbox holds for id.
+func (p *ports) hold(id string) (int, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := p.hi - p.lo + 1
-	for i := 0; i < n; i++ {
+	for range p.hi - p.lo + 1 {
 		port := p.next
 		p.next++
 		if p.next > p.hi {
 			p.next = p.lo
 		}
-		if _, taken := p.used[port]; taken {
-			continue
+		if _, taken := p.used[port]; !taken {
+			p.used[port] = id
+			return port, true
 		}
-		if !p.probe(port) {
-			continue
-		}
-		p.used[port] = id
-		return port, nil
 	}
-	return 0, ErrPortsExhausted
+	return 0, false
 }
 
 // claim records port as held by id without probing: a re-adopted child is

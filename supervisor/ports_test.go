@@ -1,8 +1,10 @@
 package supervisor
 
 import (
+	"errors"
 	"net"
 	"strconv"
+	"sync"
 	"testing"
 )
 
@@ -34,5 +36,45 @@ func TestPortFree(t *testing.T) {
 func BenchmarkPortFree(b *testing.B) {
 	for b.Loop() {
 		portFree(21999)
+	}
+}
+
+// Concurrent leases, each probing outside the lock, never hand one port
+// to two holders; ports a foreign process holds are skipped; the range
+// runs out with ErrPortsExhausted and nothing held for nobody.
+func TestLeaseConcurrent(t *testing.T) {
+	p := newPorts(30000, 30063)
+	foreign := map[int]bool{30005: true, 30040: true}
+	p.probe = func(port int) bool { return !foreign[port] }
+	var mu sync.Mutex
+	got := map[int]string{}
+	var wg sync.WaitGroup
+	for i := range 62 {
+		wg.Go(func() {
+			id := "s" + strconv.Itoa(i)
+			port, err := p.lease(id)
+			if err != nil {
+				t.Errorf("%s: %v", id, err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if other, dup := got[port]; dup {
+				t.Errorf("port %d leased to %s and %s", port, other, id)
+			}
+			got[port] = id
+		})
+	}
+	wg.Wait()
+	for port := range foreign {
+		if _, ok := got[port]; ok {
+			t.Errorf("port %d, held by a foreign process, was leased", port)
+		}
+	}
+	if _, err := p.lease("one-too-many"); !errors.Is(err, ErrPortsExhausted) {
+		t.Fatalf("lease past the range: %v, want ErrPortsExhausted", err)
+	}
+	if n := p.inUse(); n != 62 {
+		t.Fatalf("%d ports in use, want 62", n)
 	}
 }
