@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"io"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -27,6 +27,20 @@ func crashOnce(d *daemon, id string) (time.Duration, error) {
 	return at.Sub(t0), nil
 }
 
+// crashFloor spawns the stub directly, waits until it answers, kills it
+// and times its wait (a pidfd wait, as the daemon's).
+func (b *bench) crashFloor(port int) (time.Duration, error) {
+	cmd := b.floorCmd(port)
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	pollChild(prober, port)
+	t0 := time.Now()
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	return time.Since(t0), nil
+}
+
 func createStarted(d *daemon, id string, env map[string]string) error {
 	ev := d.events.expect("sandbox.started", id)
 	if _, err := d.create(id, env); err != nil {
@@ -40,48 +54,82 @@ func createStarted(d *daemon, id string, env map[string]string) error {
 	return nil
 }
 
-func benchCrash(c config, d *daemon, r *results) error {
-	for _, kind := range []struct {
-		env map[string]string
-		out *stat
-	}{{nil, &r.Crash.Plain}, {map[string]string{"STUB_AGENT_GRANDCHILD": "1"}, &r.Crash.Grandchild}} {
-		var ds []time.Duration
+// benchCrash times kill -9 → sandbox.stopped: rounds of the floor and
+// both daemons' plain and grandchild cases, in random order; then, the
+// same for children re-adopted after a SIGKILL of their daemons.
+func benchCrash(c config, b *bench, r *results) error {
+	var floor []time.Duration
+	type job struct {
+		run func(i int) (time.Duration, error)
+		out *[]time.Duration
+	}
+	measure := func(jobs []job) error {
 		for i := range c.runs {
-			id := fmt.Sprintf("crash%d", i)
-			if err := createStarted(d, id, kind.env); err != nil {
-				return err
+			rand.Shuffle(len(jobs), func(i, j int) { jobs[i], jobs[j] = jobs[j], jobs[i] })
+			for _, j := range jobs {
+				d, err := j.run(i)
+				if err != nil {
+					return err
+				}
+				*j.out = append(*j.out, d)
 			}
-			lat, err := crashOnce(d, id)
-			if err != nil {
-				return err
-			}
-			ds = append(ds, lat)
-			d.delete(id)
 		}
-		*kind.out = summarize(ds)
+		return nil
 	}
-	// Re-adopted children: their daemon was SIGKILLed and restarted.
-	for i := range c.runs {
-		if err := createStarted(d, fmt.Sprintf("adopt%d", i), nil); err != nil {
-			return err
+	floorJob := job{func(i int) (time.Duration, error) { return b.crashFloor(b.floorPort + i%50) }, &floor}
+	jobs := []job{floorJob}
+	got := map[*stat]*[]time.Duration{}
+	for _, x := range b.arms(r) {
+		for _, kind := range []struct {
+			env map[string]string
+			out *stat
+		}{{nil, &x.a.Crash.Plain}, {map[string]string{"STUB_AGENT_GRANDCHILD": "1"}, &x.a.Crash.Grandchild}} {
+			ds := &[]time.Duration{}
+			got[kind.out] = ds
+			d := x.d
+			jobs = append(jobs, job{func(i int) (time.Duration, error) {
+				id := fmt.Sprintf("crash%d", i)
+				if err := createStarted(d, id, kind.env); err != nil {
+					return 0, err
+				}
+				lat, err := crashOnce(d, id)
+				d.delete(id)
+				return lat, err
+			}, ds})
 		}
 	}
-	d.kill()
-	if err := d.start(); err != nil {
+	if err := measure(jobs); err != nil {
 		return err
 	}
-	var ds []time.Duration
-	for i := range c.runs {
-		lat, err := crashOnce(d, fmt.Sprintf("adopt%d", i))
-		if err != nil {
+	// Re-adopted children: their daemon was SIGKILLed and restarted.
+	jobs = []job{floorJob}
+	for _, x := range b.arms(r) {
+		for i := range c.runs {
+			if err := createStarted(x.d, fmt.Sprintf("adopt%d", i), nil); err != nil {
+				return err
+			}
+		}
+		x.d.kill()
+		if err := x.d.start(); err != nil {
 			return err
 		}
-		ds = append(ds, lat)
+		ds := &[]time.Duration{}
+		got[&x.a.Crash.Readopted] = ds
+		d := x.d
+		jobs = append(jobs, job{func(i int) (time.Duration, error) { return crashOnce(d, fmt.Sprintf("adopt%d", i)) }, ds})
 	}
-	for i := range c.runs {
-		d.delete(fmt.Sprintf("adopt%d", i))
+	if err := measure(jobs); err != nil {
+		return err
 	}
-	r.Crash.Readopted = summarize(ds)
+	for _, x := range b.arms(r) {
+		for i := range c.runs {
+			x.d.delete(fmt.Sprintf("adopt%d", i))
+		}
+	}
+	r.Floor.Crash = summarize(floor)
+	for s, ds := range got {
+		*s = summarize(*ds)
+	}
 	return nil
 }
 
@@ -91,22 +139,6 @@ func status(pid int, field string) int {
 	for _, l := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(l, field+":"); ok {
 			n, _ := strconv.Atoi(strings.Fields(v)[0])
-			return n
-		}
-	}
-	return 0
-}
-
-func (d *daemon) goroutines() int {
-	resp, err := httpc.Get(d.url("/metrics"))
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "go_goroutines "); ok {
-			n, _ := strconv.Atoi(v)
 			return n
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -218,4 +219,45 @@ func waitFor(limit time.Duration, cond func() bool) error {
 		return errors.New("timed out")
 	}
 	return nil
+}
+
+// metrics is the daemon's /metrics, by series (name and labels as
+// written).
+func (d *daemon) metrics() (map[string]float64, error) {
+	resp, err := httpc.Get(d.url("/metrics"))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if l == "" || l[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(l, ' ')
+		if v, err := strconv.ParseFloat(l[i+1:], 64); i > 0 && err == nil {
+			out[l[:i]] = v
+		}
+	}
+	return out, nil
+}
+
+// stepsBetween is the mean time in ms of each create step over the
+// creates that succeeded between two readings of the metrics.
+func stepsBetween(before, after map[string]float64) map[string]float64 {
+	const ok = `agent_control_plane_sandbox_creates_total{result="ok"}`
+	n := after[ok] - before[ok]
+	out := map[string]float64{}
+	if n <= 0 {
+		return out
+	}
+	for _, step := range supervisor.CreateSteps {
+		k := `agent_control_plane_sandbox_create_step_seconds_total{step="` + step + `"}`
+		out[step] = (after[k] - before[k]) / n * 1000
+	}
+	return out
 }

@@ -1,9 +1,14 @@
-// Command acp-bench measures agent-control-plane on this machine: how fast
-// a sandbox is ready compared with the same stub started directly, how
-// fast a crash is seen, how the daemon behaves with hundreds of children,
-// how fast it re-adopts them after a SIGKILL, and how fast events reach
-// many subscribers. It starts its own daemon on ephemeral ports and prints
-// a Markdown table (or JSON with --json).
+// Command acp-bench measures agent-control-plane on this machine against
+// floors measured in the same run: how fast a sandbox is ready compared
+// with the same stub started directly, where a create's time goes (the
+// daemon's per-step metrics), how fast a crash is seen compared with a
+// pidfd wait, how 500 creates and 500 stops at once compare with a Go
+// program spawning and signalling 500 stubs, the daemon's memory at 500
+// and 800 sandboxes, how fast it re-adopts them after a SIGKILL, and how
+// fast events reach many subscribers. It runs two daemons side by side,
+// with cgroups as the machine allows and with cgroups off, their rounds
+// interleaved in random order with the floor's, and prints a Markdown
+// table (or JSON with --json).
 package main
 
 import (
@@ -26,6 +31,7 @@ type config struct {
 	rehydrate   int
 	subscribers int
 	bulk        int
+	bulkRounds  int
 	portLo      int
 	json        bool
 	only        string
@@ -40,7 +46,8 @@ func main() {
 	flag.IntVar(&c.rehydrate, "rehydrate", 500, "live children when the daemon is killed and restarted")
 	flag.IntVar(&c.subscribers, "subscribers", 100, "SSE subscribers in the event test")
 	flag.IntVar(&c.bulk, "bulk", 500, "stubs started at once in the bulk test (directly, then through creates)")
-	flag.IntVar(&c.portLo, "port-lo", 10100, "first sandbox port (the range is scale+100 ports, then bulk ports for the floor, kept below the ephemeral range)")
+	flag.IntVar(&c.bulkRounds, "bulk-rounds", 3, "rounds of the bulk test (each: the floor and both daemons, in random order)")
+	flag.IntVar(&c.portLo, "port-lo", 10100, "first sandbox port (each daemon's range is max(scale, bulk)+100 ports, then the floors' ports, all kept below the ephemeral range)")
 	flag.BoolVar(&c.json, "json", false, "print JSON instead of Markdown")
 	flag.StringVar(&c.staticBin, "static-bin", "bin/agent-control-plane-static", "a static build of agent-control-plane, run as the stub in the docker step's image")
 	flag.StringVar(&c.only, "only", "", "run only the steps whose names start with one of these, comma-separated (readiness, bulk, docker, crash, scale, rehydration, events, toolbox; rehydration needs scale)")
@@ -107,6 +114,53 @@ func summarize(ds []time.Duration) stat {
 	return stat{N: len(s), Median: ms(q(0.5)), P99: ms(q(0.99)), Max: ms(s[len(s)-1])}
 }
 
+// arm is what one daemon measured: the default one (cgroups as the
+// machine allows) or the one with cgroups off.
+type arm struct {
+	Cgroups string `json:"cgroups"`
+	// Readiness, one create at a time.
+	Answered     stat `json:"createAnswered"`
+	ChildAnswers stat `json:"createToChildAnswers"`
+	Started      stat `json:"createToStartedEvent"`
+	// SpawnToAnswer is, per create, the answer's arrival less the steps
+	// before the spawn's end (the daemon's own timing, its metrics): the
+	// request's time after the child exists, network and JSON included.
+	SpawnToAnswer stat `json:"spawnToAnswer"`
+	// Steps is the median time of each create step (the daemon's
+	// agent_control_plane_sandbox_create_step_seconds_total), in ms.
+	Steps map[string]float64 `json:"stepsMs"`
+	// BulkSteps is each step's mean during the bulk creates, in ms.
+	BulkSteps map[string]float64 `json:"bulkStepsMs"`
+	Crash     struct {
+		Plain      stat `json:"plain"`
+		Grandchild stat `json:"grandchildHoldsStdout"`
+		Readopted  stat `json:"readoptedAfterRestart"`
+	} `json:"crash"`
+	BulkMs float64 `json:"bulkAllAnsweredMs"` // median over rounds
+	StopMs float64 `json:"stopAllAnsweredMs"` // median over rounds
+	Scale  struct {
+		N               int     `json:"n"`
+		AllStartedMs    float64 `json:"allStartedMs"`
+		PortCollisions  int     `json:"portCollisions"`
+		RSSIdleMiB      float64 `json:"rssIdleMiB"`
+		RSSAt500MiB     float64 `json:"rssAt500MiB"`
+		RSSAtNMiB       float64 `json:"rssAtNMiB"`
+		PerSandboxKiB   float64 `json:"perSandboxKiB"`
+		List            stat    `json:"listLatency"`
+		Goroutines      int     `json:"goroutinesAtN"`
+		// The Go runtime's own account at N, from the daemon's metrics.
+		HeapInuseMiB  float64 `json:"heapInuseMiBAtN"`
+		StackInuseMiB float64 `json:"stackInuseMiBAtN"`
+		DaemonThreadsAt int     `json:"daemonThreadsAtN"`
+	} `json:"scale"`
+	Rehydrate struct {
+		N             int     `json:"n"`
+		InfoMs        float64 `json:"untilInfoMs"`
+		AllAdoptedMs  float64 `json:"untilAllAdoptedMs"`
+		AdoptedMetric int     `json:"adoptedPerMetrics"`
+	} `json:"rehydrate"`
+}
+
 type results struct {
 	Machine struct {
 		CPUs   int    `json:"cpus"`
@@ -114,47 +168,27 @@ type results struct {
 		Go     string `json:"go"`
 		Model  string `json:"cpuModel"`
 	} `json:"machine"`
-	Ready struct {
-		Floor        stat `json:"floorDirectSpawn"`
-		Answered     stat `json:"createAnswered"`
-		ChildAnswers stat `json:"createToChildAnswers"`
-		// Cgroups is the containment of ChildAnswers; the same without.
-		Cgroups               string `json:"cgroups"`
-		ChildAnswersNoCgroups stat   `json:"createToChildAnswersCgroupsOff"`
-		Started               stat   `json:"createToStartedEvent"`
-	} `json:"ready"`
-	Crash struct {
-		Plain      stat `json:"plain"`
-		Grandchild stat `json:"grandchildHoldsStdout"`
-		Readopted  stat `json:"readoptedAfterRestart"`
-	} `json:"crash"`
-	Scale struct {
-		N               int     `json:"n"`
-		AllStartedMs    float64 `json:"allStartedMs"`
-		PortCollisions  int     `json:"portCollisions"`
-		RSSIdleMiB      float64 `json:"rssIdleMiB"`
-		RSSAtNMiB       float64 `json:"rssAtNMiB"`
-		PerSandboxKiB   float64 `json:"perSandboxKiB"`
-		List            stat    `json:"listLatency"`
-		Goroutines      int     `json:"goroutinesAtN"`
-		DaemonThreadsAt int     `json:"daemonThreadsAtN"`
-	} `json:"scale"`
+	// The floors, each measured in the rounds of what it is the floor of.
+	Floor struct {
+		// The stub spawned by this program and polled the same way.
+		Ready stat `json:"directSpawnToAnswers"`
+		// kill -9 of a stub this program spawned → its wait returns
+		// (pidfd).
+		Crash stat `json:"killToWait"`
+		// c.bulk stubs spawned at once by this program → all answer.
+		BulkMs float64 `json:"bulkAllAnswerMs"`
+		// SIGTERM to each of them at once → all reaped.
+		StopMs float64 `json:"stopAllReapedMs"`
+	} `json:"floor"`
+	Rounds int `json:"rounds"`
+	Bulk   int `json:"bulk"`
+	On     arm `json:"cgroupsOn"`
+	Off    arm `json:"cgroupsOff"`
 	Docker struct {
 		Skipped      string `json:"skipped,omitempty"`
 		Floor        stat   `json:"floorEngineDirect"`
 		ChildAnswers stat   `json:"createToContainerAnswers"`
 	} `json:"docker"`
-	Bulk struct {
-		N             int     `json:"n"`
-		FloorMs       float64 `json:"floorAllAnsweredMs"`
-		AllAnsweredMs float64 `json:"createsAllAnsweredMs"`
-	} `json:"bulk"`
-	Rehydrate struct {
-		N             int     `json:"n"`
-		InfoMs        float64 `json:"untilInfoMs"`
-		AllAdoptedMs  float64 `json:"untilAllAdoptedMs"`
-		AdoptedMetric int     `json:"adoptedPerMetrics"`
-	} `json:"rehydrate"`
 	Toolbox struct {
 		ExecFloor     stat    `json:"execFloorForkExec"`
 		Exec          stat    `json:"execRoundTrip"`
@@ -172,6 +206,27 @@ type results struct {
 	} `json:"events"`
 }
 
+// bench is the two daemons under test, side by side: on is the default
+// (cgroups as the machine allows), off has cgroups turned off. Their
+// rounds are interleaved, so a slow moment of the machine falls on both
+// and on the floor alike.
+type bench struct {
+	on, off *daemon
+	// floorPort is the first of the ports the floors' stubs listen on.
+	floorPort int
+}
+
+// arms pairs each daemon with its figures.
+func (b *bench) arms(r *results) []struct {
+	d *daemon
+	a *arm
+} {
+	return []struct {
+		d *daemon
+		a *arm
+	}{{b.on, &r.On}, {b.off, &r.Off}}
+}
+
 func run(c config) (*results, error) {
 	r := &results{}
 	r.Machine.CPUs = runtime.NumCPU()
@@ -187,40 +242,63 @@ func run(c config) (*results, error) {
 			}
 		}
 	}
-	root, err := os.MkdirTemp("", "acp-bench-")
-	if err != nil {
-		return nil, err
+	r.Rounds, r.Bulk = c.runs, c.bulk
+	// Each daemon has its own sandbox ports, the floors theirs above
+	// them; the APIs listen just below, all outside the ephemeral range
+	// (polling a dead ephemeral port can self-connect and take it).
+	span := max(c.scale, c.bulk) + 100
+	b := &bench{floorPort: c.portLo + 2*span}
+	for i, env := range [][]string{nil, {"AGENT_CONTROL_PLANE_CGROUPS=off"}} {
+		root, err := os.MkdirTemp("", "acp-bench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(root)
+		d := &daemon{bin: c.bin, root: root, addr: "127.0.0.1:" + strconv.Itoa(c.portLo-1-i),
+			portLo: c.portLo + i*span, portHi: c.portLo + (i+1)*span - 1, env: env}
+		if err := d.start(); err != nil {
+			return nil, err
+		}
+		defer d.cleanup()
+		if i == 0 {
+			b.on = d
+		} else {
+			b.off = d
+		}
 	}
-	defer os.RemoveAll(root)
-	// The API listens just below the sandbox range, outside the ephemeral
-	// range: polling a dead ephemeral port can self-connect and take it.
-	d := &daemon{bin: c.bin, root: root, addr: "127.0.0.1:" + strconv.Itoa(c.portLo-1),
-		portLo: c.portLo, portHi: c.portLo + max(c.scale, c.bulk) + 99}
-	if err := d.start(); err != nil {
-		return nil, err
+	for _, x := range b.arms(r) {
+		var info struct {
+			Cgroups struct {
+				Mode string `json:"mode"`
+			} `json:"cgroups"`
+		}
+		if err := getJSON(x.d.url("/v1/info"), &info); err != nil {
+			return nil, err
+		}
+		x.a.Cgroups = info.Cgroups.Mode
 	}
-	defer d.cleanup()
-
+	onOnly := func(f func(config, *daemon, *results) error) func(config, *bench, *results) error {
+		return func(c config, b *bench, r *results) error { return f(c, b.on, r) }
+	}
 	steps := []struct {
 		name string
-		run  func(config, *daemon, *results) error
+		run  func(config, *bench, *results) error
 	}{
-		{fmt.Sprintf("readiness: %d runs", c.runs), benchReady},
-		{fmt.Sprintf("readiness with cgroups off: %d runs", c.runs), benchReadyWithoutCgroups},
-		{fmt.Sprintf("bulk: %d stubs at once, directly and through creates", c.bulk), benchBulk},
-		{fmt.Sprintf("docker: %d runs", c.runs), benchDocker},
-		{fmt.Sprintf("crash detection: 3 × %d runs", c.runs), benchCrash},
+		{fmt.Sprintf("readiness: %d rounds", c.runs), benchReady},
+		{fmt.Sprintf("bulk: %d rounds of %d stubs at once, then stopped at once", c.bulkRounds, c.bulk), benchBulk},
+		{fmt.Sprintf("docker: %d runs", c.runs), onOnly(benchDocker)},
+		{fmt.Sprintf("crash detection: %d rounds, then %d re-adopted", c.runs, c.runs), benchCrash},
 		{fmt.Sprintf("scale: %d sandboxes", c.scale), benchScale},
 		{fmt.Sprintf("rehydration: %d live children", c.rehydrate), benchRehydrate},
-		{fmt.Sprintf("events: %d subscribers", c.subscribers), benchEvents},
-		{fmt.Sprintf("toolbox: %d exec round trips, file transfers", c.runs), benchToolbox},
+		{fmt.Sprintf("events: %d subscribers", c.subscribers), onOnly(benchEvents)},
+		{fmt.Sprintf("toolbox: %d exec round trips, file transfers", c.runs), onOnly(benchToolbox)},
 	}
 	for _, step := range steps {
 		if !selected(c.only, step.name) {
 			continue
 		}
 		progress("%s", step.name)
-		if err := step.run(c, d, r); err != nil {
+		if err := step.run(c, b, r); err != nil {
 			return nil, fmt.Errorf("%s: %w", step.name, err)
 		}
 	}

@@ -3,89 +3,115 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/proc/probe"
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
-func benchReady(c config, d *daemon, r *results) error {
-	var floor, answered, child, started []time.Duration
-	for i := range c.runs {
-		// The floor: the same stub, spawned directly and polled the same way.
-		port := d.portHi + 1 + i%50
-		cmd := exec.Command(d.bin, "stub-agent")
-		cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port), "AGENT_SANDBOX_ID=floor")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-		t0 := time.Now()
-		if err := cmd.Start(); err != nil {
-			return err
-		}
-		floor = append(floor, pollChild(prober, port).Sub(t0))
-		cmd.Process.Kill()
-		cmd.Wait()
-
-		id := fmt.Sprintf("ready%d", i)
-		ev := d.events.expect("sandbox.started", id)
-		t0 = time.Now()
-		sb, err := d.create(id, nil)
-		if err != nil {
-			return err
-		}
-		answered = append(answered, time.Since(t0))
-		child = append(child, pollChild(prober, sb.Port).Sub(t0))
-		at, err := await(ev)
-		if err != nil {
-			return err
-		}
-		started = append(started, at.Sub(t0))
-		d.delete(id)
+// benchReady times, one at a time, a create until its child answers, on
+// both daemons, beside the floor: the same stub spawned directly and
+// polled the same way. Each round runs the three in random order. Each
+// create's steps are read from the daemon's metrics around it.
+func benchReady(c config, b *bench, r *results) error {
+	var floor []time.Duration
+	type series struct{ answered, child, started, spawnToAnswer []time.Duration }
+	got := map[*arm]*series{}
+	steps := map[*arm]map[string][]float64{}
+	for _, x := range b.arms(r) {
+		got[x.a], steps[x.a] = &series{}, map[string][]float64{}
 	}
-	r.Ready.Floor, r.Ready.Answered = summarize(floor), summarize(answered)
-	r.Ready.ChildAnswers, r.Ready.Started = summarize(child), summarize(started)
+	for i := range c.runs {
+		order := []int{0, 1, 2}
+		rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		for _, k := range order {
+			if k == 2 {
+				d, err := b.spawnFloor(b.floorPort + i%50)
+				if err != nil {
+					return err
+				}
+				floor = append(floor, d)
+				continue
+			}
+			x := b.arms(r)[k]
+			before, err := x.d.metrics()
+			if err != nil {
+				return err
+			}
+			id := fmt.Sprintf("ready%d", i)
+			ev := x.d.events.expect("sandbox.started", id)
+			t0 := time.Now()
+			sb, err := x.d.create(id, nil)
+			if err != nil {
+				return err
+			}
+			answered := time.Since(t0)
+			child := pollChild(prober, sb.Port).Sub(t0)
+			at, err := await(ev)
+			if err != nil {
+				return err
+			}
+			after, err := x.d.metrics()
+			if err != nil {
+				return err
+			}
+			took := stepsBetween(before, after)
+			beforeSpawn := 0.0
+			for _, step := range supervisor.CreateSteps {
+				steps[x.a][step] = append(steps[x.a][step], took[step])
+				if slices.Index(supervisor.CreateSteps, step) <= slices.Index(supervisor.CreateSteps, runtime.StepSpawn) {
+					beforeSpawn += took[step]
+				}
+			}
+			s := got[x.a]
+			s.answered = append(s.answered, answered)
+			s.child = append(s.child, child)
+			s.started = append(s.started, at.Sub(t0))
+			s.spawnToAnswer = append(s.spawnToAnswer, answered-time.Duration(beforeSpawn*float64(time.Millisecond)))
+			x.d.delete(id)
+		}
+	}
+	r.Floor.Ready = summarize(floor)
+	for a, s := range got {
+		a.Answered, a.ChildAnswers = summarize(s.answered), summarize(s.child)
+		a.Started, a.SpawnToAnswer = summarize(s.started), summarize(s.spawnToAnswer)
+		a.Steps = map[string]float64{}
+		for step, v := range steps[a] {
+			slices.Sort(v)
+			a.Steps[step] = v[len(v)/2]
+		}
+	}
 	return nil
 }
 
-// benchReadyWithoutCgroups measures create → child answers again on a
-// second daemon with cgroups off: the cost of containment.
-func benchReadyWithoutCgroups(c config, d *daemon, r *results) error {
-	var info struct {
-		Cgroups struct {
-			Mode string `json:"mode"`
-		} `json:"cgroups"`
+// spawnFloor spawns the stub directly on port, times it until it
+// answers, and kills it.
+func (b *bench) spawnFloor(port int) (time.Duration, error) {
+	cmd := b.floorCmd(port)
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, err
 	}
-	if err := getJSON(d.url("/v1/info"), &info); err != nil {
-		return err
-	}
-	r.Ready.Cgroups = info.Cgroups.Mode
-	root, err := os.MkdirTemp("", "acp-bench-nocg-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(root)
-	// Ports above the floor's, below the ephemeral range.
-	off := &daemon{bin: d.bin, root: root, addr: "127.0.0.1:" + strconv.Itoa(d.portLo-2),
-		portLo: d.portHi + 51, portHi: d.portHi + 99, env: []string{"AGENT_CONTROL_PLANE_CGROUPS=off"}}
-	if err := off.start(); err != nil {
-		return err
-	}
-	defer off.cleanup()
-	var child []time.Duration
-	for i := range c.runs {
-		id := fmt.Sprintf("nocg%d", i)
-		t0 := time.Now()
-		sb, err := off.create(id, nil)
-		if err != nil {
-			return err
-		}
-		child = append(child, pollChild(prober, sb.Port).Sub(t0))
-		off.delete(id)
-	}
-	r.Ready.ChildAnswersNoCgroups = summarize(child)
-	return nil
+	d := pollChild(prober, port).Sub(t0)
+	cmd.Process.Kill()
+	cmd.Wait()
+	return d, nil
+}
+
+// floorCmd is the stub as the floors run it: detached, as the daemon's
+// children are.
+func (b *bench) floorCmd(port int) *exec.Cmd {
+	cmd := exec.Command(b.on.bin, "stub-agent")
+	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port), "AGENT_SANDBOX_ID=floor")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	return cmd
 }
 
 // pollChild polls the stub's /api/info until it answers 2xx.

@@ -2,15 +2,23 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
 
-func benchRehydrate(c config, d *daemon, r *results) error {
-	// Keep c.rehydrate of the scale test's children, delete the rest.
+// benchRehydrate keeps c.rehydrate of each daemon's scale sandboxes,
+// SIGKILLs the daemon and times its restart until every child is
+// re-adopted.
+func benchRehydrate(c config, b *bench, r *results) error {
+	for _, x := range b.arms(r) {
+		if err := rehydrate(c, x.d, x.a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func rehydrate(c config, d *daemon, a *arm) error {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 32)
 	for i := c.rehydrate; i < c.scale; i++ {
@@ -41,18 +49,10 @@ func benchRehydrate(c config, d *daemon, r *results) error {
 		return fmt.Errorf("%d of %d re-adopted", started, c.rehydrate)
 	}
 	tAll := time.Since(t0)
-	r.Rehydrate.N = c.rehydrate
-	r.Rehydrate.InfoMs = float64(tInfo.Microseconds()) / 1000
-	r.Rehydrate.AllAdoptedMs = float64(tAll.Microseconds()) / 1000
-	resp, err := httpc.Get(d.url("/metrics"))
-	if err == nil {
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, `agent_control_plane_rehydrations_total{result="adopted"} `); ok {
-				r.Rehydrate.AdoptedMetric, _ = strconv.Atoi(v)
-			}
-		}
+	a.Rehydrate.N = c.rehydrate
+	a.Rehydrate.InfoMs, a.Rehydrate.AllAdoptedMs = ms(tInfo), ms(tAll)
+	if m, err := d.metrics(); err == nil {
+		a.Rehydrate.AdoptedMetric = int(m[`agent_control_plane_rehydrations_total{result="adopted"}`])
 	}
 	if err := d.subscribe(); err != nil {
 		return err

@@ -3,56 +3,44 @@ package main
 import (
 	"fmt"
 	"io"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
 )
 
-func benchScale(c config, d *daemon, r *results) error {
+// benchScale creates 500 sandboxes on each daemon, then up to c.scale,
+// and reads the daemon's memory at each mark once all have started.
+func benchScale(c config, b *bench, r *results) error {
+	for _, x := range b.arms(r) {
+		if err := scale(c, x.d, x.a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func scale(c config, d *daemon, a *arm) error {
 	pid := d.cmd.Process.Pid
-	runtime.GC()
 	rss0 := status(pid, "VmRSS")
-	var mu sync.Mutex
-	remaining := c.scale
-	all := make(chan time.Time, 1)
-	d.events.mu.Lock()
-	d.events.onEvent = func(typ, id string, at time.Time) {
-		if typ != "sandbox.started" || !strings.HasPrefix(id, "scale") {
-			return
-		}
-		mu.Lock()
-		remaining--
-		if remaining == 0 {
-			all <- at
-		}
-		mu.Unlock()
-	}
-	d.events.mu.Unlock()
+	mark := min(500, c.scale)
 	t0 := time.Now()
-	var wg sync.WaitGroup
-	errs := make(chan error, c.scale)
-	sem := make(chan struct{}, 64)
-	for i := range c.scale {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			if _, err := d.create(fmt.Sprintf("scale%03d", i), nil); err != nil {
-				errs <- err
-			}
-		})
+	var at time.Time
+	from := 0
+	for _, upTo := range []int{mark, c.scale} {
+		if upTo == from {
+			continue
+		}
+		var err error
+		if at, err = createMany(d, "scale", from, upTo); err != nil {
+			return err
+		}
+		from = upTo
+		if upTo == mark {
+			a.Scale.RSSAt500MiB = float64(status(pid, "VmRSS")) / 1024
+		}
 	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		return err
-	}
-	at, err := await(all)
-	if err != nil {
-		return fmt.Errorf("not all started: %d left", remaining)
-	}
-	r.Scale.N = c.scale
-	r.Scale.AllStartedMs = float64(at.Sub(t0).Microseconds()) / 1000
+	a.Scale.N = c.scale
+	a.Scale.AllStartedMs = ms(at.Sub(t0))
 	list, err := d.list()
 	if err != nil {
 		return err
@@ -60,7 +48,7 @@ func benchScale(c config, d *daemon, r *results) error {
 	seen := map[int]bool{}
 	for _, sb := range list {
 		if seen[sb.Port] {
-			r.Scale.PortCollisions++
+			a.Scale.PortCollisions++
 		}
 		seen[sb.Port] = true
 	}
@@ -77,15 +65,68 @@ func benchScale(c config, d *daemon, r *results) error {
 		resp.Body.Close()
 		lat = append(lat, time.Since(t))
 	}
-	r.Scale.List = summarize(lat)
+	a.Scale.List = summarize(lat)
 	rssN := status(pid, "VmRSS")
-	r.Scale.RSSIdleMiB = float64(rss0) / 1024
-	r.Scale.RSSAtNMiB = float64(rssN) / 1024
-	r.Scale.PerSandboxKiB = float64(rssN-rss0) / float64(c.scale)
-	r.Scale.Goroutines = d.goroutines()
-	r.Scale.DaemonThreadsAt = status(pid, "Threads")
-	d.events.mu.Lock()
-	d.events.onEvent = nil
-	d.events.mu.Unlock()
+	a.Scale.RSSIdleMiB = float64(rss0) / 1024
+	a.Scale.RSSAtNMiB = float64(rssN) / 1024
+	a.Scale.PerSandboxKiB = float64(rssN-rss0) / float64(c.scale)
+	m, err := d.metrics()
+	if err != nil {
+		return err
+	}
+	a.Scale.Goroutines = int(m["go_goroutines"])
+	a.Scale.HeapInuseMiB = m["go_memstats_heap_inuse_bytes"] / (1 << 20)
+	a.Scale.StackInuseMiB = m["go_memstats_stack_inuse_bytes"] / (1 << 20)
+	a.Scale.DaemonThreadsAt = status(pid, "Threads")
 	return nil
+}
+
+// createMany creates prefix<from>…prefix<to-1> on d, 64 at a time, and
+// returns when the last has started.
+func createMany(d *daemon, prefix string, from, to int) (time.Time, error) {
+	var mu sync.Mutex
+	remaining := to - from
+	all := make(chan time.Time, 1)
+	d.events.mu.Lock()
+	d.events.onEvent = func(typ, id string, at time.Time) {
+		if typ != "sandbox.started" || !strings.HasPrefix(id, prefix) {
+			return
+		}
+		mu.Lock()
+		remaining--
+		if remaining == 0 {
+			all <- at
+		}
+		mu.Unlock()
+	}
+	d.events.mu.Unlock()
+	defer func() {
+		d.events.mu.Lock()
+		d.events.onEvent = nil
+		d.events.mu.Unlock()
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, to-from)
+	sem := make(chan struct{}, 64)
+	for i := from; i < to; i++ {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if _, err := d.create(fmt.Sprintf("%s%03d", prefix, i), nil); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return time.Time{}, err
+	}
+	at, err := await(all)
+	if err != nil {
+		mu.Lock()
+		defer mu.Unlock()
+		return time.Time{}, fmt.Errorf("not all started: %d left", remaining)
+	}
+	return at, nil
 }
