@@ -139,18 +139,18 @@ type arm struct {
 	BulkMs float64 `json:"bulkAllAnsweredMs"` // median over rounds
 	StopMs float64 `json:"stopAllAnsweredMs"` // median over rounds
 	Scale  struct {
-		N               int     `json:"n"`
-		AllStartedMs    float64 `json:"allStartedMs"`
-		PortCollisions  int     `json:"portCollisions"`
-		RSSIdleMiB      float64 `json:"rssIdleMiB"`
-		RSSAt500MiB     float64 `json:"rssAt500MiB"`
-		RSSAtNMiB       float64 `json:"rssAtNMiB"`
-		PerSandboxKiB   float64 `json:"perSandboxKiB"`
-		List            stat    `json:"listLatency"`
-		Goroutines      int     `json:"goroutinesAtN"`
+		N              int     `json:"n"`
+		AllStartedMs   float64 `json:"allStartedMs"`
+		PortCollisions int     `json:"portCollisions"`
+		RSSIdleMiB     float64 `json:"rssIdleMiB"`
+		RSSAt500MiB    float64 `json:"rssAt500MiB"`
+		RSSAtNMiB      float64 `json:"rssAtNMiB"`
+		PerSandboxKiB  float64 `json:"perSandboxKiB"`
+		List           stat    `json:"listLatency"`
+		Goroutines     int     `json:"goroutinesAtN"`
 		// The Go runtime's own account at N, from the daemon's metrics.
-		HeapInuseMiB  float64 `json:"heapInuseMiBAtN"`
-		StackInuseMiB float64 `json:"stackInuseMiBAtN"`
+		HeapInuseMiB    float64 `json:"heapInuseMiBAtN"`
+		StackInuseMiB   float64 `json:"stackInuseMiBAtN"`
 		DaemonThreadsAt int     `json:"daemonThreadsAtN"`
 	} `json:"scale"`
 	Rehydrate struct {
