@@ -68,9 +68,9 @@ fuzz:
 		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s ./$$pkg || exit 1; \
 	done
 
-# The measurements of BENCHMARKS.md: a fresh daemon on ephemeral ports with
-# the stub agent (under 3 minutes on 2 cores; acp-bench -h for flags), then
-# the micro-benchmarks.
+# The measurements of BENCHMARKS.md: two fresh daemons (cgroups on, off)
+# with the stub agent, against floors in the same run (about 5 minutes on
+# 2 cores; acp-bench -h for flags), then the micro-benchmarks.
 bench: build
 	$(GO) build -o bin/acp-bench ./cmd/acp-bench
 	CGO_ENABLED=0 $(GO) build -o bin/agent-control-plane-static ./cmd/agent-control-plane

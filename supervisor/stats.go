@@ -50,7 +50,7 @@ const (
 	StepDirectory = "directory" // its directory made, with the env file and the intent record
 	StepStart     = "start"     // what the runtime's Start did past the steps it marks (all of it for one that marks none)
 	StepRecord    = "record"    // the record naming the workload written and fsynced
-	StepPublish   = "publish"   // the created event published, the log and readiness watches begun
+	StepPublish   = "publish"   // the created event published, the watch goroutine begun
 )
 
 // CreateSteps lists every step of a create, in order.
