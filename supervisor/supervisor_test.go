@@ -363,9 +363,21 @@ func TestUnreadableRecordLeftAlone(t *testing.T) {
 	os.MkdirAll(bad, 0o700)
 	garbage := []byte(`{"version":2,"id":"bad",`)
 	os.WriteFile(filepath.Join(bad, RecordFile), garbage, 0o600)
+	// And an empty one, what a power loss can leave of a record fsynced
+	// after its rename, beside a workspace the agent wrote to.
+	empty := filepath.Join(h.opts.Root, "empty")
+	os.MkdirAll(filepath.Join(empty, WorkspaceDir), 0o700)
+	os.WriteFile(filepath.Join(empty, RecordFile), nil, 0o600)
+	os.WriteFile(filepath.Join(empty, WorkspaceDir, "work"), []byte("the agent's"), 0o600)
 	h.start()
 	if _, err := h.sup.Get("good"); err != nil {
 		t.Fatalf("good record lost: %v", err)
+	}
+	if _, err := h.sup.Get("empty"); !isErr(err, ErrNotFound) {
+		t.Fatalf("empty record loaded: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(empty, WorkspaceDir, "work")); err != nil || string(b) != "the agent's" {
+		t.Fatalf("the workspace beside an empty record: %q %v", b, err)
 	}
 	if _, err := h.sup.Get("bad"); !isErr(err, ErrNotFound) {
 		t.Fatalf("corrupt record loaded: %v", err)
