@@ -103,11 +103,14 @@ func TestLogTailAcrossRotation(t *testing.T) {
 		}
 		f.WriteString(b.String())
 	}
+	// Rotated: the older part is in the rotated file, and then (a moment
+	// later) cut from the live one.
+	var live []byte
 	testenv.Eventually(t, "the log rotated", func() bool {
 		_, err := os.Stat(filepath.Join(dir, logcap.Stdout+logcap.RotatedSuffix))
-		return err == nil
+		live, _ = os.ReadFile(filepath.Join(dir, logcap.Stdout))
+		return err == nil && len(bytes.TrimLeft(live, "\x00")) < n*len("line 0000\n")
 	})
-	live, _ := os.ReadFile(filepath.Join(dir, logcap.Stdout))
 	logs, err := h.sup.EntrypointLogs(context.Background(), "t", LogQuery{TailBytes: 38000, Stream: StreamStdout})
 	if err != nil {
 		t.Fatal(err)
