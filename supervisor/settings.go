@@ -81,11 +81,7 @@ func (s *Supervisor) update(id string, change func(*Sandbox)) (Sandbox, error) {
 // may be a secret (by its key, by its shape, or one of the daemon's
 // forwarded credentials) replaced by redact.Redacted.
 func (s *Supervisor) Env(id string) (map[string]string, error) {
-	e, err := s.lookup(id)
-	if err != nil {
-		return nil, err
-	}
-	env, err := s.envOf(e)
+	env, err := s.envByID(id)
 	if err != nil {
 		return nil, err
 	}
@@ -104,15 +100,20 @@ func (s *Supervisor) Env(id string) (map[string]string, error) {
 // EnvKeys returns the names of the variables a sandbox was created with,
 // sorted: no value is read into an answer, none needs redacting.
 func (s *Supervisor) EnvKeys(id string) ([]string, error) {
-	e, err := s.lookup(id)
-	if err != nil {
-		return nil, err
-	}
-	env, err := s.envOf(e)
+	env, err := s.envByID(id)
 	if err != nil {
 		return nil, err
 	}
 	return slices.Sorted(maps.Keys(env)), nil
+}
+
+// envByID is envOf the sandbox called id.
+func (s *Supervisor) envByID(id string) (map[string]string, error) {
+	e, err := s.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	return s.envOf(e)
 }
 
 // Redactor removes the secrets a sandbox's output may hold, as its
