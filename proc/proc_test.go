@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -352,8 +353,9 @@ func TestKillMarked(t *testing.T) {
 	}
 }
 
-// Many callers of the watcher's KillMarked at once share scans of /proc,
-// and each returns only once its own marker's processes are killed.
+// Many callers of the watcher's KillMarked at once share scans of /proc:
+// the markers asked for while a scan runs go into the next one. Each
+// caller returns only once its own marker's processes are killed.
 func TestWatcherKillMarkedGathers(t *testing.T) {
 	w := newWatcher(t)
 	var specs []Spec
@@ -371,6 +373,20 @@ func TestWatcherKillMarkedGathers(t *testing.T) {
 			return err == nil && m == sp.Marker
 		})
 	}
+	// The first scan waits until every marker is in it or queued.
+	var mu sync.Mutex
+	var scans [][]string
+	release := make(chan struct{})
+	w.scan = func(markers ...string) (int, error) {
+		mu.Lock()
+		scans = append(scans, slices.Clone(markers))
+		first := len(scans) == 1
+		mu.Unlock()
+		if first {
+			<-release
+		}
+		return KillMarked(markers...)
+	}
 	var wg sync.WaitGroup
 	for i, sp := range specs {
 		wg.Go(func() {
@@ -383,7 +399,32 @@ func TestWatcherKillMarkedGathers(t *testing.T) {
 			}
 		})
 	}
+	testenv.Eventually(t, "every marker in the first scan or queued", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		w.sweepMu.Lock()
+		defer w.sweepMu.Unlock()
+		queued := 0
+		if w.nextSweep != nil {
+			queued = len(w.nextSweep.markers)
+		}
+		return len(scans) == 1 && len(scans[0])+queued == len(specs)
+	})
+	close(release)
 	wg.Wait()
+	var all []string
+	for _, sc := range scans {
+		all = append(all, sc...)
+	}
+	slices.Sort(all)
+	var want []string
+	for _, sp := range specs {
+		want = append(want, sp.Marker)
+	}
+	slices.Sort(want)
+	if len(scans) > 2 || !slices.Equal(all, want) {
+		t.Fatalf("%d callers made the scans %v, want at most 2 covering each marker once", len(specs), scans)
+	}
 	if exited(other) {
 		t.Fatal("KillMarked signalled a process without one of the markers")
 	}

@@ -195,7 +195,7 @@ func (p *Process) finish() {
 		// the leader is a zombie its new parent has not reaped yet): find
 		// our leftovers by marker. This scans /proc, so it runs after
 		// Done and off the epoll loop: exits are reported first.
-		p.w.sweeps.Go(func() { killMarked(p.id.PGID, p.id.Marker) })
+		p.w.sweeps.Go(func() { p.w.KillMarked(p.id.Marker) })
 	}
 }
 
@@ -239,10 +239,7 @@ func pidfdReadable(fd int) bool {
 // disk, and the leftovers of ones whose leader is gone. Each candidate is
 // pinned with a pidfd and its marker read again before the signal; a
 // process without one of the markers is never signalled.
-func KillMarked(markers ...string) (int, error) { return killMarked(0, markers...) }
-
-// killMarked is KillMarked limited to process group pgid (0: any group).
-func killMarked(pgid int, markers ...string) (int, error) {
+func KillMarked(markers ...string) (int, error) {
 	want := make(map[string]bool, len(markers))
 	for _, m := range markers {
 		if m != "" {
@@ -262,22 +259,14 @@ func killMarked(pgid int, markers ...string) (int, error) {
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		if killIfMarked(pid, pgid, want) {
+		if killIfMarked(pid, want) {
 			killed++
 		}
 	}
 	return killed, nil
 }
 
-func killIfMarked(pid, pgid int, want map[string]bool) bool {
-	inGroup := func() bool {
-		st, err := readStat(pid)
-		return err == nil && (pgid == 0 || st.pgid == pgid)
-	}
-	// Cheap looks first; most processes are not ours.
-	if pgid != 0 && !inGroup() {
-		return false
-	}
+func killIfMarked(pid int, want map[string]bool) bool {
 	if m, err := readMarker(pid, false); err != nil || !want[m] {
 		return false
 	}
@@ -287,9 +276,6 @@ func killIfMarked(pid, pgid int, want map[string]bool) bool {
 	}
 	defer unix.Close(fd)
 	// Pinned: look again, then signal.
-	if !inGroup() {
-		return false
-	}
 	if m, err := readMarker(pid, true); err != nil || !want[m] {
 		return false
 	}

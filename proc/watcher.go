@@ -24,8 +24,9 @@ type Watcher struct {
 	sweeps  sync.WaitGroup // leftover sweeps of adopted processes
 
 	sweepMu   sync.Mutex
-	nextSweep *sweep // gathering markers for the scan after the running one
-	sweeping  bool   // a goroutine runs the scans (KillMarked)
+	nextSweep *sweep                               // gathering markers for the scan after the running one
+	sweeping  bool                                 // a goroutine runs the scans (KillMarked)
+	scan      func(markers ...string) (int, error) // the package's KillMarked; a test's stand-in
 }
 
 // NewWatcher starts the epoll loop. Close stops it.
@@ -45,7 +46,7 @@ func NewWatcher() (*Watcher, error) {
 		unix.Close(wakefd)
 		return nil, fmt.Errorf("epoll_ctl: %w", err)
 	}
-	w := &Watcher{epfd: epfd, wakefd: wakefd, procs: map[int32]*Process{}, stopped: make(chan struct{})}
+	w := &Watcher{epfd: epfd, wakefd: wakefd, procs: map[int32]*Process{}, stopped: make(chan struct{}), scan: KillMarked}
 	go w.loop()
 	return w, nil
 }
@@ -203,7 +204,7 @@ func (w *Watcher) runSweeps() {
 			return
 		}
 		w.sweepMu.Unlock()
-		_, _ = KillMarked(sw.markers...)
+		_, _ = w.scan(sw.markers...)
 		close(sw.done)
 	}
 }
