@@ -227,6 +227,16 @@ func (b *bench) arms(r *results) []struct {
 	}{{b.on, &r.On}, {b.off, &r.Off}}
 }
 
+// eachArm runs f on each daemon in turn, with its figures.
+func (b *bench) eachArm(r *results, f func(d *daemon, a *arm) error) error {
+	for _, x := range b.arms(r) {
+		if err := f(x.d, x.a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func run(c config) (*results, error) {
 	r := &results{}
 	r.Machine.CPUs = runtime.NumCPU()

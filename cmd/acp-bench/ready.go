@@ -63,12 +63,14 @@ func benchReady(c config, b *bench, r *results) error {
 				return err
 			}
 			took := stepsBetween(before, after)
-			beforeSpawn := 0.0
+			beforeSpawn := 0.0 // the steps up to the spawn's end, in ms
+			spawned := false
 			for _, step := range supervisor.CreateSteps {
 				steps[x.a][step] = append(steps[x.a][step], took[step])
-				if slices.Index(supervisor.CreateSteps, step) <= slices.Index(supervisor.CreateSteps, runtime.StepSpawn) {
+				if !spawned {
 					beforeSpawn += took[step]
 				}
+				spawned = spawned || step == runtime.StepSpawn
 			}
 			s := got[x.a]
 			s.answered = append(s.answered, answered)

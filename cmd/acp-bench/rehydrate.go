@@ -10,12 +10,7 @@ import (
 // SIGKILLs the daemon and times its restart until every child is
 // re-adopted.
 func benchRehydrate(c config, b *bench, r *results) error {
-	for _, x := range b.arms(r) {
-		if err := rehydrate(c, x.d, x.a); err != nil {
-			return err
-		}
-	}
-	return nil
+	return b.eachArm(r, func(d *daemon, a *arm) error { return rehydrate(c, d, a) })
 }
 
 func rehydrate(c config, d *daemon, a *arm) error {

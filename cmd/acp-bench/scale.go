@@ -11,12 +11,7 @@ import (
 // benchScale creates 500 sandboxes on each daemon, then up to c.scale,
 // and reads the daemon's memory at each mark once all have started.
 func benchScale(c config, b *bench, r *results) error {
-	for _, x := range b.arms(r) {
-		if err := scale(c, x.d, x.a); err != nil {
-			return err
-		}
-	}
-	return nil
+	return b.eachArm(r, func(d *daemon, a *arm) error { return scale(c, d, a) })
 }
 
 func scale(c config, d *daemon, a *arm) error {
