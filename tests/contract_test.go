@@ -304,6 +304,7 @@ func runScenario(t *testing.T, cc *contractClient) {
 	cc.do("GET", "/v1/sandboxes/k1/entrypoint-logs?tailBytes=0", "")
 	cc.do("GET", "/v1/sandboxes/k1/entrypoint-logs?tail=5&since=10m&stream=stdout&timestamps=true", "")
 	cc.do("GET", "/v1/sandboxes/k1/entrypoint-logs?since=2026-01-01T00:00:00Z&stream=stderr", "")
+	cc.do("GET", "/v1/sandboxes/k1/entrypoint-logs?since=yesterday", "")
 	cc.do("GET", "/v1/sandboxes/k1/entrypoint-logs?tail=0", "")
 	// The toolbox.
 	cc.do("POST", "/v1/sandboxes/k1/exec", `{"argv":["sh","-c","echo $A; cat; echo e >&2; exit 2"],"stdin":"in\n","env":{"B":"2"},"timeoutMs":30000}`)
