@@ -102,6 +102,9 @@ func (p *HTTP) Check(ctx context.Context, target string) error {
 	if err != nil {
 		return err
 	}
+	if refused(req.URL) {
+		return errRefused
+	}
 	resp, err := p.client.Do(req)
 	if err != nil {
 		return describe(err, p.client.Timeout)
@@ -113,12 +116,14 @@ func (p *HTTP) Check(ctx context.Context, target string) error {
 	return nil
 }
 
+var errRefused = errors.New("connection refused (nothing listens on the port)")
+
 // describe says what a failed request got, without its URL.
 func describe(err error, timeout time.Duration) error {
 	var ne net.Error
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return errors.New("connection refused (nothing listens on the port)")
+		return errRefused
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return errors.New("connection closed without an answer")
 	case errors.As(err, &ne) && ne.Timeout():

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	neturl "net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -77,5 +79,41 @@ func TestAwait(t *testing.T) {
 	defer cancel2()
 	if err := p.Await(short, "http://127.0.0.1:1/", Readiness); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Await on a closed port = %v, want the deadline", err)
+	}
+}
+
+// The probe's first look: a port nothing listens on is refused without
+// a dial; a listening port, or a host given by name, is left to the HTTP
+// request.
+func TestRefused(t *testing.T) {
+	for _, network := range []struct{ net, host string }{{"tcp4", "127.0.0.1"}, {"tcp6", "[::1]"}} {
+		ln, err := net.Listen(network.net, network.host+":0")
+		if err != nil {
+			t.Logf("skipping %s: %v", network.net, err)
+			continue
+		}
+		defer ln.Close()
+		closed, err := net.Listen(network.net, network.host+":0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		closedURL := "http://" + closed.Addr().String() + "/"
+		closed.Close()
+		for url, want := range map[string]bool{
+			closedURL:                            true,
+			"http://" + ln.Addr().String() + "/": false,
+			"http://localhost:1/":                false, // a name: the HTTP request resolves it
+		} {
+			u, err := neturl.Parse(url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := refused(u); got != want {
+				t.Errorf("refused(%s) = %v, want %v", url, got, want)
+			}
+		}
+		if err := NewHTTP(time.Second).Check(context.Background(), closedURL); err == nil || !strings.Contains(err.Error(), "connection refused") {
+			t.Errorf("Check of a closed port = %v, want connection refused", err)
+		}
 	}
 }

@@ -1,0 +1,61 @@
+package probe
+
+import (
+	"errors"
+	"net/netip"
+	"net/url"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// refused reports whether a connection to u's host and port is refused
+// right now, when the host is an IP address. It is the probe's first look,
+// because a starting workload refuses every probe until it listens: a
+// non-blocking connect whose outcome is read without waiting. On loopback
+// the kernel answers a connect (a reset, or the handshake) before the call
+// returns, so this costs four system calls on one goroutine, where a dial
+// through the runtime's network poller costs a registration and goroutine
+// and thread switches: about 0.3 ms of CPU on a 2-CPU VM, every
+// millisecond, for every sandbox starting, beside the child that is
+// trying to start. Anything but a sure refusal (accepted, not answered
+// yet, a host name, any error) is false, and the HTTP request decides.
+func refused(u *url.URL) bool {
+	addr, err := netip.ParseAddr(u.Hostname())
+	if err != nil {
+		return false
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return false
+	}
+	var sa unix.Sockaddr
+	family := unix.AF_INET
+	if addr = addr.Unmap(); addr.Is4() {
+		sa = &unix.SockaddrInet4{Port: int(n), Addr: addr.As4()}
+	} else {
+		family = unix.AF_INET6
+		sa = &unix.SockaddrInet6{Port: int(n), Addr: addr.As16()}
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	switch err := unix.Connect(fd, sa); {
+	case errors.Is(err, unix.ECONNREFUSED):
+		return true
+	case !errors.Is(err, unix.EINPROGRESS):
+		return false
+	}
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+	if n, err := unix.Poll(fds, 0); err != nil || n == 0 {
+		return false
+	}
+	soErr, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
+	return err == nil && unix.Errno(soErr) == unix.ECONNREFUSED
+}
