@@ -102,18 +102,21 @@ func (m *Manager) Create(name string, r Limits) (g *Group, err error) {
 		return nil, err
 	}
 	g = &Group{m: m, name: name, path: joinPath(m.base, name), v1: map[string]string{}, fd: -1}
-	// The subtree goes with its last group (Remove): make it again if
-	// needed, and once more should that race with the removal.
+	// The subtree goes with its last group (Remove): make it again when
+	// it is missing, and once more should that race with the removal.
+	// Only then: its mkdirs (one a hierarchy) cost a create four system
+	// calls, each waiting on a directory's lock that concurrent creates
+	// share.
 	for attempt := 0; ; attempt++ {
-		if err := m.ensureBase(); err != nil {
-			return nil, err
-		}
 		err := os.Mkdir(m.dir(g.path), 0o755)
 		if err == nil {
 			break
 		}
 		if !errors.Is(err, fs.ErrNotExist) || attempt == 3 {
 			return nil, fmt.Errorf("create cgroup: %w", err)
+		}
+		if err := m.ensureBase(); err != nil {
+			return nil, err
 		}
 	}
 	defer func() {
