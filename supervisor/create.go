@@ -120,8 +120,8 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	// its intent record, in one rename that never replaces anything: a
 	// daemon that dies on the way leaves either a staging directory it
 	// can prove it made, or a sandbox directory with a record.
-	made := s.fs.tempName(kindNew)
-	if err := s.fs.mkdir(made); err != nil {
+	made, err := s.takeSpare()
+	if err != nil {
 		return Sandbox{}, fmt.Errorf("create sandbox directory: %w", err)
 	}
 	undo = append(undo, func() {
@@ -129,9 +129,6 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 			s.log.Error("remove directory of a failed create", "sandbox", req.Name, "err", err)
 		}
 	})
-	if err := s.fs.mkdir(made + "/" + WorkspaceDir); err != nil {
-		return Sandbox{}, fmt.Errorf("create workspace: %w", err)
-	}
 	policy := s.opts.Env
 	if caps.Isolation {
 		policy.Base = nil // the host's PATH, HOME, … mean nothing there
@@ -153,14 +150,14 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	// leaves a record whose marker finds the child. Durability against
 	// power loss comes with the committed record below, whose directory
 	// fsync covers them too; a power loss kills the child anyway.
-	if err := s.fs.createFile(made+"/"+EnvFile, envJSON); err != nil {
+	if err := s.fs.fill(made+"/"+EnvFile, envJSON); err != nil {
 		return Sandbox{}, fmt.Errorf("write %s: %w", EnvFile, err)
 	}
 	intent, err := json.MarshalIndent(s.toRecord(e, e.info, runtime.HandleState{}), "", "  ")
 	if err != nil {
 		return Sandbox{}, err
 	}
-	if err := s.fs.createFile(made+"/"+RecordFile, append(intent, '\n')); err != nil {
+	if err := s.fs.fill(made+"/"+RecordFile, append(intent, '\n')); err != nil {
 		return Sandbox{}, fmt.Errorf("write %s: %w", RecordFile, err)
 	}
 	if err := s.fs.RenameNoReplace(made, req.Name); err != nil {

@@ -50,6 +50,9 @@ func (s *Supervisor) awaitReady(e *sandbox, h runtime.Handle, timeout time.Durat
 	if state != Starting {
 		return
 	}
+	// Whatever the outcome, the start is over: spares made now do not
+	// compete with it.
+	defer s.refillSpares()
 	ctx, cancel := context.WithTimeout(s.lifetime, max(timeout, 0))
 	defer cancel()
 	go func() {

@@ -77,6 +77,7 @@ type Supervisor struct {
 	tools  toolbox // commands running, shell sessions
 	stats  *stats
 	probe  *probe.HTTP
+	spares spares // staging directories made ahead
 
 	snapshots atomic.Pointer[map[string]snapshot.Snapshot] // by name; SetSnapshots replaces them
 
@@ -239,6 +240,7 @@ func New(ctx context.Context, opts Options) (*Supervisor, error) {
 	s.SetDefaults(opts.AutoStop, opts.MaxLifetime)
 	s.events.onPub = s.stats.eventPublished
 	s.rehydrate(ctx)
+	s.refillSpares()
 	return s, nil
 }
 
@@ -363,6 +365,7 @@ func (s *Supervisor) Close(ctx context.Context) error {
 	}
 	s.cancel()
 	s.bg.Wait()
+	s.removeSpares()
 	s.events.closeAll()
 	s.logs.Close()
 	s.lock.release()
