@@ -37,10 +37,19 @@ func spareInodes(t *testing.T, root string, own func(string) bool) map[uint64]st
 // them makes its own; Close removes what is left.
 func TestSpares(t *testing.T) {
 	h := newHarness(t, nil)
-	count := func() int { return len(spareInodes(t, h.opts.Root, h.sup.fs.ownTemp)) }
+	// Ready spares, as the supervisor counts them (a directory appears in
+	// the root before it is complete).
+	count := func() int {
+		h.sup.spares.mu.Lock()
+		defer h.sup.spares.mu.Unlock()
+		return len(h.sup.spares.ready)
+	}
 	testenv.Eventually(t, "spares made at start", func() bool { return count() == spareDirs })
 	own := h.sup.fs.ownTemp
 	spares := spareInodes(t, h.opts.Root, own)
+	if len(spares) != spareDirs {
+		t.Fatalf("%d spare directories in the root, want %d: %v", len(spares), spareDirs, spares)
+	}
 	for _, name := range spares {
 		for _, f := range stagedFiles {
 			fi, err := os.Lstat(filepath.Join(h.opts.Root, name, f))
