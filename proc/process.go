@@ -190,6 +190,11 @@ func (p *Process) finish() {
 	for _, f := range hooks {
 		go f()
 	}
+	if len(hooks) > 0 {
+		// The hooks wait on this processor, behind the watcher's next
+		// epoll_wait, until the runtime takes it back: let them run now.
+		goruntime.Gosched()
+	}
 	if !p.child && unix.Kill(-p.id.PGID, 0) == nil && p.w != nil {
 		// Something is left in a group whose id may have been reused (or
 		// the leader is a zombie its new parent has not reaped yet): find
