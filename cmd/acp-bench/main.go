@@ -180,8 +180,10 @@ type results struct {
 		// SIGTERM to each of them at once → all reaped.
 		StopMs float64 `json:"stopAllReapedMs"`
 	} `json:"floor"`
-	Rounds int `json:"rounds"`
-	Bulk   int `json:"bulk"`
+	// Ran names the steps that ran (their first word: --only).
+	Ran    []string `json:"ran"`
+	Rounds int      `json:"rounds"`
+	Bulk   int      `json:"bulk"`
 	On     arm `json:"cgroupsOn"`
 	Off    arm `json:"cgroupsOff"`
 	Docker struct {
@@ -308,6 +310,7 @@ func run(c config) (*results, error) {
 			continue
 		}
 		progress("%s", step.name)
+		r.Ran = append(r.Ran, strings.TrimSuffix(strings.Fields(step.name)[0], ":"))
 		if err := step.run(c, b, r); err != nil {
 			return nil, fmt.Errorf("%s: %w", step.name, err)
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 )
@@ -50,56 +51,70 @@ func (r *results) markdown(w io.Writer) {
 		return func(v float64) string { return fmt.Sprintf("×%.2f", ratio(v, floor)) }
 	}
 	fl := r.Floor
+	// Only what ran (--only) is reported: a figure not measured is no figure.
+	ran := func(step string) bool { return slices.Contains(r.Ran, step) }
 	readyFloor := fmt.Sprintf("%.2f ms (direct spawn)", fl.Ready.Median)
-	row("create → child answers", readyFloor, func(a *arm) float64 { return a.ChildAnswers.Median }, "ms", plus(fl.Ready.Median),
-		"≤ floor + 1 ms", func(v float64) bool { return v-fl.Ready.Median <= 1 })
-	row("`POST /v1/sandboxes` answered (201)", "", func(a *arm) float64 { return a.Answered.Median }, "ms", none, "", nil)
-	row("… of which after the spawn (the answer less the steps to the spawn's end)", "", func(a *arm) float64 { return a.SpawnToAnswer.Median }, "ms", none,
-		"≤ 2 ms", func(v float64) bool { return v <= 2 })
-	row("create → `sandbox.started`", readyFloor, func(a *arm) float64 { return a.Started.Median }, "ms", plus(fl.Ready.Median), "", nil)
-	crashFloor := fmt.Sprintf("%.2f ms, p99 %.2f (pidfd wait)", fl.Crash.Median, fl.Crash.P99)
-	for _, c := range []struct {
-		name string
-		f    func(a *arm) stat
-	}{
-		{"plain child", func(a *arm) stat { return a.Crash.Plain }},
-		{"grandchild holds stdout", func(a *arm) stat { return a.Crash.Grandchild }},
-		{"re-adopted after a SIGKILL of the daemon", func(a *arm) stat { return a.Crash.Readopted }},
-	} {
-		row("kill -9 → `sandbox.stopped`, "+c.name+": median", crashFloor, func(a *arm) float64 { return c.f(a).Median }, "ms", plus(fl.Crash.Median),
-			"≤ floor + 1 ms", func(v float64) bool { return v-fl.Crash.Median <= 1 })
-		row("… p99", "", func(a *arm) float64 { return c.f(a).P99 }, "ms", none, "≤ 5 ms", func(v float64) bool { return v <= 5 })
+	if ran("readiness") {
+		row("create → child answers", readyFloor, func(a *arm) float64 { return a.ChildAnswers.Median }, "ms", plus(fl.Ready.Median),
+			"≤ floor + 1 ms", func(v float64) bool { return v-fl.Ready.Median <= 1 })
+		row("`POST /v1/sandboxes` answered (201)", "", func(a *arm) float64 { return a.Answered.Median }, "ms", none, "", nil)
+		row("… of which after the spawn (the answer less the steps to the spawn's end)", "", func(a *arm) float64 { return a.SpawnToAnswer.Median }, "ms", none,
+			"≤ 2 ms", func(v float64) bool { return v <= 2 })
+		row("create → `sandbox.started`", readyFloor, func(a *arm) float64 { return a.Started.Median }, "ms", plus(fl.Ready.Median), "", nil)
 	}
-	row(fmt.Sprintf("%d creates at once → every child answers", r.Bulk), fmt.Sprintf("%.0f ms (%d spawns from one Go program)", fl.BulkMs, r.Bulk),
-		func(a *arm) float64 { return a.BulkMs }, "ms", times(fl.BulkMs), "≤ ×1.3", func(v float64) bool { return ratio(v, fl.BulkMs) <= 1.3 })
-	row(fmt.Sprintf("%d stops at once → every one answered", r.Bulk), fmt.Sprintf("%.0f ms (SIGTERM, reaped)", fl.StopMs),
-		func(a *arm) float64 { return a.StopMs }, "ms", times(fl.StopMs), "≤ 500 ms", func(v float64) bool { return v <= 500 })
-	row("daemon RSS, idle", "", func(a *arm) float64 { return a.Scale.RSSIdleMiB }, "MiB", none, "", nil)
-	row("daemon RSS at 500 sandboxes", "", func(a *arm) float64 { return a.Scale.RSSAt500MiB }, "MiB", none, "≤ 30 MiB", func(v float64) bool { return v <= 30 })
-	row(fmt.Sprintf("daemon RSS at %d sandboxes", on.Scale.N), "", func(a *arm) float64 { return a.Scale.RSSAtNMiB }, "MiB", none, "≤ 40 MiB", func(v float64) bool { return v <= 40 })
-	row("daemon memory per sandbox", "", func(a *arm) float64 { return a.Scale.PerSandboxKiB }, "KiB", none, "", nil)
-	row(fmt.Sprintf("… of which Go heap in use at %d", on.Scale.N), "", func(a *arm) float64 { return a.Scale.HeapInuseMiB }, "MiB", none, "", nil)
-	row(fmt.Sprintf("… of which goroutine stacks at %d", on.Scale.N), "", func(a *arm) float64 { return a.Scale.StackInuseMiB }, "MiB", none, "", nil)
-	row(fmt.Sprintf("daemon goroutines at %d", on.Scale.N), "", func(a *arm) float64 { return float64(a.Scale.Goroutines) }, "", none, "", nil)
-	row(fmt.Sprintf("daemon OS threads at %d", on.Scale.N), "", func(a *arm) float64 { return float64(a.Scale.DaemonThreadsAt) }, "", none, "", nil)
-	row(fmt.Sprintf("%d created 64 at a time → all `started`", on.Scale.N), "", func(a *arm) float64 { return a.Scale.AllStartedMs }, "ms", none, "", nil)
-	row(fmt.Sprintf("`GET /v1/sandboxes` with %d sandboxes, p99", on.Scale.N), "", func(a *arm) float64 { return a.Scale.List.P99 }, "ms", none, "< 10 ms", func(v float64) bool { return v < 10 })
-	row("port collisions", "", func(a *arm) float64 { return float64(a.Scale.PortCollisions) }, "", none, "0", func(v float64) bool { return v == 0 })
-	row(fmt.Sprintf("SIGKILL with %d live children → restart → `/v1/info` answers", on.Rehydrate.N), "", func(a *arm) float64 { return a.Rehydrate.InfoMs }, "ms", none, "", nil)
-	row("… → all verified and re-adopted", "", func(a *arm) float64 { return a.Rehydrate.AllAdoptedMs }, "ms", none, "< 1000 ms", func(v float64) bool { return v < 1000 })
-	row("… adopted, per the metrics", "", func(a *arm) float64 { return float64(a.Rehydrate.AdoptedMetric) }, "", none, "", nil)
-
-	p("\nWhere a create's time goes, per the daemon's `agent_control_plane_sandbox_create_step_seconds_total` (ms; one at a time: the median per step; %d at once: the mean):\n\n", r.Bulk)
-	p("| step | one create, cgroups on | one create, cgroups off | %d at once, on | %d at once, off |\n|---|---:|---:|---:|---:|\n", r.Bulk, r.Bulk)
-	var sum [4]float64
-	for _, step := range supervisor.CreateSteps {
-		v := [4]float64{on.Steps[step], off.Steps[step], on.BulkSteps[step], off.BulkSteps[step]}
-		for i := range v {
-			sum[i] += v[i]
+	if ran("crash") {
+		crashFloor := fmt.Sprintf("%.2f ms, p99 %.2f (pidfd wait)", fl.Crash.Median, fl.Crash.P99)
+		for _, c := range []struct {
+			name string
+			f    func(a *arm) stat
+		}{
+			{"plain child", func(a *arm) stat { return a.Crash.Plain }},
+			{"grandchild holds stdout", func(a *arm) stat { return a.Crash.Grandchild }},
+			{"re-adopted after a SIGKILL of the daemon", func(a *arm) stat { return a.Crash.Readopted }},
+		} {
+			row("kill -9 → `sandbox.stopped`, "+c.name+": median", crashFloor, func(a *arm) float64 { return c.f(a).Median }, "ms", plus(fl.Crash.Median),
+				"≤ floor + 1 ms", func(v float64) bool { return v-fl.Crash.Median <= 1 })
+			row("… p99", "", func(a *arm) float64 { return c.f(a).P99 }, "ms", none, "≤ 5 ms", func(v float64) bool { return v <= 5 })
 		}
-		p("| %s | %.3f | %.3f | %.3f | %.3f |\n", step, v[0], v[1], v[2], v[3])
 	}
-	p("| sum (the medians' sum is not a median) | %.3f | %.3f | %.3f | %.3f |\n\n", sum[0], sum[1], sum[2], sum[3])
+	if ran("bulk") {
+		row(fmt.Sprintf("%d creates at once → every child answers", r.Bulk), fmt.Sprintf("%.0f ms (%d spawns from one Go program)", fl.BulkMs, r.Bulk),
+			func(a *arm) float64 { return a.BulkMs }, "ms", times(fl.BulkMs), "≤ ×1.3", func(v float64) bool { return ratio(v, fl.BulkMs) <= 1.3 })
+		row(fmt.Sprintf("%d stops at once → every one answered", r.Bulk), fmt.Sprintf("%.0f ms (SIGTERM, reaped)", fl.StopMs),
+			func(a *arm) float64 { return a.StopMs }, "ms", times(fl.StopMs), "≤ 500 ms", func(v float64) bool { return v <= 500 })
+	}
+	if ran("scale") {
+		row("daemon RSS, idle", "", func(a *arm) float64 { return a.Scale.RSSIdleMiB }, "MiB", none, "", nil)
+		row("daemon RSS at 500 sandboxes", "", func(a *arm) float64 { return a.Scale.RSSAt500MiB }, "MiB", none, "≤ 30 MiB", func(v float64) bool { return v <= 30 })
+		row(fmt.Sprintf("daemon RSS at %d sandboxes", on.Scale.N), "", func(a *arm) float64 { return a.Scale.RSSAtNMiB }, "MiB", none, "≤ 40 MiB", func(v float64) bool { return v <= 40 })
+		row("daemon memory per sandbox", "", func(a *arm) float64 { return a.Scale.PerSandboxKiB }, "KiB", none, "", nil)
+		row(fmt.Sprintf("… of which Go heap in use at %d", on.Scale.N), "", func(a *arm) float64 { return a.Scale.HeapInuseMiB }, "MiB", none, "", nil)
+		row(fmt.Sprintf("… of which goroutine stacks at %d", on.Scale.N), "", func(a *arm) float64 { return a.Scale.StackInuseMiB }, "MiB", none, "", nil)
+		row(fmt.Sprintf("daemon goroutines at %d", on.Scale.N), "", func(a *arm) float64 { return float64(a.Scale.Goroutines) }, "", none, "", nil)
+		row(fmt.Sprintf("daemon OS threads at %d", on.Scale.N), "", func(a *arm) float64 { return float64(a.Scale.DaemonThreadsAt) }, "", none, "", nil)
+		row(fmt.Sprintf("%d created 64 at a time → all `started`", on.Scale.N), "", func(a *arm) float64 { return a.Scale.AllStartedMs }, "ms", none, "", nil)
+		row(fmt.Sprintf("`GET /v1/sandboxes` with %d sandboxes, p99", on.Scale.N), "", func(a *arm) float64 { return a.Scale.List.P99 }, "ms", none, "< 10 ms", func(v float64) bool { return v < 10 })
+		row("port collisions", "", func(a *arm) float64 { return float64(a.Scale.PortCollisions) }, "", none, "0", func(v float64) bool { return v == 0 })
+	}
+	if ran("rehydration") {
+		row(fmt.Sprintf("SIGKILL with %d live children → restart → `/v1/info` answers", on.Rehydrate.N), "", func(a *arm) float64 { return a.Rehydrate.InfoMs }, "ms", none, "", nil)
+		row("… → all verified and re-adopted", "", func(a *arm) float64 { return a.Rehydrate.AllAdoptedMs }, "ms", none, "< 1000 ms", func(v float64) bool { return v < 1000 })
+		row("… adopted, per the metrics", "", func(a *arm) float64 { return float64(a.Rehydrate.AdoptedMetric) }, "", none, "", nil)
+	}
+
+	if ran("readiness") || ran("bulk") {
+		p("\nWhere a create's time goes, per the daemon's `agent_control_plane_sandbox_create_step_seconds_total` (ms; one at a time: the median per step; %d at once: the mean):\n\n", r.Bulk)
+		p("| step | one create, cgroups on | one create, cgroups off | %d at once, on | %d at once, off |\n|---|---:|---:|---:|---:|\n", r.Bulk, r.Bulk)
+		var sum [4]float64
+		for _, step := range supervisor.CreateSteps {
+			v := [4]float64{on.Steps[step], off.Steps[step], on.BulkSteps[step], off.BulkSteps[step]}
+			for i := range v {
+				sum[i] += v[i]
+			}
+			p("| %s | %.3f | %.3f | %.3f | %.3f |\n", step, v[0], v[1], v[2], v[3])
+		}
+		p("| sum (the medians' sum is not a median) | %.3f | %.3f | %.3f | %.3f |\n\n", sum[0], sum[1], sum[2], sum[3])
+	}
 
 	if r.Docker.Skipped != "" {
 		p("Docker: skipped (%s).\n\n", r.Docker.Skipped)
