@@ -184,8 +184,8 @@ type results struct {
 	Ran    []string `json:"ran"`
 	Rounds int      `json:"rounds"`
 	Bulk   int      `json:"bulk"`
-	On     arm `json:"cgroupsOn"`
-	Off    arm `json:"cgroupsOff"`
+	On     arm      `json:"cgroupsOn"`
+	Off    arm      `json:"cgroupsOff"`
 	Docker struct {
 		Skipped      string `json:"skipped,omitempty"`
 		Floor        stat   `json:"floorEngineDirect"`
