@@ -75,14 +75,14 @@ func (w *emptyWatcher) add(g *Group) error {
 	var wd int
 	var werr error
 	events := filepath.Join(g.m.dir(g.path), "cgroup.events")
-	w.mu.Lock()
+	// Not under w.mu: on cgroupfs the call can wait on the kernel's
+	// cgroup locks while other groups are made and removed (milliseconds
+	// each with hundreds at once), and every create would queue behind
+	// the slowest. An event the loop reads before the wait is registered
+	// finds no wait; the check below reads what it would have said.
 	cerr := rc.Control(func(fd uintptr) {
 		wd, werr = unix.InotifyAddWatch(int(fd), events, unix.IN_MODIFY)
 	})
-	if cerr == nil && werr == nil {
-		w.byWD[int32(wd)] = append(w.byWD[int32(wd)], ew)
-	}
-	w.mu.Unlock()
 	switch {
 	case cerr != nil:
 		return cerr
@@ -92,7 +92,10 @@ func (w *emptyWatcher) add(g *Group) error {
 	case werr != nil:
 		return fmt.Errorf("inotify_add_watch %s: %w", events, werr)
 	}
-	// Emptied before the watch was in place: no event will come.
+	w.mu.Lock()
+	w.byWD[int32(wd)] = append(w.byWD[int32(wd)], ew)
+	w.mu.Unlock()
+	// Emptied before the wait was registered: no event will come.
 	w.check(int32(wd))
 	return nil
 }
