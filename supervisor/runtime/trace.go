@@ -11,7 +11,7 @@ import (
 const (
 	StepCgroup = "cgroup" // the sandbox's cgroups made and limited
 	StepSpawn  = "spawn"  // fork and exec, and the child's identity read back
-	StepWatch  = "watch"  // the exit and emptiness watches set up
+	StepWatch  = "watch"  // the exit watch set up (a group is watched for emptiness only if it outlives its leader)
 )
 
 // A Trace times the steps of one operation: each Mark ends the step it

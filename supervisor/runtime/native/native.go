@@ -163,14 +163,11 @@ func (n *Runtime) newHandle(p *proc.Process, id proc.Identity, g *cgroup.Group, 
 		return h
 	}
 	h.end = runtime.NewEnding()
-	// Watched from the start, so that at the leader's exit the group's
-	// emptiness is already known (a lone leader's group is empty at once).
-	empty, err := g.Empty()
 	if p == nil {
-		go h.finish(n.Watcher.Closed(), empty, err)
+		go h.finish(n.Watcher.Closed())
 	} else {
 		// No goroutine waits while the leader lives.
-		p.OnExit(func() { h.finish(n.Watcher.Closed(), empty, err) })
+		p.OnExit(func() { h.finish(n.Watcher.Closed()) })
 	}
 	return h
 }
@@ -184,7 +181,7 @@ func exitOf(p *proc.Process) runtime.Exit {
 // finish waits for the leader, ends the rest of the cgroup, waits for it
 // to empty, and only then says the sandbox is done. It gives up when the
 // watcher closes: the daemon is leaving, and its sandboxes outlive it.
-func (h *handle) finish(closed, empty <-chan struct{}, emptyErr error) {
+func (h *handle) finish(closed <-chan struct{}) {
 	exit := runtime.Exit{Unknown: true, At: time.Now()}
 	if h.p != nil {
 		select {
@@ -194,16 +191,16 @@ func (h *handle) finish(closed, empty <-chan struct{}, emptyErr error) {
 		}
 		exit = exitOf(h.p)
 	}
-	select {
-	case <-empty:
-	default:
-		// A lone leader's group is empty by the time its pidfd says it
-		// exited (the kernel leaves the cgroup before it notifies), while
-		// the inotify event that closes empty may be milliseconds behind:
-		// read it instead of waiting.
-		if populated, err := h.g.Populated(); err == nil && !populated {
-			break
-		}
+	// A lone leader's group is empty by the time its pidfd says it
+	// exited (the kernel leaves the cgroup before it notifies): read it.
+	// Only a group that outlives its leader is watched, from here on (a
+	// watch made at the start would cost every create an
+	// inotify_add_watch on cgroupfs, which waits on the kernel's cgroup
+	// locks while other groups are made: 0.8 s each with 500 at once).
+	// Empty reads the group again once its watch is in place, so an
+	// emptying in between is not missed.
+	if populated, err := h.g.Populated(); err != nil || populated {
+		empty, emptyErr := h.g.Empty()
 		// Without inotify or a working kill there is nothing to wait on:
 		// Delete then finds the group busy and says so.
 		if kerr := h.g.Kill(); emptyErr == nil && kerr == nil {
