@@ -14,8 +14,9 @@ import (
 )
 
 // watch starts the goroutine that follows a live workload: its logs'
-// cap, readiness for up to timeout (measured on the real clock), then
-// exit. After Close it starts nothing: the workload outlives the daemon.
+// cap and readiness for up to timeout (measured on the real clock); its
+// exit is then handled when it comes (runtime.OnDone). After Close it
+// starts nothing: the workload outlives the daemon.
 func (s *Supervisor) watch(e *sandbox, h runtime.Handle, timeout time.Duration) {
 	if !s.track() {
 		return
@@ -34,11 +35,16 @@ func (s *Supervisor) watch(e *sandbox, h runtime.Handle, timeout time.Duration) 
 		}
 		e.op.Unlock()
 		s.awaitReady(e, h, timeout)
-		select {
-		case <-h.Done():
+		// Then no goroutine waits while the workload runs (a live
+		// sandbox's only cost is its state): the exit is handled when it
+		// comes, unless the supervisor has closed by then.
+		runtime.OnDone(h, func() {
+			if !s.track() {
+				return
+			}
+			defer s.bg.Done()
 			s.exited(e, h)
-		case <-s.lifetime.Done():
-		}
+		})
 	}()
 }
 

@@ -3,11 +3,15 @@ package supervisor
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -346,4 +350,34 @@ func TestInterruptedStartAgainSwept(t *testing.T) {
 		t.Fatalf("start after the sweep: %+v %v", sb, err)
 	}
 	h.waitState("cut", Started)
+}
+
+// watching counts the goroutines in the supervisor's watch.
+func watching() int {
+	var b strings.Builder
+	pprof.Lookup("goroutine").WriteTo(&b, 2)
+	return strings.Count(b.String(), "supervisor.(*Supervisor).watch.func")
+}
+
+// A live sandbox costs no goroutine once it has started: its exit is
+// handled when it comes.
+func TestNoGoroutinePerLiveSandbox(t *testing.T) {
+	h := realHarness(t, nil)
+	const n = 8
+	for i := range n {
+		h.create(fmt.Sprintf("live%d", i), nil, nil)
+	}
+	for i := range n {
+		h.waitState(fmt.Sprintf("live%d", i), Started)
+	}
+	testenv.Eventually(t, "no goroutine in watch", func() bool { return watching() == 0 })
+	if err := syscall.Kill(h.pid("live3"), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if sb := h.waitState("live3", Stopped); sb.StopReason != StopCrashed {
+		t.Fatalf("killed sandbox: %+v", sb)
+	}
+	if sb, err := h.sup.Get("live4"); err != nil || sb.State != Started {
+		t.Fatalf("a bystander: %+v %v", sb, err)
+	}
 }

@@ -12,6 +12,10 @@ type Ending struct {
 	once sync.Once
 	done chan struct{}
 	exit Exit
+
+	mu    sync.Mutex
+	ended bool     // End has run its hooks: later ones run at once
+	hooks []func() // OnDone's, run once Done is closed
 }
 
 // NewEnding returns an Ending that has not ended.
@@ -23,9 +27,30 @@ func (n *Ending) End(e Exit) (first bool) {
 	n.once.Do(func() {
 		n.exit = e
 		close(n.done)
+		n.mu.Lock()
+		n.ended = true
+		hooks := n.hooks
+		n.hooks = nil
+		n.mu.Unlock()
+		for _, f := range hooks {
+			go f()
+		}
 		first = true
 	})
 	return first
+}
+
+// OnDone runs f on a goroutine of its own once Done is closed (at once if
+// it is): following a workload costs no goroutine while it runs.
+func (n *Ending) OnDone(f func()) {
+	n.mu.Lock()
+	if !n.ended {
+		n.hooks = append(n.hooks, f)
+		n.mu.Unlock()
+		return
+	}
+	n.mu.Unlock()
+	go f()
 }
 
 // Done is closed once it has ended.

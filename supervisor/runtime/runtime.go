@@ -123,6 +123,26 @@ type Handle interface {
 	Delete(ctx context.Context) error
 }
 
+// Notifier is a Handle that runs a function once it is done, on a
+// goroutine of its own, so that following many workloads costs no
+// goroutine for each while it runs. Handles that embed Ending have it.
+type Notifier interface {
+	OnDone(f func())
+}
+
+// OnDone runs f on a goroutine of its own once h is done: through h's
+// OnDone when it is a Notifier, else on a goroutine that waits for Done.
+func OnDone(h Handle, f func()) {
+	if n, ok := h.(Notifier); ok {
+		n.OnDone(f)
+		return
+	}
+	go func() {
+		<-h.Done()
+		f()
+	}()
+}
+
 // Endpoint is where a workload serves HTTP: a host (a name or an IP) and
 // a port, reached over Scheme ("http" when empty).
 type Endpoint struct {

@@ -3,6 +3,7 @@ package runtime
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -73,3 +74,61 @@ func TestExpandArgv(t *testing.T) {
 
 // One rule for limits: a value below what can be enforced is refused,
 // never read as "no limit"; what is kept is what the kernel enforces.
+
+// OnDone runs each function once, after the end: those given before it
+// and those given after.
+func TestEndingOnDone(t *testing.T) {
+	n := NewEnding()
+	ran := make(chan string, 3)
+	n.OnDone(func() { ran <- "before" })
+	n.OnDone(func() { ran <- "before too" })
+	select {
+	case got := <-ran:
+		t.Fatalf("%q ran before the end", got)
+	default:
+	}
+	n.End(Exit{Code: 3})
+	n.End(Exit{Code: 4}) // a later End runs nothing again
+	n.OnDone(func() {
+		if n.Exit().Code != 3 {
+			t.Errorf("exit seen from a hook: %+v", n.Exit())
+		}
+		ran <- "after"
+	})
+	got := map[string]bool{}
+	for range 3 {
+		select {
+		case s := <-ran:
+			got[s] = true
+		case <-time.After(time.Minute):
+			t.Fatalf("hooks that ran: %v", got)
+		}
+	}
+	select {
+	case s := <-ran:
+		t.Fatalf("%q ran twice", s)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// waitOnly is a Handle that is no Notifier.
+type waitOnly struct {
+	Handle
+	done chan struct{}
+}
+
+func (w waitOnly) Done() <-chan struct{} { return w.done }
+
+// OnDone uses a handle's own notification when it has one, else waits.
+func TestOnDone(t *testing.T) {
+	w := waitOnly{done: make(chan struct{})}
+	ran := make(chan struct{})
+	OnDone(w, func() { close(ran) })
+	close(w.done)
+	select {
+	case <-ran:
+	case <-time.After(time.Minute):
+		t.Fatal("OnDone on a handle without OnDone never ran")
+	}
+	var _ Notifier = struct{ *Ending }{NewEnding()} // what embedding gives
+}
