@@ -51,7 +51,7 @@ const (
 type record struct{ pos, at int64 }
 
 // logState is what the cap knows of one log across rotations: guarded by
-// Cap.rotating (written under its lock, read under its read lock).
+// its log's rotating lock (written under it, read under its read lock).
 type logState struct {
 	shift   int64 // how far its offsets have moved down: position = offset + shift
 	kept    span  // the positions its rotated file (.1) holds
@@ -111,7 +111,7 @@ func writtenAt(f *os.File) (time.Time, bool) {
 }
 
 // note records that log rel (f, of size bytes) was written by at. The
-// caller holds rotating.
+// caller holds the log's rotating lock.
 func (lc *Cap) note(st *logState, f *os.File, size int64, at time.Time) {
 	if t, ok := writtenAt(f); ok {
 		at = t
@@ -130,8 +130,9 @@ func (lc *Cap) maxRecords() int64 { return max(lc.max/32, 4<<10) / recordSize }
 // flush writes log rel's pending records to its index: appended, or, when
 // that would pass the bound, the index thinned and written anew.
 func (lc *Cap) flush(rel string) {
-	lc.rotating.Lock()
-	defer lc.rotating.Unlock()
+	mu := lc.rotatingOf(rel)
+	mu.Lock()
+	defer mu.Unlock()
 	st := lc.state(rel)
 	if len(st.pending) == 0 {
 		return
@@ -159,7 +160,7 @@ func (lc *Cap) flush(rel string) {
 
 // rewriteIndex writes log rel's index anew, atomically: its header, and
 // its records (the file's and the pending ones) that date what the log
-// still holds, thinned to fit the bound. The caller holds rotating.
+// still holds, thinned to fit the bound. The caller holds the log's rotating lock.
 func (lc *Cap) rewriteIndex(rel string, st *logState) {
 	rs, err := lc.readRecords(rel, st, 0)
 	if err != nil {
@@ -207,7 +208,7 @@ func (lc *Cap) rewriteIndex(rel string, st *logState) {
 }
 
 // readRecords reads log rel's indexed records that end after position
-// from. The caller holds rotating (or its read lock).
+// from. The caller holds the log's rotating lock (or its read lock).
 func (lc *Cap) readRecords(rel string, st *logState, from int64) ([]record, error) {
 	f, fi, err := lc.fs.OpenRegular(rel+IndexSuffix, unix.O_RDONLY)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -261,14 +262,15 @@ func (lc *Cap) Stamps(rel string, ends []int64) []time.Time {
 	if len(ends) == 0 {
 		return out
 	}
-	lc.rotating.RLock()
+	mu := lc.rotatingOf(rel)
+	mu.RLock()
 	st := lc.state(rel)
 	rs, err := lc.readRecords(rel, st, ends[0]-1)
 	if err != nil {
 		lc.warn(rel, "read log index", err)
 	}
 	rs = append(rs, st.pending...)
-	lc.rotating.RUnlock()
+	mu.RUnlock()
 	var mtime time.Time
 	for i, end := range ends {
 		j := sort.Search(len(rs), func(j int) bool { return rs[j].pos >= end })
@@ -290,8 +292,9 @@ func (lc *Cap) Stamps(rel string, ends []int64) []time.Time {
 // SinceFrom is the position of log rel from which on its bytes were
 // written at or after t (or the oldest it holds).
 func (lc *Cap) SinceFrom(rel string, t time.Time) int64 {
-	lc.rotating.RLock()
-	defer lc.rotating.RUnlock()
+	mu := lc.rotatingOf(rel)
+	mu.RLock()
+	defer mu.RUnlock()
 	st := lc.state(rel)
 	rs, err := lc.readRecords(rel, st, 0)
 	if err != nil {

@@ -48,10 +48,11 @@ func seen(t *testing.T, lc *Cap, root, rel string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lc.rotating.RLock()
+		mu := lc.rotatingOf(rel)
+		mu.RLock()
 		st := lc.state(rel)
 		done := st.last.pos >= fi.Size()+st.shift && len(st.pending) == 0
-		lc.rotating.RUnlock()
+		mu.RUnlock()
 		if done {
 			return
 		}

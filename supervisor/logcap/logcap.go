@@ -65,17 +65,21 @@ type Cap struct {
 	ino      *os.File // the inotify descriptor, in the runtime's poller
 	fd       int      // the same descriptor, for inotify_add_watch (ino.Fd would make it blocking)
 
-	// rotating serializes rotations: the event loop, watch and release
-	// may look at the same log at once, and two cuts computed from one
-	// size would cut twice. Followers read under its read lock, so that
-	// a cut and the shift it makes are seen together.
-	rotating sync.RWMutex
+	// rotating serializes a log's rotations: the event loop, watch and
+	// release may look at the same log at once, and two cuts computed
+	// from one size would cut twice. Followers read under its read lock,
+	// so that a cut and the shift it makes are seen together. Striped by
+	// log (rotatingOf): one lock for every log made each create and stop
+	// wait for the others' opens, stats and index writes (hundreds at
+	// once in a burst); a stripe is fixed by the log's name, so it
+	// outlives the log's state (Forget).
+	rotating [64]sync.RWMutex
 	// states: per log, how far its offsets have moved down (a collapsed
 	// or truncated head), so that a position (offset + shift) survives
 	// rotation and a daemon restart; the positions its rotated file holds
 	// (a follower a rotation overtook reads on from there); its write-time
 	// index (index.go). The map is guarded by statesMu, each state by
-	// rotating.
+	// its log's rotating lock.
 	statesMu sync.Mutex
 	states   map[string]*logState
 
@@ -87,6 +91,15 @@ type Cap struct {
 	waiting map[string]chan struct{}
 
 	done chan struct{}
+}
+
+// rotatingOf is log rel's rotating lock.
+func (lc *Cap) rotatingOf(rel string) *sync.RWMutex {
+	h := uint32(2166136261) // FNV-1a
+	for i := 0; i < len(rel); i++ {
+		h = (h ^ uint32(rel[i])) * 16777619
+	}
+	return &lc.rotating[h%uint32(len(lc.rotating))]
 }
 
 // cutMode is the best way to cut a log's head that the root's file system
@@ -236,8 +249,9 @@ func (lc *Cap) Forget(id string) {
 // them. A position whose bytes were rotated away moves to the oldest data
 // the live file still holds, and skipped says so.
 func (lc *Cap) ReadFrom(rel string, pos int64, n int) (b []byte, next int64, skipped bool, err error) {
-	lc.rotating.RLock()
-	defer lc.rotating.RUnlock()
+	mu := lc.rotatingOf(rel)
+	mu.RLock()
+	defer mu.RUnlock()
 	st := lc.state(rel)
 	shift := st.shift
 	f, fi, err := lc.fs.OpenRegular(rel, unix.O_RDONLY)
@@ -296,8 +310,9 @@ func (lc *Cap) readAt(rel string, off, n int64) ([]byte, error) {
 // then the position is one byte earlier, so that a reader dropping up to
 // the first newline keeps a line that starts right at it.
 func (lc *Cap) TailFrom(rel string, tail int64) (pos int64, mid bool, err error) {
-	lc.rotating.RLock()
-	defer lc.rotating.RUnlock()
+	mu := lc.rotatingOf(rel)
+	mu.RLock()
+	defer mu.RUnlock()
 	st := lc.state(rel)
 	shift := st.shift
 	f, fi, err := lc.fs.OpenRegular(rel, unix.O_RDONLY)
@@ -356,8 +371,9 @@ func dataStart(f *os.File, size int64) int64 {
 // workload ended) and moves its older part to rel.1 when its data has
 // reached half the cap.
 func (lc *Cap) rotate(rel string, seen bool) {
-	lc.rotating.Lock()
-	defer lc.rotating.Unlock()
+	mu := lc.rotatingOf(rel)
+	mu.Lock()
+	defer mu.Unlock()
 	f, fi, err := lc.fs.OpenRegular(rel, unix.O_RDWR)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
