@@ -41,9 +41,32 @@ func (s *Supervisor) takeSpare() (string, error) {
 	return s.fs.stage()
 }
 
-// refillSpares makes spares in the background until there are spareDirs
-// of them, unless that is under way. A failure is logged and ends the
-// refill; the next one tries again.
+// fillSpares makes spares until there are spareDirs of them. A failure
+// is logged and ends the fill; the next one tries again. New runs it
+// before the daemon serves (four directories, about a millisecond), so
+// that a started daemon has no work of its own under way.
+func (s *Supervisor) fillSpares() {
+	p := &s.spares
+	for {
+		p.mu.Lock()
+		if len(p.ready) >= spareDirs || s.lifetime.Err() != nil {
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		name, err := s.fs.stage()
+		if err != nil {
+			s.log.Warn("make a spare sandbox directory", "err", err)
+			return
+		}
+		p.mu.Lock()
+		p.ready = append(p.ready, name)
+		p.mu.Unlock()
+	}
+}
+
+// refillSpares runs fillSpares in the background, unless that is under
+// way.
 func (s *Supervisor) refillSpares() {
 	p := &s.spares
 	p.mu.Lock()
@@ -61,25 +84,10 @@ func (s *Supervisor) refillSpares() {
 	}
 	go func() {
 		defer s.bg.Done()
-		for {
-			p.mu.Lock()
-			if len(p.ready) >= spareDirs || s.lifetime.Err() != nil {
-				p.filling = false
-				p.mu.Unlock()
-				return
-			}
-			p.mu.Unlock()
-			name, err := s.fs.stage()
-			p.mu.Lock()
-			if err != nil {
-				p.filling = false
-				p.mu.Unlock()
-				s.log.Warn("make a spare sandbox directory", "err", err)
-				return
-			}
-			p.ready = append(p.ready, name)
-			p.mu.Unlock()
-		}
+		s.fillSpares()
+		p.mu.Lock()
+		p.filling = false
+		p.mu.Unlock()
 	}()
 }
 

@@ -240,7 +240,7 @@ func New(ctx context.Context, opts Options) (*Supervisor, error) {
 	s.SetDefaults(opts.AutoStop, opts.MaxLifetime)
 	s.events.onPub = s.stats.eventPublished
 	s.rehydrate(ctx)
-	s.refillSpares()
+	s.fillSpares()
 	return s, nil
 }
 
