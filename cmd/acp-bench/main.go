@@ -36,6 +36,7 @@ type config struct {
 	json        bool
 	only        string
 	staticBin   string
+	versus      string
 }
 
 func main() {
@@ -50,6 +51,7 @@ func main() {
 	flag.IntVar(&c.portLo, "port-lo", 10100, "first sandbox port (each daemon's range is max(scale, bulk)+100 ports, then the floors' ports, all kept below the ephemeral range)")
 	flag.BoolVar(&c.json, "json", false, "print JSON instead of Markdown")
 	flag.StringVar(&c.staticBin, "static-bin", "bin/agent-control-plane-static", "a static build of agent-control-plane, run as the stub in the docker step's image")
+	flag.StringVar(&c.versus, "versus", "", "another agent-control-plane binary (an earlier build, say) to run in place of the cgroups-off daemon, with cgroups as the machine allows: a before and after in one run, rounds interleaved")
 	flag.StringVar(&c.only, "only", "", "run only the steps whose names start with one of these, comma-separated (readiness, bulk, docker, crash, scale, rehydration, events, toolbox; rehydration needs scale)")
 	flag.Parse()
 	if c.rehydrate > c.scale {
@@ -118,10 +120,17 @@ func summarize(ds []time.Duration) stat {
 // machine allows) or the one with cgroups off.
 type arm struct {
 	Cgroups string `json:"cgroups"`
+	// Label names the arm in the report: "cgroups on (hybrid)", "cgroups
+	// off", or the --versus binary's.
+	Label string `json:"label"`
 	// Readiness, one create at a time.
 	Answered     stat `json:"createAnswered"`
 	ChildAnswers stat `json:"createToChildAnswers"`
 	Started      stat `json:"createToStartedEvent"`
+	// DaemonCPU is the daemon's CPU time (all its threads, from
+	// schedstat) from just before a create until its child answers: what
+	// the daemon spends beside the child that is starting, on two CPUs.
+	DaemonCPU stat `json:"daemonCPUPerCreate"`
 	// SpawnToAnswer is, per create, the answer's arrival less the steps
 	// before the spawn's end (the daemon's own timing, its metrics): the
 	// request's time after the child exists, network and JSON included.
@@ -266,7 +275,14 @@ func run(c config) (*results, error) {
 			return nil, err
 		}
 		defer os.RemoveAll(root)
-		d := &daemon{bin: c.bin, root: root, addr: "127.0.0.1:" + strconv.Itoa(c.portLo-1-i),
+		bin := c.bin
+		if c.versus != "" && i == 1 {
+			if bin, err = filepath.Abs(c.versus); err != nil {
+				return nil, err
+			}
+			env = nil
+		}
+		d := &daemon{bin: bin, root: root, addr: "127.0.0.1:" + strconv.Itoa(c.portLo-1-i),
 			portLo: c.portLo + i*span, portHi: c.portLo + (i+1)*span - 1, env: env}
 		if err := d.start(); err != nil {
 			return nil, err
@@ -288,6 +304,10 @@ func run(c config) (*results, error) {
 			return nil, err
 		}
 		x.a.Cgroups = info.Cgroups.Mode
+		x.a.Label = "cgroups " + x.a.Cgroups
+		if x.d.bin != b.on.bin {
+			x.a.Label = filepath.Base(x.d.bin) + ", cgroups " + x.a.Cgroups
+		}
 	}
 	onOnly := func(f func(config, *daemon, *results) error) func(config, *bench, *results) error {
 		return func(c config, b *bench, r *results) error { return f(c, b.on, r) }

@@ -19,7 +19,7 @@ func (r *results) markdown(w io.Writer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	p("Machine: %d CPUs (%s), Linux %s, %s. Medians over interleaved rounds (%d; bulk: %d stubs).\n\n", r.Machine.CPUs, r.Machine.Model, r.Machine.Kernel, r.Machine.Go, r.Rounds, r.Bulk)
 	on, off := &r.On, &r.Off
-	p("| measurement | floor | cgroups on (%s) | against floor | cgroups off | against floor | goal | on | off |\n|---|---:|---:|---:|---:|---:|---|---|---|\n", on.Cgroups)
+	p("| measurement | floor | %s | against floor | %s | against floor | goal | %s | %s |\n|---|---:|---:|---:|---:|---:|---|---|---|\n", on.Label, off.Label, on.Label, off.Label)
 	// row prints one figure of both arms; f picks it, vs says it against
 	// the floor, ok judges it.
 	type pick func(a *arm) float64
@@ -60,6 +60,7 @@ func (r *results) markdown(w io.Writer) {
 		row("`POST /v1/sandboxes` answered (201)", "", func(a *arm) float64 { return a.Answered.Median }, "ms", none, "", nil)
 		row("… of which after the spawn (the answer less the steps to the spawn's end)", "", func(a *arm) float64 { return a.SpawnToAnswer.Median }, "ms", none,
 			"≤ 2 ms", func(v float64) bool { return v <= 2 })
+		row("daemon CPU from the create until the child answers", "", func(a *arm) float64 { return a.DaemonCPU.Median }, "ms", none, "", nil)
 		row("create → `sandbox.started`", readyFloor, func(a *arm) float64 { return a.Started.Median }, "ms", plus(fl.Ready.Median), "", nil)
 	}
 	if ran("crash") {
@@ -104,7 +105,7 @@ func (r *results) markdown(w io.Writer) {
 
 	if ran("readiness") || ran("bulk") {
 		p("\nWhere a create's time goes, per the daemon's `agent_control_plane_sandbox_create_step_seconds_total` (ms; one at a time: the median per step; %d at once: the mean):\n\n", r.Bulk)
-		p("| step | one create, cgroups on | one create, cgroups off | %d at once, on | %d at once, off |\n|---|---:|---:|---:|---:|\n", r.Bulk, r.Bulk)
+		p("| step | one create, %s | one create, %s | %d at once, %s | %d at once, %s |\n|---|---:|---:|---:|---:|\n", on.Label, off.Label, r.Bulk, on.Label, r.Bulk, off.Label)
 		var sum [4]float64
 		for _, step := range supervisor.CreateSteps {
 			v := [4]float64{on.Steps[step], off.Steps[step], on.BulkSteps[step], off.BulkSteps[step]}
