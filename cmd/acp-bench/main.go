@@ -304,9 +304,12 @@ func run(c config) (*results, error) {
 			return nil, err
 		}
 		x.a.Cgroups = info.Cgroups.Mode
-		x.a.Label = "cgroups " + x.a.Cgroups
+		x.a.Label = "cgroups on (" + x.a.Cgroups + ")"
+		if x.a.Cgroups == "off" {
+			x.a.Label = "cgroups off"
+		}
 		if x.d.bin != b.on.bin {
-			x.a.Label = filepath.Base(x.d.bin) + ", cgroups " + x.a.Cgroups
+			x.a.Label = filepath.Base(x.d.bin) + ", " + x.a.Label
 		}
 	}
 	onOnly := func(f func(config, *daemon, *results) error) func(config, *bench, *results) error {
