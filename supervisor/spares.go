@@ -111,23 +111,22 @@ var stagedFiles = []string{EnvFile, RecordFile, logcap.Stdout, logcap.Stderr}
 
 // stage makes a staging directory (see tempName) with an empty workspace
 // and empty stagedFiles. On error nothing of it remains.
-func (r *rootFS) stage() (name string, err error) {
-	name = r.tempName(kindNew)
+func (r *rootFS) stage() (string, error) {
+	name := r.tempName(kindNew)
 	if err := r.mkdir(name); err != nil {
 		return "", err
 	}
-	defer func() {
-		if err != nil {
-			_ = r.removeAll(name)
-		}
-	}()
-	if err := r.mkdir(name + "/" + WorkspaceDir); err != nil {
-		return "", err
-	}
+	err := r.mkdir(name + "/" + WorkspaceDir)
 	for _, f := range stagedFiles {
-		if err := r.createFile(name+"/"+f, nil); err != nil {
-			return "", err
+		if err == nil {
+			err = r.createFile(name+"/"+f, nil)
 		}
+	}
+	if err != nil {
+		if rerr := r.removeAll(name); rerr != nil {
+			err = fmt.Errorf("%w (and its removal: %v)", err, rerr)
+		}
+		return "", err
 	}
 	return name, nil
 }

@@ -88,3 +88,20 @@ func TestSpares(t *testing.T) {
 		t.Fatalf("spares left after Close: %v", left)
 	}
 }
+
+// A staging directory that cannot be completed is removed whole.
+func TestStageFailureLeavesNothing(t *testing.T) {
+	h := newHarness(t, nil)
+	h.close(false)
+	before := tree(t, h.opts.Root)
+	off := h.offline()
+	saved := stagedFiles
+	stagedFiles = []string{EnvFile, "../" + RecordFile} // refused by the root's resolver, after the first file
+	defer func() { stagedFiles = saved }()
+	if name, err := off.fs.stage(); err == nil {
+		t.Fatalf("stage made %s with a file outside it", name)
+	}
+	if after := tree(t, h.opts.Root); after != before {
+		t.Fatalf("a failed stage left something:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
