@@ -26,8 +26,12 @@ func refused(u *url.URL) bool {
 		return false
 	}
 	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	switch {
+	case port != "":
+	case u.Scheme == "https":
+		port = "443"
+	default:
+		port = "80"
 	}
 	n, err := strconv.ParseUint(port, 10, 16)
 	if err != nil {
