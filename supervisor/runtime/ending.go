@@ -13,9 +13,8 @@ type Ending struct {
 	done chan struct{}
 	exit Exit
 
-	mu    sync.Mutex
-	ended bool     // End has run its hooks: later ones run at once
-	hooks []func() // OnDone's, run once Done is closed
+	mu    sync.Mutex // End takes the hooks under it after closing done
+	hooks []func()   // OnDone's, run once done is closed
 }
 
 // NewEnding returns an Ending that has not ended.
@@ -28,7 +27,6 @@ func (n *Ending) End(e Exit) (first bool) {
 		n.exit = e
 		close(n.done)
 		n.mu.Lock()
-		n.ended = true
 		hooks := n.hooks
 		n.hooks = nil
 		n.mu.Unlock()
@@ -44,13 +42,14 @@ func (n *Ending) End(e Exit) (first bool) {
 // it is): following a workload costs no goroutine while it runs.
 func (n *Ending) OnDone(f func()) {
 	n.mu.Lock()
-	if !n.ended {
+	defer n.mu.Unlock()
+	select {
+	case <-n.done:
+		// End has taken the hooks, or will find none of f's: run it.
+		go f()
+	default:
 		n.hooks = append(n.hooks, f)
-		n.mu.Unlock()
-		return
 	}
-	n.mu.Unlock()
-	go f()
 }
 
 // Done is closed once it has ended.

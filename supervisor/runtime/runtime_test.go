@@ -80,8 +80,17 @@ func TestExpandArgv(t *testing.T) {
 func TestEndingOnDone(t *testing.T) {
 	n := NewEnding()
 	ran := make(chan string, 3)
-	n.OnDone(func() { ran <- "before" })
-	n.OnDone(func() { ran <- "before too" })
+	// Each hook says what it saw: one that ran before the end saw no exit.
+	hook := func(name string) func() {
+		return func() {
+			if e := n.Exit(); e.Code != 3 {
+				t.Errorf("%s ran and saw exit %+v, not the end's", name, e)
+			}
+			ran <- name
+		}
+	}
+	n.OnDone(hook("before"))
+	n.OnDone(hook("before too"))
 	select {
 	case got := <-ran:
 		t.Fatalf("%q ran before the end", got)
@@ -89,12 +98,7 @@ func TestEndingOnDone(t *testing.T) {
 	}
 	n.End(Exit{Code: 3})
 	n.End(Exit{Code: 4}) // a later End runs nothing again
-	n.OnDone(func() {
-		if n.Exit().Code != 3 {
-			t.Errorf("exit seen from a hook: %+v", n.Exit())
-		}
-		ran <- "after"
-	})
+	n.OnDone(hook("after"))
 	got := map[string]bool{}
 	for range 3 {
 		select {
