@@ -15,7 +15,7 @@ import (
 
 // watch starts the goroutine that follows a live workload: its logs'
 // cap and readiness for up to timeout (measured on the real clock); its
-// exit is then handled when it comes (runtime.OnDone). After Close it
+// exit is then handled when it comes (the handle's OnDone). After Close it
 // starts nothing: the workload outlives the daemon.
 func (s *Supervisor) watch(e *sandbox, h runtime.Handle, timeout time.Duration) {
 	if !s.track() {
@@ -38,7 +38,7 @@ func (s *Supervisor) watch(e *sandbox, h runtime.Handle, timeout time.Duration) 
 		// Then no goroutine waits while the workload runs (a live
 		// sandbox's only cost is its state): the exit is handled when it
 		// comes, unless the supervisor has closed by then.
-		runtime.OnDone(h, func() {
+		h.OnDone(func() {
 			if !s.track() {
 				return
 			}

@@ -109,6 +109,10 @@ type Handle interface {
 	Endpoint() Endpoint
 	// Done is closed when the workload has ended.
 	Done() <-chan struct{}
+	// OnDone runs f on a goroutine of its own once Done is closed (at
+	// once if it is), so that following many workloads costs no goroutine
+	// each while they run. Handles that embed Ending have it.
+	OnDone(f func())
 	// Exit says how the workload ended. Call it after Done.
 	Exit() Exit
 	// Stop ends the workload: a polite signal, up to grace to exit, then a
@@ -121,26 +125,6 @@ type Handle interface {
 	// per handle, after Done, whether the workload exited by itself or was
 	// stopped.
 	Delete(ctx context.Context) error
-}
-
-// Notifier is a Handle that runs a function once it is done, on a
-// goroutine of its own, so that following many workloads costs no
-// goroutine for each while it runs. Handles that embed Ending have it.
-type Notifier interface {
-	OnDone(f func())
-}
-
-// OnDone runs f on a goroutine of its own once h is done: through h's
-// OnDone when it is a Notifier, else on a goroutine that waits for Done.
-func OnDone(h Handle, f func()) {
-	if n, ok := h.(Notifier); ok {
-		n.OnDone(f)
-		return
-	}
-	go func() {
-		<-h.Done()
-		f()
-	}()
 }
 
 // Endpoint is where a workload serves HTTP: a host (a name or an IP) and

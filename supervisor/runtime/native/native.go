@@ -86,7 +86,6 @@ var (
 	_ runtime.LimitReader = (*handle)(nil)
 	_ runtime.Execer      = (*handle)(nil)
 	_ runtime.Files       = (*handle)(nil)
-	_ runtime.Notifier    = (*handle)(nil)
 )
 
 // Start spawns the child, in a new cgroup when the runtime has them.
@@ -328,8 +327,7 @@ func (h *handle) Done() <-chan struct{} {
 }
 
 // OnDone runs f once the sandbox is done, with no goroutine waiting for
-// it meanwhile (runtime.Notifier). Like Done, it never fires after the
-// watcher has closed.
+// it meanwhile. Like Done, it never fires after the watcher has closed.
 func (h *handle) OnDone(f func()) {
 	if h.g == nil {
 		h.p.OnExit(f)

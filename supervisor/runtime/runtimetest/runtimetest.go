@@ -150,15 +150,35 @@ func start(t *testing.T, h Harness, rt runtime.Runtime, knobs map[string]string)
 	return started{rt: rt, spec: spec, h: hd}
 }
 
+// waitDone waits for the workload's end, and for OnDone to run what was
+// given it before the end (while the workload usually still runs) and
+// after it, each once Done is closed.
 func waitDone(t *testing.T, hd runtime.Handle) runtime.Exit {
 	t.Helper()
+	before, after := make(chan struct{}), make(chan struct{})
+	hd.OnDone(func() {
+		select {
+		case <-hd.Done():
+		default:
+			t.Error("OnDone ran before Done was closed")
+		}
+		close(before)
+	})
+	deadline := time.After(Deadline)
 	select {
 	case <-hd.Done():
-		return hd.Exit()
-	case <-time.After(Deadline):
+	case <-deadline:
 		t.Fatal("the workload did not end")
-		return runtime.Exit{}
 	}
+	hd.OnDone(func() { close(after) })
+	for _, c := range []chan struct{}{before, after} {
+		select {
+		case <-c:
+		case <-deadline:
+			t.Fatal("OnDone did not run once the workload ended")
+		}
+	}
+	return hd.Exit()
 }
 
 // awaitServing waits, with the daemon's own probe, until the endpoint
