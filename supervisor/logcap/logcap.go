@@ -5,6 +5,7 @@ package logcap
 
 import (
 	"errors"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"os"
@@ -74,6 +75,7 @@ type Cap struct {
 	// once in a burst); a stripe is fixed by the log's name, so it
 	// outlives the log's state (Forget).
 	rotating [64]sync.RWMutex
+	seed     maphash.Seed // of rotatingOf's hash
 	// states: per log, how far its offsets have moved down (a collapsed
 	// or truncated head), so that a position (offset + shift) survives
 	// rotation and a daemon restart; the positions its rotated file holds
@@ -95,11 +97,7 @@ type Cap struct {
 
 // rotatingOf is log rel's rotating lock.
 func (lc *Cap) rotatingOf(rel string) *sync.RWMutex {
-	h := uint32(2166136261) // FNV-1a
-	for i := 0; i < len(rel); i++ {
-		h = (h ^ uint32(rel[i])) * 16777619
-	}
-	return &lc.rotating[h%uint32(len(lc.rotating))]
+	return &lc.rotating[maphash.String(lc.seed, rel)%uint64(len(lc.rotating))]
 }
 
 // cutMode is the best way to cut a log's head that the root's file system
@@ -113,7 +111,7 @@ var cutMode atomic.Int32
 func New(dir *securefs.Dir, tempName func(name string) string, max int64, log *slog.Logger) (*Cap, error) {
 	lc := &Cap{fs: dir, tempName: tempName, max: max, log: log, byWatch: map[int32]string{}, byLog: map[string]int32{},
 		warned: map[string]time.Time{}, waiting: map[string]chan struct{}{}, states: map[string]*logState{},
-		done: make(chan struct{})}
+		seed: maphash.MakeSeed(), done: make(chan struct{})}
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
 		return nil, err
