@@ -474,3 +474,29 @@ func TestOnExit(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 }
+
+// CPUTime counts every thread's time: work on another thread of this
+// process shows in it, and a process that is gone is ErrNotFound.
+func TestCPUTime(t *testing.T) {
+	before, err := CPUTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { // busy on whichever thread runs it
+		defer close(done)
+		for end := time.Now().Add(50 * time.Millisecond); time.Now().Before(end); {
+		}
+	}()
+	<-done
+	after, err := CPUTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after-before < 10*time.Millisecond {
+		t.Fatalf("50 ms of busy work counted %v", after-before)
+	}
+	if _, err := CPUTime(1 << 30); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("CPUTime of a pid that cannot exist: %v, want ErrNotFound", err)
+	}
+}

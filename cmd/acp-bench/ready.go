@@ -6,13 +6,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
+	"github.com/agent-control-plane/agent-control-plane/proc"
 	"github.com/agent-control-plane/agent-control-plane/proc/probe"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
@@ -50,7 +49,10 @@ func benchReady(c config, b *bench, r *results) error {
 			id := fmt.Sprintf("ready%d", i)
 			ev := x.d.events.expect("sandbox.started", id)
 			pid := x.d.cmd.Process.Pid
-			cpu0 := cpuTime(pid)
+			cpu0, err := proc.CPUTime(pid)
+			if err != nil {
+				return err
+			}
 			t0 := time.Now()
 			sb, err := x.d.create(id, nil)
 			if err != nil {
@@ -58,7 +60,10 @@ func benchReady(c config, b *bench, r *results) error {
 			}
 			answered := time.Since(t0)
 			child := pollChild(prober, sb.Port).Sub(t0)
-			cpu := cpuTime(pid) - cpu0
+			cpu1, err := proc.CPUTime(pid)
+			if err != nil {
+				return err
+			}
 			at, err := await(ev)
 			if err != nil {
 				return err
@@ -81,7 +86,7 @@ func benchReady(c config, b *bench, r *results) error {
 			s.answered = append(s.answered, answered)
 			s.child = append(s.child, child)
 			s.started = append(s.started, at.Sub(t0))
-			s.cpu = append(s.cpu, cpu)
+			s.cpu = append(s.cpu, cpu1-cpu0)
 			s.spawnToAnswer = append(s.spawnToAnswer, answered-time.Duration(beforeSpawn*float64(time.Millisecond)))
 			x.d.delete(id)
 		}
@@ -135,25 +140,3 @@ func pollChild(p *probe.HTTP, port int) time.Time {
 // prober is the bench's readiness probe: the daemon's own, at the bench's
 // resolution.
 var prober = probe.NewHTTP(time.Second)
-
-// cpuTime is the CPU time process pid has run, all its threads together
-// (the first field of each thread's schedstat, in ns): exact, where the
-// clock ticks of /proc/<pid>/stat count 10 ms at a time. A thread that
-// ends between two reads is missed; the daemon ends one only to fork into
-// v1 cgroups (a create with limits on a hybrid machine), which the bench
-// does not ask for.
-func cpuTime(pid int) time.Duration {
-	paths, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
-	var ns int64
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue // a thread that ended meanwhile
-		}
-		if f := strings.Fields(string(b)); len(f) > 0 {
-			n, _ := strconv.ParseInt(f[0], 10, 64)
-			ns += n
-		}
-	}
-	return time.Duration(ns)
-}
