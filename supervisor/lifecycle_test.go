@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -364,6 +365,7 @@ func watching() int {
 func TestNoGoroutinePerLiveSandbox(t *testing.T) {
 	h := realHarness(t, nil)
 	const n = 8
+	base := goruntime.NumGoroutine()
 	for i := range n {
 		h.create(fmt.Sprintf("live%d", i), nil, nil)
 	}
@@ -371,6 +373,9 @@ func TestNoGoroutinePerLiveSandbox(t *testing.T) {
 		h.waitState(fmt.Sprintf("live%d", i), Started)
 	}
 	testenv.Eventually(t, "no goroutine in watch", func() bool { return watching() == 0 })
+	// Whatever its functions are called: n live sandboxes do not cost n
+	// goroutines.
+	testenv.Eventually(t, "fewer goroutines than live sandboxes", func() bool { return goruntime.NumGoroutine()-base < n })
 	if err := syscall.Kill(h.pid("live3"), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

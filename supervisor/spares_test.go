@@ -33,7 +33,8 @@ func spareInodes(t *testing.T, root string, own func(string) bool) map[uint64]st
 }
 
 // A create starts from a spare made ahead (no inode is allocated before
-// its spawn); spares are made again once it has started; a burst beyond
+// its spawn), made before the daemon serves; spares are made again once
+// it has started; a burst beyond
 // them makes its own; Close removes what is left.
 func TestSpares(t *testing.T) {
 	h := newHarness(t, nil)
@@ -44,7 +45,10 @@ func TestSpares(t *testing.T) {
 		defer h.sup.spares.mu.Unlock()
 		return len(h.sup.spares.ready)
 	}
-	testenv.Eventually(t, "spares made at start", func() bool { return count() == spareDirs })
+	// Made before the daemon serves, not beside it.
+	if n := count(); n != spareDirs {
+		t.Fatalf("%d spares ready when New returned, want %d", n, spareDirs)
+	}
 	own := h.sup.fs.ownTemp
 	spares := spareInodes(t, h.opts.Root, own)
 	if len(spares) != spareDirs {
