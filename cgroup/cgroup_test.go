@@ -192,6 +192,68 @@ func TestKillEachWithoutCgroupKill(t *testing.T) {
 	}
 }
 
+// TestDrain: a group's drain calls back once every member has exited
+// (each pidfd it waits on, not the first), and holds no descriptor for
+// a group past its bound, which inotify alone then reports.
+func TestDrain(t *testing.T) {
+	m := manager(t)
+	g, err := m.Create("sb4", Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	p := spawn(t, g, fmt.Sprintf(`setsid sleep 1000 & echo $! >> %[1]s; sleep 1000 & echo $! >> %[1]s; exec sleep 1000`, pidFile))
+	helpers := pidsIn(t, pidFile, 2)
+	drained := make(chan []string)
+	g.drain(func() {
+		var left []string
+		if populated, err := g.Populated(); err != nil || populated {
+			left = append(left, fmt.Sprintf("group populated %v (%v)", populated, err))
+		}
+		for _, pid := range append(helpers, p.Identity().PID) {
+			if alive(pid) {
+				left = append(left, fmt.Sprintf("%d alive", pid))
+			}
+		}
+		drained <- left
+	})
+	if err := g.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case left := <-drained:
+		if len(left) > 0 {
+			t.Fatalf("drained before every member exited: %v", left)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("drain did not call back within 30 s of the kill")
+	}
+
+	many, err := m.Create("sb5", Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spawn(t, many, fmt.Sprintf(`for i in $(seq %d); do sleep 1000 & done; echo started > %s; exec sleep 1000`, maxDrained, pidFile))
+	eventually(t, "the group fills past the bound", func() bool {
+		b, _ := os.ReadFile(filepath.Join(m.dir(many.Path()), "cgroup.procs"))
+		return len(strings.Fields(string(b))) > maxDrained
+	})
+	fds := func() int { d, _ := os.ReadDir("/proc/self/fd"); return len(d) }
+	before := fds()
+	many.drain(func() { t.Error("a drain past its bound called back") })
+	if after := fds(); after != before {
+		t.Errorf("a drain past its bound holds descriptors: %d before, %d after", before, after)
+	}
+	empty, err := many.Empty()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := many.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, "a group past the bound empties, through inotify", empty)
+}
+
 func TestEmptyOfAGroupThatIsAlreadyEmpty(t *testing.T) {
 	m := manager(t)
 	g, err := m.Create("sb3", Limits{})

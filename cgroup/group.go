@@ -274,8 +274,9 @@ func (m *Manager) Sweep(ctx context.Context, names []string) error {
 		if err != nil {
 			continue
 		}
+		kerr := g.Kill()
 		empty, err := g.Empty()
-		if kerr := g.Kill(); err == nil && kerr == nil {
+		if err == nil && kerr == nil {
 			select {
 			case <-empty:
 			case <-ctx.Done():
@@ -487,16 +488,26 @@ func (g *Group) killEach() error {
 }
 
 func killIfMember(pid int, path string) {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return
+	if fd, ok := openMember(pid, path, 0); ok {
+		_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		unix.Close(fd)
 	}
-	defer unix.Close(fd)
+}
+
+// openMember pins pid with a pidfd and returns it if the process is in
+// the cgroup2 group at path once pinned: read before the pin, the pid
+// could have been another process's by then.
+func openMember(pid int, path string, flags int) (int, bool) {
+	fd, err := unix.PidfdOpen(pid, flags)
+	if err != nil {
+		return -1, false
+	}
 	cg, err := proc.ReadCgroups(pid)
 	if err != nil || cg[""] != path {
-		return
+		unix.Close(fd)
+		return -1, false
 	}
-	_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	return fd, true
 }
 
 // Remove deletes the group's directories. The group must be empty: a

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -97,7 +98,62 @@ func (w *emptyWatcher) add(g *Group) error {
 	w.mu.Unlock()
 	// Emptied before the wait was registered: no event will come.
 	w.check(int32(wd))
+	g.drain(func() { w.check(int32(wd)) })
 	return nil
+}
+
+// maxDrained bounds the pidfds one group's drain holds; past it, inotify
+// alone reports the end.
+const maxDrained = 32
+
+// drain waits on the pidfds of the group's members, each checked to be
+// in the group after it was opened, and calls then once all have exited.
+// inotify alone would do, but the kernel sends at most one cgroup.events
+// notification per file per 20 ms (CGROUP_FILE_NOTIFY_MIN_INTV): a group
+// killed soon after it filled is reported up to 20 ms late, while a
+// pidfd reports its process's exit at once. inotify stays the authority:
+// then only makes the watcher read the group again, and a member this
+// read missed (a fork racing the kill) keeps it populated until its own
+// event. Nothing waits where the runtime's poller cannot.
+func (g *Group) drain(then func()) {
+	pids, err := readLines(filepath.Join(g.m.dir(g.path), "cgroup.procs"))
+	if err != nil || len(pids) == 0 || len(pids) > maxDrained {
+		return
+	}
+	var members []*os.File
+	for _, s := range pids {
+		pid, err := strconv.Atoi(s)
+		if err != nil {
+			continue
+		}
+		if fd, ok := openMember(pid, g.path, unix.PIDFD_NONBLOCK); ok {
+			members = append(members, os.NewFile(uintptr(fd), "pidfd"))
+		}
+	}
+	go func() {
+		exited := true
+		for _, f := range members {
+			exited = exited && awaitExit(f)
+			f.Close()
+		}
+		if exited {
+			then()
+		}
+	}()
+}
+
+// awaitExit parks until the pidfd f is readable (its process has exited),
+// in the runtime's poller. It reports false where f cannot be polled.
+func awaitExit(f *os.File) bool {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	return rc.Read(func(fd uintptr) bool {
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(p, 0)
+		return err == nil && n > 0
+	}) == nil
 }
 
 // check closes the channels of watch wd's groups, and drops the watch,
