@@ -156,3 +156,40 @@ func TestStalledSubscriberDropped(t *testing.T) {
 	live.Close()
 	live.Close() // idempotent
 }
+
+// TestOnQuiet: OnQuiet runs once a burst is over: QuietAfter after the
+// burst's last event, not before, and once.
+func TestOnQuiet(t *testing.T) {
+	calls := make(chan time.Time, 8)
+	h := newHarness(t, func(o *Options) { o.OnQuiet = func() { calls <- time.Now() } })
+	sub, _ := h.sup.Subscribe(nil, nil)
+	defer sub.Close()
+	for i := range 3 {
+		h.create(fmt.Sprintf("q%d", i), nil, nil)
+	}
+	var last time.Time
+	for started := 0; started < 3; {
+		if ev := next(t, sub); ev.Type == EventStarted {
+			started++
+		}
+		last = time.Now()
+	}
+	select {
+	case at := <-calls:
+		if at.Sub(last) < QuietAfter-50*time.Millisecond { // the event was read a moment after its publish
+			t.Fatalf("OnQuiet ran %v after the burst's last event, before QuietAfter (%v)", at.Sub(last), QuietAfter)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("OnQuiet did not run after the burst")
+	}
+	h.create("one-more", nil, nil)
+	h.waitState("one-more", Started)
+	select {
+	case <-calls:
+	case <-time.After(60 * time.Second):
+		t.Fatal("OnQuiet did not run after a second burst")
+	}
+	if n := len(calls); n != 0 {
+		t.Fatalf("OnQuiet ran %d more times", n)
+	}
+}

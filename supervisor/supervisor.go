@@ -56,9 +56,18 @@ type Options struct {
 	// request); the daemon's own variables are added last.
 	Env childenv.Policy
 
+	// OnQuiet runs once the feed has been silent for QuietAfter after an
+	// event: a burst of creates, stops or deletes is over. No timer runs
+	// while nothing happens. The daemon returns the burst's memory to
+	// the OS there.
+	OnQuiet func()
+
 	Logger *slog.Logger
 	Now    func() time.Time // default time.Now; tests inject a fake clock
 }
+
+// QuietAfter is how long the feed must be silent before OnQuiet runs.
+const QuietAfter = time.Second
 
 // DefaultLogMaxBytes is the default cap of each log stream on disk.
 const DefaultLogMaxBytes = 10 << 20
@@ -77,7 +86,8 @@ type Supervisor struct {
 	tools  toolbox // commands running, shell sessions
 	stats  *stats
 	probe  *probe.HTTP
-	spares spares // staging directories made ahead
+	quiet  *time.Timer // runs opts.OnQuiet; nil without one
+	spares spares      // staging directories made ahead
 
 	snapshots atomic.Pointer[map[string]snapshot.Snapshot] // by name; SetSnapshots replaces them
 
@@ -239,6 +249,14 @@ func New(ctx context.Context, opts Options) (*Supervisor, error) {
 	s.snapshots.Store(&snapshots)
 	s.SetDefaults(opts.AutoStop, opts.MaxLifetime)
 	s.events.onPub = s.stats.eventPublished
+	if opts.OnQuiet != nil {
+		s.quiet = time.AfterFunc(QuietAfter, opts.OnQuiet)
+		s.quiet.Stop()
+		s.events.onPub = func(typ string) {
+			s.stats.eventPublished(typ)
+			s.quiet.Reset(QuietAfter)
+		}
+	}
 	s.rehydrate(ctx)
 	s.fillSpares()
 	return s, nil
@@ -346,6 +364,11 @@ func (s *Supervisor) Close(ctx context.Context) error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	defer func() {
+		if s.quiet != nil {
+			s.quiet.Stop()
+		}
+	}()
 	var err error
 	if s.opts.StopOnClose {
 		var wg sync.WaitGroup

@@ -153,10 +153,12 @@ type arm struct {
 		PortCollisions int     `json:"portCollisions"`
 		RSSIdleMiB     float64 `json:"rssIdleMiB"`
 		RSSAt500MiB    float64 `json:"rssAt500MiB"`
-		RSSAtNMiB      float64 `json:"rssAtNMiB"`
-		PerSandboxKiB  float64 `json:"perSandboxKiB"`
-		List           stat    `json:"listLatency"`
-		Goroutines     int     `json:"goroutinesAtN"`
+		// RSSAt500SettledMiB: the same, once the burst is over.
+		RSSAt500SettledMiB float64 `json:"rssAt500SettledMiB"`
+		RSSAtNMiB          float64 `json:"rssAtNMiB"`
+		PerSandboxKiB      float64 `json:"perSandboxKiB"`
+		List               stat    `json:"listLatency"`
+		Goroutines         int     `json:"goroutinesAtN"`
 		// The Go runtime's own account at N, from the daemon's metrics.
 		HeapInuseMiB    float64 `json:"heapInuseMiBAtN"`
 		StackInuseMiB   float64 `json:"stackInuseMiBAtN"`

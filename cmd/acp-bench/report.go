@@ -87,6 +87,7 @@ func (r *results) markdown(w io.Writer) {
 	if ran("scale") {
 		row("daemon RSS, idle", "", func(a *arm) float64 { return a.Scale.RSSIdleMiB }, "MiB", none, "", nil)
 		row("daemon RSS at 500 sandboxes", "", func(a *arm) float64 { return a.Scale.RSSAt500MiB }, "MiB", none, "≤ 30 MiB", func(v float64) bool { return v <= 30 })
+		row(fmt.Sprintf("… %v after that burst", settle), "", func(a *arm) float64 { return a.Scale.RSSAt500SettledMiB }, "MiB", none, "", nil)
 		row(fmt.Sprintf("daemon RSS at %d sandboxes", on.Scale.N), "", func(a *arm) float64 { return a.Scale.RSSAtNMiB }, "MiB", none, "≤ 40 MiB", func(v float64) bool { return v <= 40 })
 		row("daemon memory per sandbox", "", func(a *arm) float64 { return a.Scale.PerSandboxKiB }, "KiB", none, "", nil)
 		row(fmt.Sprintf("… of which Go heap in use at %d", on.Scale.N), "", func(a *arm) float64 { return a.Scale.HeapInuseMiB }, "MiB", none, "", nil)

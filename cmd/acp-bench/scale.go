@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
 )
 
 // benchScale creates 500 sandboxes on each daemon, then up to c.scale,
@@ -13,6 +15,10 @@ import (
 func benchScale(c config, b *bench, r *results) error {
 	return b.eachArm(r, func(d *daemon, a *arm) error { return scale(c, d, a) })
 }
+
+// settle is how long after a burst its memory is read again: once the
+// burst is over, the daemon returns what it spent to the OS.
+const settle = supervisor.QuietAfter + time.Second
 
 func scale(c config, d *daemon, a *arm) error {
 	pid := d.cmd.Process.Pid
@@ -32,6 +38,8 @@ func scale(c config, d *daemon, a *arm) error {
 		from = upTo
 		if upTo == mark {
 			a.Scale.RSSAt500MiB = float64(status(pid, "VmRSS")) / 1024
+			time.Sleep(settle)
+			a.Scale.RSSAt500SettledMiB = float64(status(pid, "VmRSS")) / 1024
 		}
 	}
 	a.Scale.N = c.scale
