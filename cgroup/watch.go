@@ -109,9 +109,9 @@ const maxDrained = 32
 // drain waits on the pidfds of the group's members, each checked to be
 // in the group after it was opened, and calls then once all have exited.
 // inotify alone would do, but the kernel sends at most one cgroup.events
-// notification per file per 20 ms (CGROUP_FILE_NOTIFY_MIN_INTV): a group
-// killed soon after it filled is reported up to 20 ms late, while a
-// pidfd reports its process's exit at once. inotify stays the authority:
+// notification per file per 10 ms (CGROUP_FILE_NOTIFY_MIN_INTV, 100 a
+// second): a group killed soon after it filled is reported up to 10 ms
+// late, while a pidfd reports its process's exit at once. inotify stays the authority:
 // then only makes the watcher read the group again, and a member this
 // read missed (a fork racing the kill) keeps it populated until its own
 // event. Nothing waits where the runtime's poller cannot.
