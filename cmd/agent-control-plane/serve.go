@@ -115,20 +115,9 @@ func newLogger(cfg conf.Config, level *slog.LevelVar, w io.Writer) *slog.Logger 
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// gcPercent is the daemon's GC target unless GOGC says otherwise. Its
-// live heap is a few MiB, and a burst of creates makes garbage fast: the
-// runtime's default (100) lets the heap reach twice the live size before
-// it collects. At 50 it stays at 1.5 times: about 4 MiB less resident
-// at 500 sandboxes, for a collection twice as often on a heap that small
-// (BENCHMARKS.md measures both).
-const gcPercent = 50
-
 // serve runs the daemon until SIGINT or SIGTERM; SIGHUP reloads what can
 // be changed safely (see reload).
 func serve(cfg conf.Config, src conf.Sources, logw io.Writer) error {
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(gcPercent)
-	}
 	level := new(slog.LevelVar)
 	log := newLogger(cfg, level, logw)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
