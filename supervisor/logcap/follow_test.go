@@ -3,6 +3,7 @@ package logcap
 import (
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -31,5 +32,23 @@ func TestClipStartBeginsAtALine(t *testing.T) {
 		if got := ClipStart(c.s, c.n); got != c.want {
 			t.Errorf("ClipStart(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
 		}
+	}
+}
+
+// TestWatchWakesEarlierWaiters: a follower can wait on a log before the
+// cap watches it (the watch is made off the create's path). What was
+// written before the watch made no event, so Watch itself wakes the
+// waiter, which then reads it.
+func TestWatchWakesEarlierWaiters(t *testing.T) {
+	root := t.TempDir()
+	lc := newCap(t, root, 1<<20)
+	rel := "s/" + Stdout
+	written := lc.Wait(rel)
+	appendTo(t, root, rel, "before the watch\n")
+	lc.Watch("s")
+	select {
+	case <-written:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a write before the watch never woke the follower waiting from before it")
 	}
 }

@@ -142,6 +142,9 @@ func (lc *Cap) Watch(id string) {
 		lc.mu.Unlock()
 		lc.rotate(rel, false)
 		lc.flush(rel)
+		// What was written before the watch made no event: a follower
+		// that waits from before reads again now.
+		lc.wake(rel)
 	}
 }
 
