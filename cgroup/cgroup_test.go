@@ -192,9 +192,9 @@ func TestKillEachWithoutCgroupKill(t *testing.T) {
 	}
 }
 
-// TestDrain: a group's drain calls back once every member has exited
-// (each pidfd it waits on, not the first), and holds no descriptor for
-// a group past its bound, which inotify alone then reports.
+// TestDrain: the members End pins are drained: the callback comes once
+// every one has exited (each pidfd, not the first), and a group past the
+// bound pins nothing (inotify alone then reports its end).
 func TestDrain(t *testing.T) {
 	m := manager(t)
 	g, err := m.Create("sb4", Limits{})
@@ -204,12 +204,13 @@ func TestDrain(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pids")
 	p := spawn(t, g, fmt.Sprintf(`setsid sleep 1000 & echo $! >> %[1]s; sleep 1000 & echo $! >> %[1]s; exec sleep 1000`, pidFile))
 	helpers := pidsIn(t, pidFile, 2)
+	members := g.pin()
+	if len(members) != 3 {
+		t.Fatalf("pinned %d members, want 3 (the leader and two helpers)", len(members))
+	}
 	drained := make(chan []string)
-	g.drain(func() {
+	drain(members, func() {
 		var left []string
-		if populated, err := g.Populated(); err != nil || populated {
-			left = append(left, fmt.Sprintf("group populated %v (%v)", populated, err))
-		}
 		for _, pid := range append(helpers, p.Identity().PID) {
 			if alive(pid) {
 				left = append(left, fmt.Sprintf("%d alive", pid))
@@ -233,25 +234,24 @@ func TestDrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spawn(t, many, fmt.Sprintf(`for i in $(seq %d); do sleep 1000 & done; echo started > %s; exec sleep 1000`, maxDrained, pidFile))
+	spawn(t, many, fmt.Sprintf(`for i in $(seq %d); do sleep 1000 & done; exec sleep 1000`, maxDrained))
 	eventually(t, "the group fills past the bound", func() bool {
 		b, _ := os.ReadFile(filepath.Join(m.dir(many.Path()), "cgroup.procs"))
 		return len(strings.Fields(string(b))) > maxDrained
 	})
 	fds := func() int { d, _ := os.ReadDir("/proc/self/fd"); return len(d) }
 	before := fds()
-	many.drain(func() { t.Error("a drain past its bound called back") })
-	if after := fds(); after != before {
-		t.Errorf("a drain past its bound holds descriptors: %d before, %d after", before, after)
+	if pinned := many.pin(); pinned != nil {
+		t.Errorf("pinned %d members of a group past the bound", len(pinned))
 	}
-	empty, err := many.Empty()
+	if after := fds(); after != before {
+		t.Errorf("pinning a group past the bound holds descriptors: %d before, %d after", before, after)
+	}
+	empty, err := many.End()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := many.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	waitClosed(t, "a group past the bound empties, through inotify", empty)
+	waitClosed(t, "a group past the bound ends, through inotify", empty)
 }
 
 func TestEmptyOfAGroupThatIsAlreadyEmpty(t *testing.T) {

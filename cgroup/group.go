@@ -274,9 +274,7 @@ func (m *Manager) Sweep(ctx context.Context, names []string) error {
 		if err != nil {
 			continue
 		}
-		kerr := g.Kill()
-		empty, err := g.Empty()
-		if err == nil && kerr == nil {
+		if empty, err := g.End(); err == nil {
 			select {
 			case <-empty:
 			case <-ctx.Done():

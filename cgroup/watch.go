@@ -17,17 +17,37 @@ import (
 // Empty returns a channel closed once no process is left in the group
 // (cgroup.events says "populated 0"). The kernel reports the change
 // through inotify, which one goroutine per Manager reads: nothing polls.
-func (g *Group) Empty() (<-chan struct{}, error) {
+func (g *Group) Empty() (<-chan struct{}, error) { return g.watchEmpty(nil) }
+
+// End kills every process in the group and returns a channel closed once
+// it is empty: Kill, then Empty. The members are first pinned with
+// pidfds (up to maxDrained), and the group is read again once all of
+// them have exited (see drain).
+func (g *Group) End() (<-chan struct{}, error) {
+	members := g.pin()
+	if err := g.Kill(); err != nil {
+		closeFiles(members)
+		return nil, err
+	}
+	return g.watchEmpty(members)
+}
+
+// watchEmpty is Empty, with the group's members pinned to drain; it owns
+// members.
+func (g *Group) watchEmpty(members []*os.File) (<-chan struct{}, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.watching {
+		closeFiles(members)
 		return g.empty, g.emptyErr
 	}
 	g.watching = true
 	g.empty = make(chan struct{})
 	w, err := g.m.watcher()
 	if err == nil {
-		err = w.add(g)
+		err = w.add(g, members)
+	} else {
+		closeFiles(members)
 	}
 	g.emptyErr = err
 	return g.empty, err
@@ -66,11 +86,12 @@ func (m *Manager) watcher() (*emptyWatcher, error) {
 }
 
 // add watches g's cgroup.events and closes g.empty once it is empty,
-// which may be at once. The caller holds g.mu.
-func (w *emptyWatcher) add(g *Group) error {
+// which may be at once; members are drained. The caller holds g.mu.
+func (w *emptyWatcher) add(g *Group, members []*os.File) error {
 	ew := &emptyWait{g: g}
 	rc, err := w.f.SyscallConn()
 	if err != nil {
+		closeFiles(members)
 		return err
 	}
 	var wd int
@@ -84,6 +105,9 @@ func (w *emptyWatcher) add(g *Group) error {
 	cerr := rc.Control(func(fd uintptr) {
 		wd, werr = unix.InotifyAddWatch(int(fd), events, unix.IN_MODIFY)
 	})
+	if cerr != nil || werr != nil {
+		closeFiles(members)
+	}
 	switch {
 	case cerr != nil:
 		return cerr
@@ -98,27 +122,20 @@ func (w *emptyWatcher) add(g *Group) error {
 	w.mu.Unlock()
 	// Emptied before the wait was registered: no event will come.
 	w.check(int32(wd))
-	g.drain(func() { w.check(int32(wd)) })
+	drain(members, func() { w.check(int32(wd)) })
 	return nil
 }
 
-// maxDrained bounds the pidfds one group's drain holds; past it, inotify
+// maxDrained bounds the pidfds one group's end holds; past it, inotify
 // alone reports the end.
 const maxDrained = 32
 
-// drain waits on the pidfds of the group's members, each checked to be
-// in the group after it was opened, and calls then once all have exited.
-// inotify alone would do, but the kernel sends at most one cgroup.events
-// notification per file per 10 ms (CGROUP_FILE_NOTIFY_MIN_INTV, 100 a
-// second): a group killed soon after it filled is reported up to 10 ms
-// late, while a pidfd reports its process's exit at once. inotify stays the authority:
-// then only makes the watcher read the group again, and a member this
-// read missed (a fork racing the kill) keeps it populated until its own
-// event. Nothing waits where the runtime's poller cannot.
-func (g *Group) drain(then func()) {
+// pin opens a pidfd on each of the group's members, each checked to be in
+// the group once pinned; none when there are more than maxDrained.
+func (g *Group) pin() []*os.File {
 	pids, err := readLines(filepath.Join(g.m.dir(g.path), "cgroup.procs"))
-	if err != nil || len(pids) == 0 || len(pids) > maxDrained {
-		return
+	if err != nil || len(pids) > maxDrained {
+		return nil
 	}
 	var members []*os.File
 	for _, s := range pids {
@@ -130,6 +147,24 @@ func (g *Group) drain(then func()) {
 			members = append(members, os.NewFile(uintptr(fd), "pidfd"))
 		}
 	}
+	return members
+}
+
+// drain waits on members' pidfds, closing each, and calls then once all
+// have exited. inotify alone would do, but the kernel sends at most one
+// cgroup.events notification per file per 10 ms
+// (CGROUP_FILE_NOTIFY_MIN_INTV, 100 a second): a group killed soon after
+// it filled is reported up to 10 ms late, while a pidfd reports its
+// process's exit at once. The members are pinned before the kill: a
+// dying process leaves cgroup.procs before the group stops being
+// populated. inotify stays the authority: then only makes the watcher
+// read the group again, and a member the pin missed (a fork racing it)
+// keeps the group populated until its own event. Nothing waits where the
+// runtime's poller cannot.
+func drain(members []*os.File, then func()) {
+	if len(members) == 0 {
+		return
+	}
 	go func() {
 		exited := true
 		for _, f := range members {
@@ -140,6 +175,12 @@ func (g *Group) drain(then func()) {
 			then()
 		}
 	}()
+}
+
+func closeFiles(fs []*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
 }
 
 // awaitExit parks until the pidfd f is readable (its process has exited),

@@ -198,14 +198,12 @@ func (h *handle) finish(closed <-chan struct{}) {
 	// inotify_add_watch on cgroupfs, which waits on the kernel's cgroup
 	// locks while other groups are made: 0.8 s each with 500 at once).
 	// The kill comes first, so the rest dies while the watch is made;
-	// Empty reads the group again once its watch is in place, so an
+	// the watch reads the group again once it is in place, so an
 	// emptying in between is not missed.
 	if populated, err := h.g.Populated(); err != nil || populated {
-		kerr := h.g.Kill()
-		empty, emptyErr := h.g.Empty()
 		// Without inotify or a working kill there is nothing to wait on:
 		// Delete then finds the group busy and says so.
-		if emptyErr == nil && kerr == nil {
+		if empty, err := h.g.End(); err == nil {
 			select {
 			case <-empty:
 			case <-closed:
