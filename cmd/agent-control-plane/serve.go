@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -188,7 +187,7 @@ func serve(cfg conf.Config, src conf.Sources, logw io.Writer) error {
 		Env: childenv.Policy{Base: baseEnv(), Forward: forward, ForwardUnless: cfg.EnvForwardUnless},
 		// A burst leaves its garbage and spent stacks in the heap, which
 		// the runtime would return to the OS over minutes: return it now.
-		OnQuiet: debug.FreeOSMemory,
+		OnQuiet: releaseAfterBursts(),
 		Logger:  log,
 	})
 	if err != nil {
