@@ -229,6 +229,7 @@ func TestDrain(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("drain did not call back within 30 s of the kill")
 	}
+	removeWhenEmpty(t, g)
 
 	many, err := m.Create("sb5", Limits{})
 	if err != nil {
@@ -252,6 +253,23 @@ func TestDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitClosed(t, "a group past the bound ends, through inotify", empty)
+	if err := many.Remove(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// removeWhenEmpty removes g once it is empty, so that the test's subtree
+// goes with its manager.
+func removeWhenEmpty(t *testing.T, g *Group) {
+	t.Helper()
+	empty, err := g.Empty()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, "the group empties", empty)
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestEmptyOfAGroupThatIsAlreadyEmpty(t *testing.T) {
