@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"debug/elf"
 	"fmt"
 	"os"
 	"strconv"
@@ -34,10 +36,14 @@ func benchDocker(c config, d *daemon, r *results) error {
 		r.Docker.Skipped = "no docker engine: " + err.Error()
 		return nil
 	}
-	bin, err := os.ReadFile(c.staticBin)
-	if err != nil {
-		r.Docker.Skipped = "no static binary for the image (make bench builds " + c.staticBin + "): " + err.Error()
+	path := cmp.Or(c.staticBin, c.bin)
+	if why := notStatic(path); why != "" {
+		r.Docker.Skipped = "no static binary for the image (make build makes one): " + why
 		return nil
+	}
+	bin, err := os.ReadFile(path)
+	if err != nil {
+		return err
 	}
 	df, err := dockertest.StubDockerfile()
 	if err != nil {
@@ -96,4 +102,20 @@ func runDirect(ctx context.Context, cli *client.Client, port int, workspace stri
 		return "", err
 	}
 	return res.ID, nil
+}
+
+// notStatic says why the ELF file at path cannot run in an image FROM
+// scratch ("" when it can): it asks for a dynamic loader.
+func notStatic(path string) string {
+	f, err := elf.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return path + " is dynamically linked (built with cgo)"
+		}
+	}
+	return ""
 }

@@ -50,7 +50,7 @@ func main() {
 	flag.IntVar(&c.bulkRounds, "bulk-rounds", 3, "rounds of the bulk test (each: the floor and both daemons, in random order)")
 	flag.IntVar(&c.portLo, "port-lo", 10100, "first sandbox port (each daemon's range is max(scale, bulk)+100 ports, then the floors' ports, all kept below the ephemeral range)")
 	flag.BoolVar(&c.json, "json", false, "print JSON instead of Markdown")
-	flag.StringVar(&c.staticBin, "static-bin", "bin/agent-control-plane-static", "a static build of agent-control-plane, run as the stub in the docker step's image")
+	flag.StringVar(&c.staticBin, "static-bin", "", "a static build of agent-control-plane, run as the stub in the docker step's image (default: --bin, which make builds static)")
 	flag.StringVar(&c.versus, "versus", "", "another agent-control-plane binary (an earlier build, say) to run in place of the cgroups-off daemon, with cgroups as the machine allows: a before and after in one run, rounds interleaved")
 	flag.StringVar(&c.only, "only", "", "run only the steps whose names start with one of these, comma-separated (readiness, bulk, docker, crash, scale, rehydration, events, toolbox; rehydration needs scale)")
 	flag.Parse()
