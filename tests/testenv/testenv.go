@@ -415,6 +415,28 @@ func RemoveCgroups(root string) {
 			}
 		}
 	})
+	// The daemon makes its subtree in every hierarchy, not only in those
+	// a record names: the same name under the daemon's own cgroup in each,
+	// which is this process's (the test spawned it).
+	names := map[string]bool{}
+	for base := range bases {
+		names[filepath.Base(base)] = true
+	}
+	if b, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			f := strings.SplitN(line, ":", 3)
+			if len(f) != 3 {
+				continue
+			}
+			for _, c := range strings.Split(f[1], ",") {
+				if m, ok := mounts[c]; ok {
+					for name := range names {
+						bases[filepath.Join(m, f[2], name)] = true
+					}
+				}
+			}
+		}
+	}
 	for base := range bases {
 		ents, _ := os.ReadDir(base)
 		for _, e := range ents {
