@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -212,6 +213,13 @@ func serve(cfg conf.Config, src conf.Sources, logw io.Writer) error {
 		sup.Close(context.Background())
 		return err
 	}
+	// Rehydration leaves its garbage (every record read and decoded, the
+	// adopted children verified): collected now, before the API answers,
+	// rather than by a cycle that starts as it does and takes a CPU from
+	// the first exits reported after a restart (a kill 3 ms after /v1/info
+	// answered was reported in 10–13 ms here, beside that cycle, against
+	// 2–3 ms a moment later).
+	goruntime.GC()
 	tokenAttrs := []any{"tokenSource", string(tokenSource)}
 	if tokenSource != auth.FromEnv {
 		tokenAttrs = append(tokenAttrs, "tokenFile", cfg.TokenFile)
