@@ -258,15 +258,15 @@ func TestDrain(t *testing.T) {
 	}
 }
 
-// removeWhenEmpty removes g once it is empty, so that the test's subtree
-// goes with its manager.
+// removeWhenEmpty waits until Empty reports g empty, then removes it, so
+// that the test's subtree goes with its manager.
 func removeWhenEmpty(t *testing.T, g *Group) {
 	t.Helper()
 	empty, err := g.Empty()
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitClosed(t, "the group empties", empty)
+	waitClosed(t, "the group reports empty", empty)
 	if err := g.Remove(); err != nil {
 		t.Fatal(err)
 	}
@@ -278,14 +278,7 @@ func TestEmptyOfAGroupThatIsAlreadyEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	empty, err := g.Empty()
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitClosed(t, "an empty group reports empty", empty)
-	if err := g.Remove(); err != nil {
-		t.Fatal(err)
-	}
+	removeWhenEmpty(t, g)
 }
 
 func TestLimitsAndUsage(t *testing.T) {
