@@ -217,8 +217,8 @@ func serve(cfg conf.Config, src conf.Sources, logw io.Writer) error {
 	// adopted children verified): collected now, before the API answers,
 	// rather than by a cycle that starts as it does and takes a CPU from
 	// the first exits reported after a restart (a kill 3 ms after /v1/info
-	// answered was reported in 10–13 ms here, beside that cycle, against
-	// 2–3 ms a moment later).
+	// answered was reported in 5–8 ms beside that cycle, 2.4–3.4 ms with
+	// it done first: BENCHMARKS.md, fifth part).
 	goruntime.GC()
 	tokenAttrs := []any{"tokenSource", string(tokenSource)}
 	if tokenSource != auth.FromEnv {
