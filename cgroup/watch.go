@@ -33,24 +33,27 @@ func (g *Group) End() (<-chan struct{}, error) {
 }
 
 // watchEmpty is Empty, with the group's members pinned to drain; it owns
-// members.
+// members, and closes those it does not drain (the group was watched
+// already, or cannot be).
 func (g *Group) watchEmpty(members []*os.File) (<-chan struct{}, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.watching {
-		closeFiles(members)
-		return g.empty, g.emptyErr
+	if !g.watching {
+		g.watching = true
+		g.empty = make(chan struct{})
+		w, err := g.m.watcher()
+		var recheck func()
+		if err == nil {
+			recheck, err = w.add(g)
+		}
+		g.emptyErr = err
+		if recheck != nil {
+			drain(members, recheck)
+			members = nil
+		}
 	}
-	g.watching = true
-	g.empty = make(chan struct{})
-	w, err := g.m.watcher()
-	if err == nil {
-		err = w.add(g, members)
-	} else {
-		closeFiles(members)
-	}
-	g.emptyErr = err
-	return g.empty, err
+	closeFiles(members)
+	return g.empty, g.emptyErr
 }
 
 // emptyWatcher reads one inotify instance that watches the cgroup.events
@@ -86,13 +89,14 @@ func (m *Manager) watcher() (*emptyWatcher, error) {
 }
 
 // add watches g's cgroup.events and closes g.empty once it is empty,
-// which may be at once; members are drained. The caller holds g.mu.
-func (w *emptyWatcher) add(g *Group, members []*os.File) error {
+// which may be at once. It returns what reads the group again for the
+// watch (nil when there is none: the group is gone). The caller holds
+// g.mu.
+func (w *emptyWatcher) add(g *Group) (recheck func(), err error) {
 	ew := &emptyWait{g: g}
 	rc, err := w.f.SyscallConn()
 	if err != nil {
-		closeFiles(members)
-		return err
+		return nil, err
 	}
 	var wd int
 	var werr error
@@ -105,25 +109,22 @@ func (w *emptyWatcher) add(g *Group, members []*os.File) error {
 	cerr := rc.Control(func(fd uintptr) {
 		wd, werr = unix.InotifyAddWatch(int(fd), events, unix.IN_MODIFY)
 	})
-	if cerr != nil || werr != nil {
-		closeFiles(members)
-	}
 	switch {
 	case cerr != nil:
-		return cerr
+		return nil, cerr
 	case errors.Is(werr, unix.ENOENT):
 		close(g.empty) // the group is gone, and so is everything in it
-		return nil
+		return nil, nil
 	case werr != nil:
-		return fmt.Errorf("inotify_add_watch %s: %w", events, werr)
+		return nil, fmt.Errorf("inotify_add_watch %s: %w", events, werr)
 	}
 	w.mu.Lock()
 	w.byWD[int32(wd)] = append(w.byWD[int32(wd)], ew)
 	w.mu.Unlock()
 	// Emptied before the wait was registered: no event will come.
-	w.check(int32(wd))
-	drain(members, func() { w.check(int32(wd)) })
-	return nil
+	recheck = func() { w.check(int32(wd)) }
+	recheck()
+	return recheck, nil
 }
 
 // maxDrained bounds the pidfds one group's end holds; past it, inotify
