@@ -3,8 +3,11 @@ package probe
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	neturl "net/url"
 	"strings"
 	"sync/atomic"
@@ -116,4 +119,114 @@ func TestRefused(t *testing.T) {
 			t.Errorf("Check of a closed port = %v, want connection refused", err)
 		}
 	}
+}
+
+// Check says what a workload answered, the same whether the URL names an
+// address (the probe's own GET) or a host (the HTTP client).
+func TestCheckSays(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ok", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	mux.HandleFunc("/missing", http.NotFound)
+	mux.Handle("/moved", http.RedirectHandler("/ok", http.StatusFound))
+	mux.Handle("/moved-away", http.RedirectHandler("/missing", http.StatusMovedPermanently))
+	mux.HandleFunc("/hints", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	silent := listen(t, func(c net.Conn) { io.Copy(io.Discard, c) }) // reads, never answers
+	hangsUp := listen(t, func(c net.Conn) { c.Close() })
+	p := NewHTTP(200 * time.Millisecond)
+	for _, tc := range []struct {
+		addr, path, want string
+		byName           bool // also through the client, by the name localhost
+	}{
+		{srv.Listener.Addr().String(), "/ok", "", true},
+		{srv.Listener.Addr().String(), "/missing", "answered 404 Not Found", true},
+		{srv.Listener.Addr().String(), "/moved", "", true},
+		{srv.Listener.Addr().String(), "/moved-away", "answered 404 Not Found", true},
+		{srv.Listener.Addr().String(), "/hints", "", true},
+		{silent, "/", "no answer within 200ms", true},
+		// The client says "http: server closed idle connection".
+		{hangsUp, "/", "connection closed without an answer", false},
+	} {
+		_, port, _ := net.SplitHostPort(tc.addr)
+		hosts := []string{"127.0.0.1"}
+		if tc.byName {
+			hosts = append(hosts, "localhost")
+		}
+		for _, host := range hosts {
+			url := "http://" + host + ":" + port + tc.path
+			err := p.Check(context.Background(), url)
+			if got := fmt.Sprint(err); (tc.want == "" && err != nil) || (tc.want != "" && got != tc.want) {
+				t.Errorf("Check(%s) = %v, want %q", url, err, tc.want)
+			}
+		}
+	}
+}
+
+// A URL that names an address is probed with the probe's own GET, one
+// that names a host with the HTTP client (whose transport asks for gzip).
+func TestCheckPaths(t *testing.T) {
+	got := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Accept-Encoding") + "|" + r.Header.Get("Connection")
+	}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	for host, want := range map[string]string{"127.0.0.1": "|close", "localhost": "gzip|close"} {
+		if err := NewHTTP(time.Second).Check(context.Background(), "http://"+host+":"+port+"/"); err != nil {
+			t.Fatal(err)
+		}
+		if h := <-got; h != want {
+			t.Errorf("%s: the request's Accept-Encoding|Connection = %q, want %q", host, h, want)
+		}
+	}
+}
+
+// A probe that waits for an answer ends when its caller gives up (the
+// workload exited), not at its own timeout.
+func TestCheckCancelled(t *testing.T) {
+	asked := make(chan struct{}, 1)
+	silent := listen(t, func(c net.Conn) {
+		if _, err := c.Read(make([]byte, 1)); err == nil { // the request, not the first look
+			asked <- struct{}{}
+		}
+		io.Copy(io.Discard, c)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- NewHTTP(time.Hour).Check(ctx, "http://"+silent+"/") }()
+	<-asked
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a cancelled probe reported ready")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the probe did not end a minute after its context was cancelled")
+	}
+}
+
+// listen serves each connection to a fresh 127.0.0.1 port with serve,
+// until the test ends, and returns the address.
+func listen(t *testing.T, serve func(net.Conn)) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); serve(c) }()
+		}
+	}()
+	return ln.Addr().String()
 }

@@ -21,29 +21,17 @@ import (
 // trying to start. Anything but a sure refusal (accepted, not answered
 // yet, a host name, any error) is false, and the HTTP request decides.
 func refused(u *url.URL) bool {
-	addr, err := netip.ParseAddr(u.Hostname())
-	if err != nil {
-		return false
-	}
-	port := u.Port()
-	switch {
-	case port != "":
-	case u.Scheme == "https":
-		port = "443"
-	default:
-		port = "80"
-	}
-	n, err := strconv.ParseUint(port, 10, 16)
-	if err != nil {
+	ap, ok := address(u)
+	if !ok {
 		return false
 	}
 	var sa unix.Sockaddr
 	family := unix.AF_INET
-	if addr = addr.Unmap(); addr.Is4() {
-		sa = &unix.SockaddrInet4{Port: int(n), Addr: addr.As4()}
+	if addr := ap.Addr(); addr.Is4() {
+		sa = &unix.SockaddrInet4{Port: int(ap.Port()), Addr: addr.As4()}
 	} else {
 		family = unix.AF_INET6
-		sa = &unix.SockaddrInet6{Port: int(n), Addr: addr.As16()}
+		sa = &unix.SockaddrInet6{Port: int(ap.Port()), Addr: addr.As16()}
 	}
 	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -62,4 +50,27 @@ func refused(u *url.URL) bool {
 	}
 	soErr, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
 	return err == nil && unix.Errno(soErr) == unix.ECONNREFUSED
+}
+
+// address is u's host and port when the host is an IP address (an IPv4
+// address mapped into IPv6 is the IPv4 one), the port by default the
+// scheme's.
+func address(u *url.URL) (netip.AddrPort, bool) {
+	addr, err := netip.ParseAddr(u.Hostname())
+	if err != nil {
+		return netip.AddrPort{}, false
+	}
+	port := u.Port()
+	switch {
+	case port != "":
+	case u.Scheme == "https":
+		port = "443"
+	default:
+		port = "80"
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return netip.AddrPort{}, false
+	}
+	return netip.AddrPortFrom(addr.Unmap(), uint16(n)), true
 }
