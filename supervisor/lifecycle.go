@@ -62,13 +62,10 @@ func (s *Supervisor) awaitReady(e *sandbox, h runtime.Handle, timeout time.Durat
 	defer s.refillSpares()
 	ctx, cancel := context.WithTimeout(s.lifetime, max(timeout, 0))
 	defer cancel()
-	go func() {
-		select {
-		case <-h.Done():
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	// The workload's end ends the probe, with no goroutine waiting for it
+	// meanwhile (a burst's starting sandboxes each had one). The hook
+	// stays until the workload ends, and then cancels what is over.
+	h.OnDone(cancel)
 	err := s.probe.Await(ctx, url, probe.Readiness)
 	switch {
 	case err == nil:
