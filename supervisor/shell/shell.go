@@ -79,7 +79,7 @@ type Command struct {
 	stderr  *logcap.Tail
 	output  *logcap.Tail // both, in the order the daemon read them
 	exit    *int
-	started bool
+	started bool // the shell said it runs it (the start marker)
 	done    chan struct{}
 	changed chan struct{} // closed and replaced at each write (followers)
 	got     int           // markers seen: stdout's and stderr's
@@ -119,12 +119,18 @@ func (s *Session) run() {
 		}
 		s.mu.Lock()
 		s.current = c
-		c.started = true
 		s.mu.Unlock()
 		q := "'" + strings.ReplaceAll(c.Line, "'", `'\''`) + "'"
 		// command eval: a line the shell cannot parse is that command's
-		// error, not the shell's end (eval is a special built-in).
-		line := fmt.Sprintf("command eval %s\nprintf '%s%%d\\n' \"$?\"; printf '%s\\n' >&2\n", q, s.marker, s.marker)
+		// error, not the shell's end (eval is a special built-in). All of
+		// it is one line of the shell's, which a shell reads whole before
+		// it runs any of it, and it says so first (the start marker): the
+		// command's input (Input) is sent only then, so that it reaches
+		// the command, never a shell that reads ahead (dash reads what
+		// its pipe holds; it took input sent sooner as a command of its
+		// own, and the command waited for input forever).
+		line := fmt.Sprintf("printf '%s%s\\n'; command eval %s; printf '%s%%d\\n' \"$?\"; printf '%s\\n' >&2\n",
+			s.marker, startMark, q, s.marker, s.marker)
 		if _, err := io.WriteString(s.in, line); err != nil {
 			return
 		}
@@ -205,6 +211,9 @@ func (s *Session) Input(id string, data string) error {
 	s.mu.Lock()
 	running := s.current == c
 	s.mu.Unlock()
+	c.mu.Lock()
+	running = running && c.started
+	c.mu.Unlock()
 	switch {
 	case c.Finished():
 		return ErrFinished
@@ -251,6 +260,19 @@ func (s *Session) deliver(stderr bool, b []byte) {
 		return
 	}
 	c.write(stderr, b)
+}
+
+// began is the start marker: the shell has read the command's line and
+// runs it.
+func (s *Session) began() {
+	s.mu.Lock()
+	c := s.current
+	s.mu.Unlock()
+	if c != nil {
+		c.mu.Lock()
+		c.started = true
+		c.mu.Unlock()
+	}
 }
 
 // marked is a marker seen on one stream (with the exit code on stdout's).
@@ -371,6 +393,10 @@ func (c *Command) Follow(ctx context.Context, emit func(stderr bool, text string
 	}
 }
 
+// startMark follows the marker on stdout when the shell starts a
+// command; an exit code follows it when the command ends.
+const startMark = "S"
+
 // splitter routes one of the shell's streams: output of the command
 // running, then its marker and the end of that line (the marker follows
 // the output directly: a command's last line need not end).
@@ -397,12 +423,17 @@ func (w *splitter) Write(b []byte) (int, error) {
 			return n, nil
 		}
 		w.s.deliver(w.stderr, w.pending[:i])
-		code := 0
-		if !w.stderr {
-			code, _ = strconv.Atoi(string(w.pending[i+len(m) : i+len(m)+end]))
-		}
+		rest := string(w.pending[i+len(m) : i+len(m)+end])
 		w.pending = append([]byte(nil), w.pending[i+len(m)+end+1:]...)
-		w.s.marked(w.stderr, code)
+		switch {
+		case w.stderr:
+			w.s.marked(true, 0)
+		case rest == startMark:
+			w.s.began()
+		default:
+			code, _ := strconv.Atoi(rest)
+			w.s.marked(false, code)
+		}
 	}
 	// Deliver all but what could begin a marker.
 	keep := 0

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os/exec"
+	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
@@ -110,6 +111,34 @@ func TestInputReachesTheRunningCommand(t *testing.T) {
 	}
 	if err := s.Input(c.ID, "x"); err != ErrFinished {
 		t.Fatalf("input to a finished command: %v", err)
+	}
+}
+
+// Input sent the moment a command counts as running reaches that
+// command, not the shell before the command's line: a command that
+// reads its input then waited forever (the shell had read the input as
+// a command of its own). Many rounds, input sent without a pause.
+func TestInputNeverOvertakesItsCommand(t *testing.T) {
+	s := localShell(t)
+	for i := range 100 {
+		c, err := s.Run("read line; echo got $line")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for err := s.Input(c.ID, "hello\n"); err != nil; err = s.Input(c.ID, "hello\n") {
+			if err == ErrFinished {
+				t.Fatalf("round %d: finished before its input", i)
+			}
+			goruntime.Gosched()
+		}
+		select {
+		case <-c.Done():
+		case <-time.After(time.Minute):
+			t.Fatalf("round %d: the command never got its input", i)
+		}
+		if out, _, _, _ := c.Logs(); out != "got hello\n" {
+			t.Fatalf("round %d: %q", i, out)
+		}
 	}
 }
 
