@@ -104,18 +104,20 @@ func (p *HTTP) Check(ctx context.Context, target string) error {
 	if err != nil {
 		return err
 	}
-	if refused(req.URL) {
-		return errRefused
-	}
-	if addr, ok := address(req.URL); ok && req.URL.Scheme == "http" {
-		resp, err := p.get(ctx, addr, req)
-		if err != nil {
-			return describe(err, p.client.Timeout)
+	if addr, ok := address(req.URL); ok {
+		if refused(addr) {
+			return errRefused
 		}
-		if resp.StatusCode/100 != 3 {
-			return verdict(resp)
+		if req.URL.Scheme == "http" {
+			resp, err := p.get(ctx, addr, req)
+			if err != nil {
+				return describe(err, p.client.Timeout)
+			}
+			if resp.StatusCode/100 != 3 {
+				return verdict(resp)
+			}
+			// A redirect: the client follows it, as it does for any URL.
 		}
-		// A redirect: the client follows it, as it does for any URL.
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {

@@ -105,13 +105,14 @@ func TestRefused(t *testing.T) {
 		for url, want := range map[string]bool{
 			closedURL:                            true,
 			"http://" + ln.Addr().String() + "/": false,
-			"http://localhost:1/":                false, // a name: the HTTP request resolves it
+			"http://localhost:1/":                false, // a name: no address, the HTTP request resolves it
 		} {
 			u, err := neturl.Parse(url)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := refused(u); got != want {
+			ap, ok := address(u)
+			if got := ok && refused(ap); got != want {
 				t.Errorf("refused(%s) = %v, want %v", url, got, want)
 			}
 		}

@@ -9,8 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// refused reports whether a connection to u's host and port is refused
-// right now, when the host is an IP address. It is the probe's first look,
+// refused reports whether a connection to ap (a URL's address and port:
+// see address) is refused right now. It is the probe's first look,
 // because a starting workload refuses every probe until it listens: a
 // non-blocking connect whose outcome is read without waiting. On loopback
 // the kernel answers a connect (a reset, or the handshake) before the call
@@ -19,12 +19,8 @@ import (
 // and thread switches: about 0.3 ms of CPU on a 2-CPU VM, every
 // millisecond, for every sandbox starting, beside the child that is
 // trying to start. Anything but a sure refusal (accepted, not answered
-// yet, a host name, any error) is false, and the HTTP request decides.
-func refused(u *url.URL) bool {
-	ap, ok := address(u)
-	if !ok {
-		return false
-	}
+// yet, any error) is false, and the HTTP request decides.
+func refused(ap netip.AddrPort) bool {
 	var sa unix.Sockaddr
 	family := unix.AF_INET
 	if addr := ap.Addr(); addr.Is4() {
