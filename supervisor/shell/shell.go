@@ -208,16 +208,15 @@ func (s *Session) Input(id string, data string) error {
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	running := s.current == c
-	s.mu.Unlock()
+	// A command that has started and not finished is the one running:
+	// the next starts only once it has finished.
 	c.mu.Lock()
-	running = running && c.started
+	started := c.started
 	c.mu.Unlock()
 	switch {
 	case c.Finished():
 		return ErrFinished
-	case !running:
+	case !started:
 		return errors.New("the command has not started yet")
 	}
 	_, err = io.WriteString(s.in, data)

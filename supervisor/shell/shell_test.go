@@ -125,11 +125,15 @@ func TestInputNeverOvertakesItsCommand(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		deadline := time.Now().Add(time.Minute)
 		for err := s.Input(c.ID, "hello\n"); err != nil; err = s.Input(c.ID, "hello\n") {
-			if err == ErrFinished {
+			switch {
+			case err == ErrFinished:
 				t.Fatalf("round %d: finished before its input", i)
+			case time.Now().After(deadline):
+				t.Fatalf("round %d: the command never started", i)
 			}
-			goruntime.Gosched()
+			goruntime.Gosched() // no pause: the input goes the moment it may
 		}
 		select {
 		case <-c.Done():
