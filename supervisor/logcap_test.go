@@ -31,11 +31,9 @@ func fileBytes(path string) int64 {
 // punched-out head uses none).
 func dirBytes(dir string) int64 {
 	var n int64
-	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() {
-			if fi, err := d.Info(); err == nil {
-				n += fi.Sys().(*syscall.Stat_t).Blocks * 512
-			}
+			n += fileBytes(path)
 		}
 		return nil
 	})

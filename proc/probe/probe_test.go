@@ -200,7 +200,11 @@ func TestCheckCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- NewHTTP(time.Hour).Check(ctx, "http://"+silent+"/") }()
-	<-asked
+	select {
+	case <-asked:
+	case <-time.After(time.Minute):
+		t.Fatal("the probe sent no request within a minute")
+	}
 	cancel()
 	select {
 	case err := <-done:
