@@ -105,11 +105,11 @@ func (p *HTTP) Check(ctx context.Context, target string) error {
 		return err
 	}
 	if addr, ok := address(req.URL); ok {
-		if refused(addr) {
+		switch refused, c := look(addr); {
+		case refused:
 			return errRefused
-		}
-		if req.URL.Scheme == "http" {
-			resp, err := p.get(ctx, addr, req)
+		case req.URL.Scheme == "http":
+			resp, err := p.get(ctx, addr, c, req)
 			if err != nil {
 				return describe(err, p.client.Timeout)
 			}
@@ -117,6 +117,8 @@ func (p *HTTP) Check(ctx context.Context, target string) error {
 				return verdict(resp)
 			}
 			// A redirect: the client follows it, as it does for any URL.
+		case c != nil:
+			c.Close() // https: the client makes its own connection
 		}
 	}
 	resp, err := p.client.Do(req)
@@ -135,21 +137,24 @@ func verdict(resp *http.Response) error {
 	return nil
 }
 
-// get sends req to addr on a connection of its own and reads the
-// answer's status line and header, never its body. It is the probe of a
+// get sends req to addr on c, the first look's connection, or on one it
+// dials when c is nil, and reads the answer's status line and header,
+// never its body; it closes c. It is the probe of a
 // plain-HTTP URL whose host is an address (a workload on loopback): one
 // goroutine and under a KiB of buffers, where the client's transport
 // starts a dial goroutine, a read loop and a write loop and two 4 KiB
 // buffers for each connection, and a starting workload that listens but
 // does not answer yet holds them for up to the timeout. In a burst of
 // 500 creates that was about a third of the daemon's goroutines.
-func (p *HTTP) get(ctx context.Context, addr netip.AddrPort, req *http.Request) (*http.Response, error) {
+func (p *HTTP) get(ctx context.Context, addr netip.AddrPort, c net.Conn, req *http.Request) (*http.Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.client.Timeout)
 	defer cancel()
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr.String())
-	if err != nil {
-		return nil, err
+	if c == nil {
+		var d net.Dialer
+		var err error
+		if c, err = d.DialContext(ctx, "tcp", addr.String()); err != nil {
+			return nil, err
+		}
 	}
 	defer c.Close()
 	// The deadline, or the caller's cancel, ends a read or write under way.

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -86,9 +87,10 @@ func TestAwait(t *testing.T) {
 }
 
 // The probe's first look: a port nothing listens on is refused without
-// a dial; a listening port, or a host given by name, is left to the HTTP
-// request.
-func TestRefused(t *testing.T) {
+// a dial; on a listening port, the look's connection is the one the
+// request goes on (the workload sees one connection per probe); a host
+// given by name is left to the HTTP request.
+func TestLook(t *testing.T) {
 	for _, network := range []struct{ net, host string }{{"tcp4", "127.0.0.1"}, {"tcp6", "[::1]"}} {
 		ln, err := net.Listen(network.net, network.host+":0")
 		if err != nil {
@@ -112,12 +114,76 @@ func TestRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			ap, ok := address(u)
-			if got := ok && refused(ap); got != want {
-				t.Errorf("refused(%s) = %v, want %v", url, got, want)
+			if !ok {
+				if want {
+					t.Errorf("%s: no address", url)
+				}
+				continue
 			}
+			refused, c := look(ap)
+			if refused != want {
+				t.Errorf("look(%s) refused = %v, want %v", url, refused, want)
+			}
+			if refused != (c == nil) {
+				t.Fatalf("look(%s) = %v, %v: a connection is returned exactly when not refused", url, refused, c)
+			}
+			if c == nil {
+				continue
+			}
+			// The connection reaches the listener, and carries what is written.
+			a, err := ln.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Write([]byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			b := make([]byte, 1)
+			if _, err := io.ReadFull(a, b); err != nil || b[0] != 'x' {
+				t.Fatalf("read %q, %v from the look's connection", b, err)
+			}
+			c.Close()
+			a.Close()
 		}
 		if err := NewHTTP(time.Second).Check(context.Background(), closedURL); err == nil || !strings.Contains(err.Error(), "connection refused") {
 			t.Errorf("Check of a closed port = %v, want connection refused", err)
+		}
+	}
+}
+
+// A probe of an address opens one connection, whatever the workload
+// answers: the first look's connection carries the request.
+func TestCheckConnectsOnce(t *testing.T) {
+	for status, ready := range map[string]bool{"200 OK": true, "503 Service Unavailable": false} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		// Counted as accepted, in order: the connection that answers is
+		// accepted after every one made before it.
+		var accepted atomic.Int32
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				accepted.Add(1)
+				go func() {
+					defer c.Close()
+					if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+						io.WriteString(c, "HTTP/1.1 "+status+"\r\nContent-Length: 0\r\n\r\n")
+					}
+				}()
+			}
+		}()
+		err = NewHTTP(time.Minute).Check(context.Background(), "http://"+ln.Addr().String()+"/")
+		if (err == nil) != ready {
+			t.Errorf("%s: Check = %v", status, err)
+		}
+		if n := accepted.Load(); n != 1 {
+			t.Errorf("%s: the workload accepted %d connections for one probe, want 1", status, n)
 		}
 	}
 }
