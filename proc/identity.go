@@ -88,38 +88,41 @@ func Resident(pid int) (int64, error) {
 	return pages * int64(os.Getpagesize()), nil
 }
 
-// CPUTime is the CPU time process pid has run, all its threads together
-// (the first field of each thread's schedstat): to the nanosecond, where
-// /proc/<pid>/stat counts clock ticks. A thread that ends between two
+// SchedStat is what the scheduler counted for a process, all its threads
+// together (each thread's /proc/<pid>/task/<tid>/schedstat), to the
+// nanosecond, where /proc/<pid>/stat counts clock ticks.
+type SchedStat struct {
+	Ran    time.Duration // on a CPU
+	Waited time.Duration // runnable, waiting in a run queue for a CPU
+}
+
+// Sched reads process pid's SchedStat. A thread that ends between two
 // reads is missed from the second. A process that is gone is ErrNotFound.
-func CPUTime(pid int) (time.Duration, error) {
+func Sched(pid int) (SchedStat, error) {
+	var st SchedStat
 	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, ErrNotFound
+		return st, ErrNotFound
 	}
 	if err != nil {
-		return 0, err
+		return st, err
 	}
-	var ns int64
 	for _, t := range tasks {
 		b, err := readProc(pid, "task/"+t.Name()+"/schedstat")
 		if errors.Is(err, ErrNotFound) {
 			continue // the thread ended meanwhile
 		}
 		if err != nil {
-			return 0, err
+			return st, err
 		}
-		f := strings.Fields(string(b))
-		if len(f) == 0 {
-			return 0, fmt.Errorf("/proc/%d/task/%s/schedstat: %q", pid, t.Name(), b)
+		var ran, waited int64
+		if _, err := fmt.Sscan(string(b), &ran, &waited); err != nil {
+			return st, fmt.Errorf("/proc/%d/task/%s/schedstat %q: %w", pid, t.Name(), b, err)
 		}
-		n, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/task/%s/schedstat: %w", pid, t.Name(), err)
-		}
-		ns += n
+		st.Ran += time.Duration(ran)
+		st.Waited += time.Duration(waited)
 	}
-	return time.Duration(ns), nil
+	return st, nil
 }
 
 // readStat parses /proc/<pid>/stat. The command name (field 2) may contain

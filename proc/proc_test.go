@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -475,28 +476,37 @@ func TestOnExit(t *testing.T) {
 	}
 }
 
-// CPUTime counts every thread's time: work on another thread of this
-// process shows in it, and a process that is gone is ErrNotFound.
-func TestCPUTime(t *testing.T) {
-	before, err := CPUTime(os.Getpid())
+// Sched counts every thread's time on a CPU and waiting for one: work
+// on other threads of this process shows in it, more busy threads than
+// CPUs wait their turns, and a process that is gone is ErrNotFound.
+func TestSched(t *testing.T) {
+	before, err := Sched(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { // busy on whichever thread runs it
-		defer close(done)
-		for end := time.Now().Add(50 * time.Millisecond); time.Now().Before(end); {
-		}
-	}()
-	<-done
-	after, err := CPUTime(os.Getpid())
+	n := 2 * goruntime.NumCPU()
+	defer goruntime.GOMAXPROCS(goruntime.GOMAXPROCS(n))
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() { // busy for 50 ms on a thread of its own
+			goruntime.LockOSThread()
+			defer goruntime.UnlockOSThread() // the thread lives on: its counts stay readable
+			for end := time.Now().Add(50 * time.Millisecond); time.Now().Before(end); {
+			}
+		})
+	}
+	wg.Wait()
+	after, err := Sched(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after-before < 10*time.Millisecond {
-		t.Fatalf("50 ms of busy work counted %v", after-before)
+	if ran := after.Ran - before.Ran; ran < 10*time.Millisecond {
+		t.Errorf("%d threads busy for 50 ms ran %v", n, ran)
 	}
-	if _, err := CPUTime(1 << 30); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("CPUTime of a pid that cannot exist: %v, want ErrNotFound", err)
+	if waited := after.Waited - before.Waited; waited < 10*time.Millisecond {
+		t.Errorf("%d threads busy for 50 ms on %d CPUs waited %v for a CPU", n, goruntime.NumCPU(), waited)
+	}
+	if _, err := Sched(1 << 30); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Sched of a pid that cannot exist: %v, want ErrNotFound", err)
 	}
 }

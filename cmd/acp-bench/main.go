@@ -22,6 +22,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/proc"
 )
 
 type config struct {
@@ -116,6 +118,21 @@ func summarize(ds []time.Duration) stat {
 	return stat{N: len(s), Median: ms(q(0.5)), P99: ms(q(0.99)), Max: ms(s[len(s)-1])}
 }
 
+// childSched is a stub's scheduler counts until it answered (proc.Sched),
+// over the rounds.
+type childSched struct {
+	Ran    stat `json:"ran"`
+	Waited stat `json:"waitedForCPU"`
+}
+
+func summarizeSched(ss []proc.SchedStat) childSched {
+	var ran, waited []time.Duration
+	for _, s := range ss {
+		ran, waited = append(ran, s.Ran), append(waited, s.Waited)
+	}
+	return childSched{Ran: summarize(ran), Waited: summarize(waited)}
+}
+
 // arm is what one daemon measured: the default one (cgroups as the
 // machine allows) or the one with cgroups off.
 type arm struct {
@@ -131,6 +148,10 @@ type arm struct {
 	// schedstat) from just before a create until its child answers: what
 	// the daemon spends beside the child that is starting, on two CPUs.
 	DaemonCPU stat `json:"daemonCPUPerCreate"`
+	// Child is what the scheduler counted for the child (all its
+	// threads) from its spawn until it answered: its CPU time, and its
+	// time waiting for a CPU, which the daemon's work beside it adds to.
+	Child childSched `json:"childUntilAnswers"`
 	// SpawnToAnswer is, per create, the answer's arrival less the steps
 	// before the spawn's end (the daemon's own timing, its metrics): the
 	// request's time after the child exists, network and JSON included.
@@ -183,6 +204,8 @@ type results struct {
 	Floor struct {
 		// The stub spawned by this program and polled the same way.
 		Ready stat `json:"directSpawnToAnswers"`
+		// What the scheduler counted for it until it answered.
+		ReadyChild childSched `json:"directSpawnChildUntilAnswers"`
 		// kill -9 of a stub this program spawned → its wait returns
 		// (pidfd).
 		Crash stat `json:"killToWait"`

@@ -23,7 +23,11 @@ import (
 // create's steps are read from the daemon's metrics around it.
 func benchReady(c config, b *bench, r *results) error {
 	var floor []time.Duration
-	type series struct{ answered, child, started, spawnToAnswer, cpu []time.Duration }
+	var floorChild []proc.SchedStat
+	type series struct {
+		answered, child, started, spawnToAnswer, cpu []time.Duration
+		sched                                        []proc.SchedStat
+	}
 	got := map[*arm]*series{}
 	steps := map[*arm]map[string][]float64{}
 	for _, x := range b.arms(r) {
@@ -34,11 +38,11 @@ func benchReady(c config, b *bench, r *results) error {
 		rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		for _, k := range order {
 			if k == 2 {
-				d, err := b.spawnFloor(b.floorPort + i%50)
+				d, st, err := b.spawnFloor(b.floorPort + i%50)
 				if err != nil {
 					return err
 				}
-				floor = append(floor, d)
+				floor, floorChild = append(floor, d), append(floorChild, st)
 				continue
 			}
 			x := b.arms(r)[k]
@@ -49,7 +53,7 @@ func benchReady(c config, b *bench, r *results) error {
 			id := fmt.Sprintf("ready%d", i)
 			ev := x.d.events.expect("sandbox.started", id)
 			pid := x.d.cmd.Process.Pid
-			cpu0, err := proc.CPUTime(pid)
+			daemon0, err := proc.Sched(pid)
 			if err != nil {
 				return err
 			}
@@ -60,9 +64,13 @@ func benchReady(c config, b *bench, r *results) error {
 			}
 			answered := time.Since(t0)
 			child := pollChild(prober, sb.Port).Sub(t0)
-			cpu1, err := proc.CPUTime(pid)
+			daemon1, err := proc.Sched(pid)
 			if err != nil {
 				return err
+			}
+			childSt, err := proc.Sched(x.d.pid(id))
+			if err != nil {
+				return fmt.Errorf("%s: the child's schedstat: %w", id, err)
 			}
 			at, err := await(ev)
 			if err != nil {
@@ -86,16 +94,17 @@ func benchReady(c config, b *bench, r *results) error {
 			s.answered = append(s.answered, answered)
 			s.child = append(s.child, child)
 			s.started = append(s.started, at.Sub(t0))
-			s.cpu = append(s.cpu, cpu1-cpu0)
+			s.cpu = append(s.cpu, daemon1.Ran-daemon0.Ran)
+			s.sched = append(s.sched, childSt)
 			s.spawnToAnswer = append(s.spawnToAnswer, answered-time.Duration(beforeSpawn*float64(time.Millisecond)))
 			x.d.delete(id)
 		}
 	}
-	r.Floor.Ready = summarize(floor)
+	r.Floor.Ready, r.Floor.ReadyChild = summarize(floor), summarizeSched(floorChild)
 	for a, s := range got {
 		a.Answered, a.ChildAnswers = summarize(s.answered), summarize(s.child)
 		a.Started, a.SpawnToAnswer = summarize(s.started), summarize(s.spawnToAnswer)
-		a.DaemonCPU = summarize(s.cpu)
+		a.DaemonCPU, a.Child = summarize(s.cpu), summarizeSched(s.sched)
 		a.Steps = map[string]float64{}
 		for step, v := range steps[a] {
 			slices.Sort(v)
@@ -106,17 +115,18 @@ func benchReady(c config, b *bench, r *results) error {
 }
 
 // spawnFloor spawns the stub directly on port, times it until it
-// answers, and kills it.
-func (b *bench) spawnFloor(port int) (time.Duration, error) {
+// answers, reads its scheduler counts then, and kills it.
+func (b *bench) spawnFloor(port int) (time.Duration, proc.SchedStat, error) {
 	cmd := b.floorCmd(port)
 	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
-		return 0, err
+		return 0, proc.SchedStat{}, err
 	}
 	d := pollChild(prober, port).Sub(t0)
+	st, err := proc.Sched(cmd.Process.Pid)
 	cmd.Process.Kill()
 	cmd.Wait()
-	return d, nil
+	return d, st, err
 }
 
 // floorCmd is the stub as the floors run it: detached, as the daemon's
