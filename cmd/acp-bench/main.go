@@ -209,6 +209,9 @@ type results struct {
 		// kill -9 of a stub this program spawned → its wait returns
 		// (pidfd).
 		Crash stat `json:"killToWait"`
+		// The same for stubs as old and as idle as the re-adopted
+		// children (their floor).
+		CrashAdopted stat `json:"killToWaitAged"`
 		// c.bulk stubs spawned at once by this program → all answer.
 		BulkMs float64 `json:"bulkAllAnswerMs"`
 		// SIGTERM to each of them at once → all reaped.
