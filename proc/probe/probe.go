@@ -139,13 +139,13 @@ func verdict(resp *http.Response) error {
 
 // get sends req to addr on c, the first look's connection, or on one it
 // dials when c is nil, and reads the answer's status line and header,
-// never its body; it closes c. It is the probe of a
-// plain-HTTP URL whose host is an address (a workload on loopback): one
-// goroutine and under a KiB of buffers, where the client's transport
-// starts a dial goroutine, a read loop and a write loop and two 4 KiB
-// buffers for each connection, and a starting workload that listens but
-// does not answer yet holds them for up to the timeout. In a burst of
-// 500 creates that was about a third of the daemon's goroutines.
+// never its body; it closes c. It is the probe of a plain-HTTP URL whose
+// host is an address (a workload on loopback): one goroutine and under a
+// KiB of buffers, where the client's transport starts a dial goroutine, a
+// read loop and a write loop and two 4 KiB buffers for each connection,
+// and a starting workload that listens but does not answer yet holds them
+// for up to the timeout. In a burst of 500 creates that was about a third
+// of the daemon's goroutines.
 func (p *HTTP) get(ctx context.Context, addr netip.AddrPort, c net.Conn, req *http.Request) (*http.Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.client.Timeout)
 	defer cancel()
