@@ -19,6 +19,16 @@ import (
 // the host's loopback only, as before.
 const iccOption = "com.docker.network.bridge.enable_icc"
 
+// NetworkOptions are those of the daemon's network, owned by owner: a
+// bridge with inter-container traffic off.
+func NetworkOptions(owner string) network.CreateOptions {
+	return network.CreateOptions{
+		Driver:  "bridge",
+		Options: map[string]string{iccOption: "false"},
+		Labels:  map[string]string{LabelOwner: owner},
+	}
+}
+
 // network is the name of the daemon's network: one per root.
 func (r *Runtime) network() string { return r.Owner }
 
@@ -34,11 +44,7 @@ func (r *Runtime) ensureNetwork(ctx context.Context) error {
 	name := r.network()
 	info, err := r.Client.NetworkInspect(ctx, name, network.InspectOptions{})
 	if client.IsErrNotFound(err) {
-		_, err = r.Client.NetworkCreate(ctx, name, network.CreateOptions{
-			Driver:  "bridge",
-			Options: map[string]string{iccOption: "false"},
-			Labels:  map[string]string{LabelOwner: r.Owner},
-		})
+		_, err = r.Client.NetworkCreate(ctx, name, NetworkOptions(r.Owner))
 		if err == nil || cerrdefs.IsConflict(err) {
 			info, err = r.Client.NetworkInspect(ctx, name, network.InspectOptions{})
 		}
