@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/cgroup"
@@ -108,7 +109,16 @@ func (d *daemon) kill() {
 
 func (d *daemon) cleanup() {
 	if d.cmd != nil && d.cmd.ProcessState == nil {
-		d.kill()
+		// A daemon told to stop closes as it does for a user: its docker
+		// runtime removes its network, which nothing else would (a new
+		// root, and so a new network, every run).
+		if d.events != nil {
+			d.events.close()
+		}
+		d.cmd.Process.Signal(syscall.SIGTERM)
+		t := time.AfterFunc(30*time.Second, func() { d.cmd.Process.Kill() })
+		d.cmd.Wait()
+		t.Stop()
 	}
 	// Kill every child by its marker, each verified through its pidfd
 	// first (a pid read from a record may have been reused since).
