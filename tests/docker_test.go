@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 
 	"github.com/agent-control-plane/agent-control-plane/conf"
@@ -485,6 +486,34 @@ func TestDockerNetworkMadeAgain(t *testing.T) {
 	}
 	create(t, d, `{"name":"net2","runtime":"docker","snapshot":"`+stubImage+`"}`)
 	waitState(t, d, "net2", "started")
+}
+
+// A daemon killed after its last docker sandbox went leaves its network
+// behind (only Close removes it); the next daemon of the root removes it
+// as it starts, and makes it again for its first docker create.
+func TestDockerNetworkOfAKilledDaemonRemoved(t *testing.T) {
+	c := engine(t)
+	d := dockerDaemon(t, c)
+	ctx := context.Background()
+	netName := conf.InstanceName(d.Root)
+	create(t, d, `{"name":"left1","runtime":"docker","snapshot":"`+stubImage+`"}`)
+	waitState(t, d, "left1", "started")
+	if code, b := call(t, d, "DELETE", "/v1/sandboxes/left1", ""); code != 204 {
+		t.Fatalf("delete: %d %s", code, b)
+	}
+	d.Kill()
+	if _, err := c.NetworkInspect(ctx, netName, network.InspectOptions{}); err != nil {
+		t.Fatalf("the killed daemon's network: %v, want it left behind", err)
+	}
+	d.Start()
+	if _, err := c.NetworkInspect(ctx, netName, network.InspectOptions{}); !client.IsErrNotFound(err) {
+		t.Fatalf("the network after the next start: %v, want it removed", err)
+	}
+	create(t, d, `{"name":"left2","runtime":"docker","snapshot":"`+stubImage+`"}`)
+	waitState(t, d, "left2", "started")
+	if _, err := c.NetworkInspect(ctx, netName, network.InspectOptions{}); err != nil {
+		t.Fatalf("the network after a create: %v", err)
+	}
 }
 
 // The copy of a container's output resumes, after a daemon restart, right

@@ -71,6 +71,9 @@ func (r *Runtime) removeNetwork(ctx context.Context) {
 		return
 	}
 	if err := r.Client.NetworkRemove(ctx, name); err == nil {
+		r.netMu.Lock()
+		r.netReady = false // the next create makes it again
+		r.netMu.Unlock()
 		r.Log.Debug("removed the docker network: no sandbox is on it", "network", name)
 	}
 }

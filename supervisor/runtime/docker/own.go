@@ -40,12 +40,19 @@ func (r *Runtime) Sweep(ctx context.Context, markers []string, own runtime.Owned
 }
 
 // Prune removes this daemon's containers whose marker is not in keep,
-// where they prove to be its own; the others are logged and left.
+// where they prove to be its own; the others are logged and left. With
+// no live sandbox to keep, it removes the daemon's network too, if no
+// container is on it: one an earlier daemon of this root left (killed,
+// or closed without having used docker since its start), which no
+// later Close would remove either.
 func (r *Runtime) Prune(ctx context.Context, keep []string, own runtime.Owned) error {
 	live := set(keep)
 	n, err := r.removeProven(ctx, own, "prune", func(m string) bool { return !live[m] })
 	if n > 0 {
 		r.Log.Info("removed containers no record names", "count", n)
+	}
+	if err == nil && len(keep) == 0 {
+		r.removeNetwork(ctx)
 	}
 	return err
 }
