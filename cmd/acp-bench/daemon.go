@@ -101,9 +101,17 @@ func (d *daemon) info() error {
 }
 
 // kill SIGKILLs the daemon; its children live on.
-func (d *daemon) kill() {
-	d.events.close()
-	d.cmd.Process.Kill()
+func (d *daemon) kill() { d.end(syscall.SIGKILL) }
+
+// end closes the event feed, sends the daemon sig and waits for it to
+// exit (SIGKILL after 30 s).
+func (d *daemon) end(sig syscall.Signal) {
+	if d.events != nil {
+		d.events.close()
+	}
+	d.cmd.Process.Signal(sig)
+	t := time.AfterFunc(30*time.Second, func() { d.cmd.Process.Kill() })
+	defer t.Stop()
 	d.cmd.Wait()
 }
 
@@ -112,13 +120,7 @@ func (d *daemon) cleanup() {
 		// A daemon told to stop closes as it does for a user: its docker
 		// runtime removes its network, which nothing else would (a new
 		// root, and so a new network, every run).
-		if d.events != nil {
-			d.events.close()
-		}
-		d.cmd.Process.Signal(syscall.SIGTERM)
-		t := time.AfterFunc(30*time.Second, func() { d.cmd.Process.Kill() })
-		d.cmd.Wait()
-		t.Stop()
+		d.end(syscall.SIGTERM)
 	}
 	// Kill every child by its marker, each verified through its pidfd
 	// first (a pid read from a record may have been reused since).

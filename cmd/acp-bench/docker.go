@@ -22,8 +22,9 @@ const benchImage = "agent-control-plane-stub:bench"
 
 // benchDocker times a docker create until the container's agent-server
 // answers, beside a floor: the same image started directly through the
-// engine API, on a network like the daemon's, and polled the same way. It is skipped, with the reason in
-// the results, where no engine answers or no static binary was built.
+// engine API, on a network like the daemon's, and polled the same way.
+// It is skipped, with the reason in the results, where no engine answers
+// or no static binary was built.
 func benchDocker(c config, d *daemon, r *results) error {
 	ctx := context.Background()
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
@@ -91,9 +92,9 @@ func benchDocker(c config, d *daemon, r *results) error {
 }
 
 // runDirect starts the stub image as the docker runtime would, without
-// the daemon: on network net, published on 127.0.0.1:port, a workspace
-// mounted, the host reachable as host.docker.internal.
-func runDirect(ctx context.Context, cli *client.Client, port int, workspace, net string) (string, error) {
+// the daemon: on network netName, published on 127.0.0.1:port, a
+// workspace mounted, the host reachable as host.docker.internal.
+func runDirect(ctx context.Context, cli *client.Client, port int, workspace, netName string) (string, error) {
 	p := nat.Port("4000/tcp")
 	res, err := cli.ContainerCreate(ctx, &container.Config{
 		Image: benchImage, Env: []string{"PORT=4000", "HOST=0.0.0.0", "AGENT_SANDBOX_ID=floor"},
@@ -102,7 +103,7 @@ func runDirect(ctx context.Context, cli *client.Client, port int, workspace, net
 		PortBindings: nat.PortMap{p: {{HostIP: "127.0.0.1", HostPort: strconv.Itoa(port)}}},
 		Binds:        []string{workspace + ":" + docker.WorkspaceDir},
 		ExtraHosts:   []string{"host.docker.internal:host-gateway"},
-		NetworkMode:  container.NetworkMode(net),
+		NetworkMode:  container.NetworkMode(netName),
 	}, nil, nil, "")
 	if err != nil {
 		return "", err
