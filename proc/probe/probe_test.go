@@ -155,30 +155,12 @@ func TestLook(t *testing.T) {
 // answers: the first look's connection carries the request.
 func TestCheckConnectsOnce(t *testing.T) {
 	for status, ready := range map[string]bool{"200 OK": true, "503 Service Unavailable": false} {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		// Counted as accepted, in order: the connection that answers is
-		// accepted after every one made before it.
-		var accepted atomic.Int32
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				accepted.Add(1)
-				go func() {
-					defer c.Close()
-					if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
-						io.WriteString(c, "HTTP/1.1 "+status+"\r\nContent-Length: 0\r\n\r\n")
-					}
-				}()
+		addr, accepted := listen(t, func(c net.Conn) {
+			if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+				io.WriteString(c, "HTTP/1.1 "+status+"\r\nContent-Length: 0\r\n\r\n")
 			}
-		}()
-		err = NewHTTP(time.Minute).Check(context.Background(), "http://"+ln.Addr().String()+"/")
+		})
+		err := NewHTTP(time.Minute).Check(context.Background(), "http://"+addr+"/")
 		if (err == nil) != ready {
 			t.Errorf("%s: Check = %v", status, err)
 		}
@@ -203,8 +185,8 @@ func TestCheckSays(t *testing.T) {
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	silent := listen(t, func(c net.Conn) { io.Copy(io.Discard, c) }) // reads, never answers
-	hangsUp := listen(t, func(c net.Conn) { c.Close() })
+	silent, _ := listen(t, func(c net.Conn) { io.Copy(io.Discard, c) }) // reads, never answers
+	hangsUp, _ := listen(t, func(c net.Conn) { c.Close() })
 	p := NewHTTP(200 * time.Millisecond)
 	for _, tc := range []struct {
 		addr, path, want string
@@ -257,8 +239,8 @@ func TestCheckPaths(t *testing.T) {
 // workload exited), not at its own timeout.
 func TestCheckCancelled(t *testing.T) {
 	asked := make(chan struct{}, 1)
-	silent := listen(t, func(c net.Conn) {
-		if _, err := c.Read(make([]byte, 1)); err == nil { // the request, not the first look
+	silent, _ := listen(t, func(c net.Conn) {
+		if _, err := c.Read(make([]byte, 1)); err == nil { // the request has come
 			asked <- struct{}{}
 		}
 		io.Copy(io.Discard, c)
@@ -283,21 +265,26 @@ func TestCheckCancelled(t *testing.T) {
 }
 
 // listen serves each connection to a fresh 127.0.0.1 port with serve,
-// until the test ends, and returns the address.
-func listen(t *testing.T, serve func(net.Conn)) string {
+// until the test ends. It returns the address, and how many connections
+// it has accepted, counted as each is accepted: in order, so a
+// connection that has been answered was counted after every one made
+// before it.
+func listen(t *testing.T, serve func(net.Conn)) (string, *atomic.Int32) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
+	accepted := new(atomic.Int32)
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
+			accepted.Add(1)
 			go func() { defer c.Close(); serve(c) }()
 		}
 	}()
-	return ln.Addr().String()
+	return ln.Addr().String(), accepted
 }
