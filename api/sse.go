@@ -192,15 +192,23 @@ const (
 	sseLineTarget = 8 << 10
 )
 
+// sseWriter is where an event is written: a bufio.Writer on a stream, or
+// the bytes.Buffer of an event encoded once for all streams.
+type sseWriter interface {
+	io.Writer
+	io.ByteWriter
+	io.StringWriter
+}
+
 // dataLines writes JSON as SSE data lines.
 type dataLines struct {
-	w        *bufio.Writer
+	w        sseWriter
 	line     int // bytes on the current line
 	str, esc bool
 	started  bool
 }
 
-func newDataLines(w *bufio.Writer) *dataLines { return &dataLines{w: w} }
+func newDataLines(w sseWriter) *dataLines { return &dataLines{w: w} }
 
 // Write writes a piece of the JSON text; pieces may end anywhere. A
 // newline byte can only be the one json.Encoder puts after a value (JSON
@@ -237,12 +245,9 @@ func (d *dataLines) Write(b []byte) (int, error) {
 }
 
 // end closes the event.
-func (d *dataLines) end() error {
-	d.w.WriteString("\n\n")
-	return d.w.Flush()
-}
+func (d *dataLines) end() { d.w.WriteString("\n\n") }
 
-func eventHead(w *bufio.Writer, seq uint64, typ string) {
+func eventHead(w sseWriter, seq uint64, typ string) {
 	w.WriteString("id: ")
 	w.WriteString(strconv.FormatUint(seq, 10))
 	w.WriteString("\nevent: ")
@@ -250,15 +255,26 @@ func eventHead(w *bufio.Writer, seq uint64, typ string) {
 	w.WriteByte('\n')
 }
 
+// formatEvent encodes ev as an SSE event. It is encoded in a buffer kept
+// for the next event and copied out at its size (a sandbox's event takes
+// under a KiB; a bufio.Writer's 4 KiB in between were most of what an
+// event cost to encode).
 func formatEvent(ev supervisor.Event) []byte {
-	var buf bytes.Buffer
-	bw := bufio.NewWriter(&buf)
-	eventHead(bw, ev.Seq, ev.Type)
-	d := newDataLines(bw)
+	buf := eventBufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer func() {
+		if buf.Cap() <= 64<<10 { // a snapshot of a big registry is not kept
+			eventBufs.Put(buf)
+		}
+	}()
+	eventHead(buf, ev.Seq, ev.Type)
+	d := newDataLines(buf)
 	_ = json.NewEncoder(d).Encode(ToStreamEvent(ev))
-	_ = d.end()
-	return buf.Bytes()
+	d.end()
+	return bytes.Clone(buf.Bytes())
 }
+
+var eventBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // writeSnapshot writes a sandboxes_replaced event to w as it encodes it,
 // one sandbox at a time.
@@ -285,7 +301,8 @@ func writeSnapshot(w io.Writer, ev supervisor.Event) error {
 		}
 	}
 	d.Write([]byte("]}"))
-	return d.end()
+	d.end()
+	return bw.Flush()
 }
 
 // encodedEvents shares one encoding of each event among all the streams
