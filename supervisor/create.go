@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -141,23 +140,15 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	// The variables only: the runtime adds the sandbox's facts (its id,
 	// port, workspace) as its workload sees them.
 	env := policy.Build(reqEnv, nil)
-	envJSON, err := json.MarshalIndent(env, "", "  ")
-	if err != nil {
-		return Sandbox{}, err
-	}
 	// The env file and the intent record are not fsynced: they must exist
 	// before the workload does, so that a daemon that dies mid-create
 	// leaves a record whose marker finds the child. Durability against
 	// power loss comes with the committed record below, whose directory
 	// fsync covers them too; a power loss kills the child anyway.
-	if err := s.fs.fill(made+"/"+EnvFile, envJSON); err != nil {
+	if err := withIndented(env, func(b []byte) error { return s.fs.fill(made+"/"+EnvFile, b) }); err != nil {
 		return Sandbox{}, fmt.Errorf("write %s: %w", EnvFile, err)
 	}
-	intent, err := json.MarshalIndent(s.toRecord(e, e.info, runtime.HandleState{}), "", "  ")
-	if err != nil {
-		return Sandbox{}, err
-	}
-	if err := s.fs.fill(made+"/"+RecordFile, append(intent, '\n')); err != nil {
+	if err := withIndented(s.toRecord(e, e.info, runtime.HandleState{}), func(b []byte) error { return s.fs.fill(made+"/"+RecordFile, b) }); err != nil {
 		return Sandbox{}, fmt.Errorf("write %s: %w", RecordFile, err)
 	}
 	if err := s.fs.RenameNoReplace(made, req.Name); err != nil {

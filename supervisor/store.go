@@ -1,12 +1,14 @@
 package supervisor
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -208,15 +210,43 @@ func DecodeRecord(b []byte) (Record, error) {
 // empty on some file systems leaves a record that rehydration calls
 // corrupt and leaves alone, with its directory.
 func (s *Supervisor) writeRecord(dir string, r Record, durable bool) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
+	mode := securefs.NoSync
+	if durable {
+		mode = securefs.SyncAfterRename
+	}
+	return withIndented(r, func(b []byte) error { return s.fs.writeAtomic(dir, RecordFile, b, mode) })
+}
+
+// indented encodes the daemon's own files (records, the env file) as
+// json.MarshalIndent with two spaces and a final newline would, in a
+// buffer kept for the next file: MarshalIndent copies the text twice
+// more, and a create writes three such files.
+type indented struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+var indentedPool = sync.Pool{New: func() any {
+	x := &indented{}
+	x.enc = json.NewEncoder(&x.buf)
+	x.enc.SetIndent("", "  ")
+	return x
+}}
+
+// withIndented calls use with v encoded; the bytes are use's only during
+// the call.
+func withIndented(v any, use func([]byte) error) error {
+	x := indentedPool.Get().(*indented)
+	x.buf.Reset()
+	defer func() {
+		if x.buf.Cap() <= 64<<10 { // an env file of many variables is not kept
+			indentedPool.Put(x)
+		}
+	}()
+	if err := x.enc.Encode(v); err != nil {
 		return err
 	}
-	sync := securefs.NoSync
-	if durable {
-		sync = securefs.SyncAfterRename
-	}
-	return s.fs.writeAtomic(dir, RecordFile, append(b, '\n'), sync)
+	return use(x.buf.Bytes())
 }
 
 // rootLock is an exclusive flock on <root>/.lock, held for the daemon's life,
