@@ -1,12 +1,12 @@
 package probe
 
 import (
-	"errors"
 	"net"
 	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -28,46 +28,81 @@ import (
 // and one accept in the workload, which is starting). With any error it
 // returns neither, and the request dials and says what it got.
 func look(ap netip.AddrPort) (refused bool, c net.Conn) {
-	var sa unix.Sockaddr
-	family := unix.AF_INET
-	if addr := ap.Addr(); addr.Is4() {
-		sa = &unix.SockaddrInet4{Port: int(ap.Port()), Addr: addr.As4()}
-	} else {
-		family = unix.AF_INET6
-		sa = &unix.SockaddrInet6{Port: int(ap.Port()), Addr: addr.As16()}
-	}
-	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
+	var buf sockaddr
+	sa, salen, family := buf.set(ap)
+	fd, errno := raw(unix.SYS_SOCKET, uintptr(family), unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if errno != 0 {
 		return false, nil
 	}
-	switch err := unix.Connect(fd, sa); {
-	case err == nil:
-	case errors.Is(err, unix.ECONNREFUSED):
-		unix.Close(fd)
+	switch _, errno := raw(unix.SYS_CONNECT, fd, uintptr(sa), salen); errno {
+	case 0:
+	case unix.ECONNREFUSED:
+		raw(unix.SYS_CLOSE, fd, 0, 0)
 		return true, nil
-	case !errors.Is(err, unix.EINPROGRESS):
-		unix.Close(fd)
-		return false, nil
-	default:
+	case unix.EINPROGRESS:
 		// Still connecting, unless the kernel has answered already.
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
-		if n, err := unix.Poll(fds, 0); err == nil && n > 0 {
-			soErr, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
-			if err != nil || soErr != 0 {
-				unix.Close(fd)
-				return err == nil && unix.Errno(soErr) == unix.ECONNREFUSED, nil
+		pfd := unix.PollFd{Fd: int32(fd), Events: unix.POLLOUT}
+		var zero unix.Timespec
+		if n, errno := raw(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&zero))); errno == 0 && n > 0 {
+			var soErr int32
+			size := uint32(unsafe.Sizeof(soErr))
+			_, errno := rawSyscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_SOCKET, unix.SO_ERROR, uintptr(unsafe.Pointer(&soErr)), uintptr(unsafe.Pointer(&size)), 0)
+			if errno != 0 || soErr != 0 {
+				raw(unix.SYS_CLOSE, fd, 0, 0)
+				return errno == 0 && unix.Errno(soErr) == unix.ECONNREFUSED, nil
 			}
 		}
+	default:
+		raw(unix.SYS_CLOSE, fd, 0, 0)
+		return false, nil
 	}
 	// net.FileConn takes a duplicate into the runtime's poller; a write
 	// on a connection still being made waits there for the handshake.
-	f := os.NewFile(uintptr(fd), "probe")
-	c, err = net.FileConn(f)
+	f := os.NewFile(fd, "probe")
+	c, err := net.FileConn(f)
 	f.Close()
 	if err != nil {
 		return false, nil
 	}
 	return false, c
+}
+
+// raw and rawSyscall6 make the look's system calls without telling the
+// scheduler, which is sound because none of them blocks (a non-blocking
+// socket, a poll that does not wait). Through unix.Syscall each is entered
+// as a call that may block: one entered while the runtime's sysmon thread
+// sleeps wakes it, and it then polls every 20 µs for a millisecond or more;
+// with a probe every millisecond it hardly rested while a workload
+// started. Measured one create at a time (60 creates, three interleaved
+// pairs): 17% fewer nanosleep calls (sysmon's polls), and 0.5–2.5 ms less
+// daemon CPU from the create until started.
+func raw(trap, a1, a2, a3 uintptr) (uintptr, unix.Errno) {
+	r, _, errno := unix.RawSyscall(trap, a1, a2, a3)
+	return r, errno
+}
+
+func rawSyscall6(trap, a1, a2, a3, a4, a5, a6 uintptr) (uintptr, unix.Errno) {
+	r, _, errno := unix.RawSyscall6(trap, a1, a2, a3, a4, a5, a6)
+	return r, errno
+}
+
+// sockaddr is an address as the kernel takes it, on the caller's stack.
+type sockaddr struct {
+	in4 unix.RawSockaddrInet4
+	in6 unix.RawSockaddrInet6
+}
+
+// set makes sa say ap, and returns it with its length and family.
+func (sa *sockaddr) set(ap netip.AddrPort) (unsafe.Pointer, uintptr, int) {
+	port := [2]byte{byte(ap.Port() >> 8), byte(ap.Port())} // network order
+	if addr := ap.Addr(); addr.Is4() {
+		sa.in4 = unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: addr.As4()}
+		*(*[2]byte)(unsafe.Pointer(&sa.in4.Port)) = port
+		return unsafe.Pointer(&sa.in4), unix.SizeofSockaddrInet4, unix.AF_INET
+	}
+	sa.in6 = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: ap.Addr().As16()}
+	*(*[2]byte)(unsafe.Pointer(&sa.in6.Port)) = port
+	return unsafe.Pointer(&sa.in6), unix.SizeofSockaddrInet6, unix.AF_INET6
 }
 
 // address is u's host and port when the host is an IP address (an IPv4
