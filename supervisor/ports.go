@@ -1,6 +1,10 @@
 package supervisor
 
 import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -18,6 +22,64 @@ type ports struct {
 
 func newPorts(lo, hi int) *ports {
 	return &ports{lo: lo, hi: hi, used: map[int]string{}, next: lo, probe: portFree}
+}
+
+// Where the kernel says which local ports it gives outgoing connections.
+const (
+	ephemeralRangeFile    = "/proc/sys/net/ipv4/ip_local_port_range"
+	ephemeralReservedFile = "/proc/sys/net/ipv4/ip_local_reserved_ports"
+)
+
+// ephemeralOverlap counts the ports of lo..hi that the kernel may give an
+// outgoing connection as its local port (inside the ephemeral range, not
+// reserved), and says that range. A leased port is proved free by a bind,
+// but the workload binds it a moment later: a connection opened between
+// the two (the readiness probe of another sandbox, any client on the
+// machine) can take it, and the workload fails with "address already in
+// use" (one create in 500 in a burst here).
+func ephemeralOverlap(lo, hi int, rangeFile, reservedFile string) (n int, eph string, err error) {
+	b, err := os.ReadFile(rangeFile)
+	if err != nil {
+		return 0, "", err
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, "", fmt.Errorf("%s: %q is not a range", rangeFile, b)
+	}
+	elo, err1 := strconv.Atoi(f[0])
+	ehi, err2 := strconv.Atoi(f[1])
+	if err1 != nil || err2 != nil {
+		return 0, "", fmt.Errorf("%s: %q is not a range", rangeFile, b)
+	}
+	reserved := func(int) bool { return false }
+	if b, err := os.ReadFile(reservedFile); err == nil {
+		var spans [][2]int
+		for _, item := range strings.Split(strings.TrimSpace(string(b)), ",") {
+			a, z, isSpan := strings.Cut(item, "-")
+			x, err1 := strconv.Atoi(a)
+			y, err2 := x, error(nil)
+			if isSpan {
+				y, err2 = strconv.Atoi(z)
+			}
+			if err1 == nil && err2 == nil {
+				spans = append(spans, [2]int{x, y})
+			}
+		}
+		reserved = func(p int) bool {
+			for _, sp := range spans {
+				if sp[0] <= p && p <= sp[1] {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	for p := max(lo, elo); p <= min(hi, ehi); p++ {
+		if !reserved(p) {
+			n++
+		}
+	}
+	return n, fmt.Sprintf("%d-%d", elo, ehi), nil
 }
 
 // portFree reports whether 127.0.0.1:port can be bound now. It binds a bare

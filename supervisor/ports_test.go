@@ -2,8 +2,12 @@ package supervisor
 
 import (
 	"errors"
+	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -76,5 +80,63 @@ func TestLeaseConcurrent(t *testing.T) {
 	}
 	if n := p.inUse(); n != 62 {
 		t.Fatalf("%d ports in use, want 62", n)
+	}
+}
+
+// ephemeralOverlap counts the ports of a range the kernel may hand to an
+// outgoing connection: inside its ephemeral range, less the reserved.
+func TestEphemeralOverlap(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	rng := write("range", "32768\t60999\n")
+	none := filepath.Join(dir, "absent")
+	for _, c := range []struct {
+		lo, hi   int
+		reserved string
+		want     int
+	}{
+		{4100, 4999, none, 0},
+		{32000, 32767, none, 0},
+		{32000, 32768, none, 1},
+		{45000, 45999, none, 1000},
+		{60000, 61999, none, 1000},
+		{45000, 45999, write("all", "45000-45999\n"), 0},
+		{45000, 45999, write("some", "8080,45000-45099,45500\n"), 899},
+		{45000, 45999, write("empty", "\n"), 1000},
+	} {
+		n, eph, err := ephemeralOverlap(c.lo, c.hi, rng, c.reserved)
+		if err != nil || n != c.want || eph != "32768-60999" {
+			t.Errorf("%d-%d (reserved %s): %d, %q, %v; want %d", c.lo, c.hi, filepath.Base(c.reserved), n, eph, err, c.want)
+		}
+	}
+	if _, _, err := ephemeralOverlap(1, 2, write("bad", "32768\n"), none); err == nil {
+		t.Error("a range file with one number read without an error")
+	}
+	if _, _, err := ephemeralOverlap(1, 2, none, none); err == nil {
+		t.Error("a missing range file read without an error")
+	}
+}
+
+// A daemon whose port range the kernel may give outgoing connections
+// says so when it starts, naming both ranges.
+func TestEphemeralOverlapLogged(t *testing.T) {
+	n, eph, err := ephemeralOverlap(1024, 65535, ephemeralRangeFile, ephemeralReservedFile)
+	if err != nil || n == 0 {
+		t.Skipf("this machine's ephemeral range cannot be read or is all reserved: %d %v", n, err)
+	}
+	lo, _ := strconv.Atoi(strings.Split(eph, "-")[0])
+	var logBuf syncBuffer
+	newHarness(t, func(o *Options) {
+		o.PortLo, o.PortHi = lo, lo+99
+		o.Logger = slog.New(slog.NewTextHandler(&logBuf, nil))
+	})
+	if got := logBuf.String(); !strings.Contains(got, "overlaps the ports the kernel gives outgoing connections") || !strings.Contains(got, "ephemeral="+eph) {
+		t.Fatalf("no warning for ports %d-%d inside %s; the log:\n%s", lo, lo+99, eph, got)
 	}
 }

@@ -257,6 +257,10 @@ func New(ctx context.Context, opts Options) (*Supervisor, error) {
 			s.quiet.Reset(QuietAfter)
 		}
 	}
+	if n, eph, err := ephemeralOverlap(opts.PortLo, opts.PortHi, ephemeralRangeFile, ephemeralReservedFile); err == nil && n > 0 {
+		s.log.Warn("the sandbox port range overlaps the ports the kernel gives outgoing connections: one can take a leased port before its workload binds it, and the workload fails (address already in use); choose a range outside it, or reserve the overlap (sysctl net.ipv4.ip_local_reserved_ports)",
+			"ports", fmt.Sprintf("%d-%d", opts.PortLo, opts.PortHi), "ephemeral", eph, "overlap", n)
+	}
 	s.rehydrate(ctx)
 	s.fillSpares()
 	return s, nil
