@@ -89,8 +89,8 @@ func TestAwait(t *testing.T) {
 // Await prepares its URL once: a refused probe, the common one while a
 // workload starts, allocates nothing, where a request built per probe made
 // 4 allocations (544 bytes): a fifth of what a burst of creates allocated
-// in all. A URL that cannot be parsed ends the
-// wait at once: no wait makes it answer.
+// in all. A URL that cannot be parsed ends the wait at once: no wait makes
+// it answer.
 func TestAwaitPreparesOnce(t *testing.T) {
 	closed, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
