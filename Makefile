@@ -77,4 +77,4 @@ fuzz:
 bench: build
 	$(GO) build -o bin/acp-bench ./cmd/acp-bench
 	bin/acp-bench --bin $(BIN) $(BENCHFLAGS)
-	$(GO) test -run '^$$' -bench . -benchtime 500ms ./supervisor/...
+	$(GO) test -run '^$$' -bench . -benchtime 500ms ./supervisor/... ./api/
