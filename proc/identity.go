@@ -156,23 +156,37 @@ func parseStat(b []byte) (procStat, error) {
 	return procStat{state: f[0][0], pgid: pgid, startTime: st}, nil
 }
 
-// readMarker returns the MarkerEnv value in the initial environment of pid,
-// or "" if it has none. With settle, an empty environment is read again for
-// up to about 20 ms: a process in the middle of execve shows none for an
-// instant. Only a process expected to be ours is read that way; a scan over
-// every process does not settle (kernel threads and zombies have empty
+// environSettle bounds how long readEnviron reads an empty environment
+// again. A process in the middle of execve shows none for an instant: the
+// kernel reads /proc/<pid>/environ as empty until the new image's stack is
+// laid out, which is after the exec has closed the descriptors its parent
+// waits on, so a spawn can return inside that instant.
+const environSettle = 100 * time.Millisecond
+
+// readEnviron returns the initial environment of pid, NUL-separated. With
+// settle, an empty environment is read again, every millisecond, for up to
+// environSettle. Only a process expected to be ours is read that way; a scan
+// over every process does not settle (kernel threads and zombies have empty
 // environments too).
-func readMarker(pid int, settle bool) (string, error) {
-	for attempt := 0; ; attempt++ {
+func readEnviron(pid int, settle bool) ([]byte, error) {
+	deadline := time.Now().Add(environSettle)
+	for {
 		b, err := readProc(pid, "environ")
-		if err != nil {
-			return "", err
-		}
-		if len(b) > 0 || !settle || attempt == 20 {
-			return markerIn(b), nil
+		if err != nil || len(b) > 0 || !settle || time.Now().After(deadline) {
+			return b, err
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// readMarker returns the MarkerEnv value in the initial environment of pid,
+// or "" if it has none; settle is readEnviron's.
+func readMarker(pid int, settle bool) (string, error) {
+	b, err := readEnviron(pid, settle)
+	if err != nil {
+		return "", err
+	}
+	return markerIn(b), nil
 }
 
 func markerIn(environ []byte) string {

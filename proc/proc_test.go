@@ -510,3 +510,25 @@ func TestSched(t *testing.T) {
 		t.Fatalf("Sched of a pid that cannot exist: %v, want ErrNotFound", err)
 	}
 }
+
+// Environ right after Spawn: the spawn returns once the child's execve has
+// closed its close-on-exec descriptors, a moment before the kernel sets up
+// the new environment, which reads as empty until then. Environ waits that
+// moment out rather than calling the process someone else's.
+func TestEnvironRightAfterSpawn(t *testing.T) {
+	w := newWatcher(t)
+	for i := 0; i < 100; i++ {
+		spec := shSpec(t, "exec sleep 60")
+		p := spawnT(t, w, spec)
+		env, err := p.Environ()
+		if err != nil {
+			t.Fatalf("spawn %d: %v", i, err)
+		}
+		if !slices.Contains(env, MarkerEnv+"="+spec.Marker) || !slices.Contains(env, "PATH=/usr/bin:/bin") {
+			t.Fatalf("spawn %d: environment %q", i, env)
+		}
+		if _, err := p.Stop(context.Background(), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -78,18 +78,19 @@ const maxEnviron = 1 << 20
 
 // Environ returns the process's initial environment, as KEY=VALUE
 // entries, read while the process is pinned and checked to be its own
-// (the marker it was spawned with is in it). It returns ErrExited once
-// the process is gone.
+// (the marker it was spawned with is in it). Called right after Spawn, it
+// waits out the end of the child's execve (see readEnviron). It returns
+// ErrExited once the process is gone.
 func (p *Process) Environ() ([]string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.reaped || p.pidfd < 0 || pidfdReadable(p.pidfd) {
 		return nil, ErrExited
 	}
-	b, err := readProc(p.id.PID, "environ")
+	b, err := readEnviron(p.id.PID, true)
 	switch {
-	case errors.Is(err, ErrNotFound):
-		return nil, ErrExited
+	case errors.Is(err, ErrNotFound), len(b) == 0 && pidfdReadable(p.pidfd):
+		return nil, ErrExited // it ended while being read: a zombie has no environment
 	case err != nil:
 		return nil, err
 	case len(b) > maxEnviron:
