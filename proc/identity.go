@@ -163,16 +163,17 @@ func parseStat(b []byte) (procStat, error) {
 // waits on, so a spawn can return inside that instant.
 const environSettle = 100 * time.Millisecond
 
-// readEnviron returns the initial environment of pid, NUL-separated. With
-// settle, an empty environment is read again, every millisecond, for up to
-// environSettle. Only a process expected to be ours is read that way; a scan
-// over every process does not settle (kernel threads and zombies have empty
-// environments too).
-func readEnviron(pid int, settle bool) ([]byte, error) {
+// readEnviron returns the initial environment of pid, NUL-separated. Given
+// the pidfd that pins pid (pidfd >= 0), an empty environment is read again,
+// every millisecond, while that process lives, for up to environSettle; one
+// that ends meanwhile is not waited on. Only a process expected to be ours is
+// read that way; a scan over every process passes -1 and does not settle
+// (kernel threads and zombies have empty environments too).
+func readEnviron(pid, pidfd int) ([]byte, error) {
 	deadline := time.Now().Add(environSettle)
 	for {
 		b, err := readProc(pid, "environ")
-		if err != nil || len(b) > 0 || !settle || time.Now().After(deadline) {
+		if err != nil || len(b) > 0 || pidfd < 0 || pidfdReadable(pidfd) || time.Now().After(deadline) {
 			return b, err
 		}
 		time.Sleep(time.Millisecond)
@@ -180,9 +181,9 @@ func readEnviron(pid int, settle bool) ([]byte, error) {
 }
 
 // readMarker returns the MarkerEnv value in the initial environment of pid,
-// or "" if it has none; settle is readEnviron's.
-func readMarker(pid int, settle bool) (string, error) {
-	b, err := readEnviron(pid, settle)
+// or "" if it has none; pidfd is readEnviron's.
+func readMarker(pid, pidfd int) (string, error) {
+	b, err := readEnviron(pid, pidfd)
 	if err != nil {
 		return "", err
 	}
@@ -204,7 +205,7 @@ func markerIn(environ []byte) string {
 // its environment carries the marker. It must be called after a pidfd for
 // id.PID has been opened: the pidfd then pins that process, and a match
 // proves the pidfd refers to ours.
-func verify(id Identity) error {
+func verify(id Identity, pidfd int) error {
 	boot, err := BootID()
 	if err != nil {
 		return err
@@ -230,7 +231,7 @@ func verify(id Identity) error {
 	if st.pgid != id.PGID {
 		return fmt.Errorf("%w: process group %d, recorded %d", ErrIdentity, st.pgid, id.PGID)
 	}
-	m, err := readMarker(id.PID, true)
+	m, err := readMarker(id.PID, pidfd)
 	if err != nil {
 		return err
 	}

@@ -121,7 +121,7 @@ func TestSpawnDetachedWithMarkerAndLogs(t *testing.T) {
 	if err != nil || sid != id.PID {
 		t.Fatalf("child is not a session leader: sid %d, %v", sid, err)
 	}
-	if m, err := readMarker(id.PID, true); m != spec.Marker || err != nil {
+	if m, err := readMarker(id.PID, p.pidfd); m != spec.Marker || err != nil {
 		t.Fatalf("marker not in environ: %q %v", m, err)
 	}
 	testenv.Eventually(t, "logs", func() bool {
@@ -370,7 +370,7 @@ func TestWatcherKillMarkedGathers(t *testing.T) {
 	// sh execs, it is briefly empty).
 	for i, sp := range specs {
 		testenv.Eventually(t, "marker readable", func() bool {
-			m, err := readMarker(ps[i].Identity().PID, false)
+			m, err := readMarker(ps[i].Identity().PID, -1)
 			return err == nil && m == sp.Marker
 		})
 	}

@@ -87,7 +87,7 @@ func (p *Process) Environ() ([]string, error) {
 	if p.reaped || p.pidfd < 0 || pidfdReadable(p.pidfd) {
 		return nil, ErrExited
 	}
-	b, err := readEnviron(p.id.PID, true)
+	b, err := readEnviron(p.id.PID, p.pidfd)
 	switch {
 	case errors.Is(err, ErrNotFound), len(b) == 0 && pidfdReadable(p.pidfd):
 		return nil, ErrExited // it ended while being read: a zombie has no environment
@@ -273,7 +273,7 @@ func KillMarked(markers ...string) (int, error) {
 }
 
 func killIfMarked(pid int, want map[string]bool) bool {
-	if m, err := readMarker(pid, false); err != nil || !want[m] {
+	if m, err := readMarker(pid, -1); err != nil || !want[m] {
 		return false
 	}
 	fd, err := unix.PidfdOpen(pid, 0)
@@ -282,7 +282,7 @@ func killIfMarked(pid int, want map[string]bool) bool {
 	}
 	defer unix.Close(fd)
 	// Pinned: look again, then signal.
-	if m, err := readMarker(pid, true); err != nil || !want[m] {
+	if m, err := readMarker(pid, fd); err != nil || !want[m] {
 		return false
 	}
 	return unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil
@@ -528,7 +528,7 @@ func adopt(id Identity) (*Process, error) {
 		}
 		return nil, fmt.Errorf("pidfd_open %d: %w", id.PID, err)
 	}
-	if err := verify(id); err != nil {
+	if err := verify(id, fd); err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
