@@ -1,7 +1,6 @@
 package daytona
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,20 +10,17 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
-	"path"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/fileops"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
-// Bounds of the file routes that walk a tree or read files whole.
+// Bounds of the file routes (fileops bounds find, search and replace).
 const (
-	MaxWalk       = 10000   // entries a find or a search looks at
-	MaxMatches    = 1000    // matches a find answers
-	MaxScanned    = 8 << 20 // bytes of one file a find or a replace reads
 	MaxBulkFiles  = 100     // files one bulk upload or download moves
 	DefaultUpload = 1 << 30 // Options.MaxUpload when unset
 )
@@ -389,39 +385,6 @@ func (a *API) setPermissions(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// walk visits the regular files beneath dir (links are not followed),
-// at most MaxWalk entries; visit returns false to stop.
-func walk(r *http.Request, f runtime.Files, dir string, visit func(name string, fi runtime.FileInfo) bool) error {
-	seen := 0
-	queue := []string{dir}
-	for len(queue) > 0 {
-		d := queue[0]
-		queue = queue[1:]
-		list, err := f.List(r.Context(), d)
-		if err != nil {
-			if d == dir {
-				return err
-			}
-			continue
-		}
-		for _, fi := range list {
-			if seen++; seen > MaxWalk {
-				return nil
-			}
-			name := path.Join(d, fi.Name)
-			switch {
-			case fi.IsDir():
-				queue = append(queue, name)
-			case fi.Mode.IsRegular():
-				if !visit(name, fi) {
-					return nil
-				}
-			}
-		}
-	}
-	return nil
-}
-
 // Match is Daytona's.
 type Match struct {
 	File    string `json:"file"`
@@ -430,7 +393,8 @@ type Match struct {
 }
 
 // findInFiles answers the lines holding pattern (text, not a regular
-// expression), file by file.
+// expression), file by file, as a JSON array written as they are found:
+// no answer is held whole (fileops bounds the find).
 func (a *API) findInFiles(w http.ResponseWriter, r *http.Request) {
 	q, ok := required(w, r, "path", "pattern")
 	if !ok {
@@ -440,35 +404,15 @@ func (a *API) findInFiles(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	out := []Match{}
-	err := walk(r, f, q[0], func(name string, fi runtime.FileInfo) bool {
-		if fi.Size > MaxScanned {
-			return true
-		}
-		rc, _, err := f.Open(r.Context(), name)
-		if err != nil {
-			return true
-		}
-		b, _ := io.ReadAll(io.LimitReader(rc, MaxScanned))
-		rc.Close()
-		if bytes.IndexByte(b, 0) >= 0 { // binary
-			return true
-		}
-		for i, line := range strings.Split(string(b), "\n") {
-			if strings.Contains(line, q[1]) {
-				out = append(out, Match{File: name, Line: i + 1, Content: line})
-				if len(out) == MaxMatches {
-					return false
-				}
-			}
-		}
-		return true
+	arr := newJSONArray(w)
+	err := fileops.Find(r.Context(), f, q[0], q[1], func(m fileops.Match) error {
+		return arr.add(Match{File: m.File, Line: m.Line, Content: m.Content})
 	})
-	if err != nil {
+	if !arr.started && err != nil {
 		a.fileError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	arr.close()
 }
 
 // searchFiles answers the files whose name matches the glob.
@@ -477,26 +421,53 @@ func (a *API) searchFiles(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if _, err := path.Match(q[1], ""); err != nil {
-		badRequest(w, r, "pattern: "+err.Error())
-		return
-	}
 	f, ok := a.files(w, r)
 	if !ok {
 		return
 	}
 	files := []string{}
-	err := walk(r, f, q[0], func(name string, fi runtime.FileInfo) bool {
-		if m, _ := path.Match(q[1], fi.Name); m {
-			files = append(files, name)
-		}
-		return len(files) < MaxMatches
-	})
-	if err != nil {
+	if err := fileops.Search(r.Context(), f, q[0], q[1], func(name string) error { files = append(files, name); return nil }); err != nil {
 		a.fileError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string][]string{"files": files})
+}
+
+// jsonArray writes a JSON array element by element: the status and the
+// opening bracket with the first, so that an error before any element
+// can still be answered as one.
+type jsonArray struct {
+	w       http.ResponseWriter
+	enc     *json.Encoder
+	started bool
+}
+
+func newJSONArray(w http.ResponseWriter) *jsonArray {
+	return &jsonArray{w: w, enc: json.NewEncoder(w)}
+}
+
+func (j *jsonArray) begin() {
+	if !j.started {
+		j.started = true
+		j.w.Header().Set("Content-Type", "application/json")
+		j.w.Header().Set("Cache-Control", "no-store")
+		j.w.WriteHeader(http.StatusOK)
+		io.WriteString(j.w, "[")
+		return
+	}
+	io.WriteString(j.w, ",")
+}
+
+func (j *jsonArray) add(v any) error {
+	j.begin()
+	return j.enc.Encode(v)
+}
+
+func (j *jsonArray) close() {
+	if !j.started {
+		j.begin()
+	}
+	io.WriteString(j.w, "]\n")
 }
 
 // ReplaceResult is Daytona's.
@@ -506,6 +477,9 @@ type ReplaceResult struct {
 	Error   string `json:"error,omitempty"`
 }
 
+// replaceInFiles replaces text in each file named, as a stream; a result
+// that would pass max_upload_bytes is refused for that file before
+// anything is written.
 func (a *API) replaceInFiles(w http.ResponseWriter, r *http.Request) {
 	var b struct {
 		Files    []string `json:"files"`
@@ -516,8 +490,8 @@ func (a *API) replaceInFiles(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, r, err.Error())
 		return
 	}
-	if b.Pattern == "" || len(b.Files) == 0 || len(b.Files) > MaxBulkFiles {
-		badRequest(w, r, fmt.Sprintf("pattern and 1 to %d files are required", MaxBulkFiles))
+	if b.Pattern == "" || len(b.Pattern) > fileops.MaxPattern || len(b.Files) == 0 || len(b.Files) > MaxBulkFiles {
+		badRequest(w, r, fmt.Sprintf("a pattern of 1 to %d bytes and 1 to %d files are required", fileops.MaxPattern, MaxBulkFiles))
 		return
 	}
 	f, ok := a.files(w, r)
@@ -525,30 +499,19 @@ func (a *API) replaceInFiles(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := make([]ReplaceResult, 0, len(b.Files))
+	changed := false
 	for _, name := range b.Files {
-		res := ReplaceResult{File: name}
-		err := func() error {
-			rc, fi, err := f.Open(r.Context(), name)
-			if err != nil {
-				return err
-			}
-			data, err := io.ReadAll(io.LimitReader(rc, MaxScanned+1))
-			rc.Close()
-			if err != nil {
-				return err
-			}
-			if len(data) > MaxScanned {
-				return fmt.Errorf("larger than %d bytes", MaxScanned)
-			}
-			_, err = f.Write(r.Context(), name, strings.NewReader(strings.ReplaceAll(string(data), b.Pattern, b.NewValue)), fi.Mode.Perm())
-			return err
-		}()
-		if res.Success = err == nil; err != nil {
+		n, err := fileops.Replace(r.Context(), f, name, b.Pattern, b.NewValue, a.maxUpload())
+		res := ReplaceResult{File: name, Success: err == nil}
+		if err != nil {
 			res.Error = err.Error()
 		}
+		changed = changed || n > 0
 		out = append(out, res)
 	}
-	a.touched(r)
+	if changed {
+		a.touched(r)
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 

@@ -103,6 +103,10 @@ type FileInfo struct {
 	ModTime time.Time   `json:"modTime"`
 	// Link is a symbolic link's target, as written.
 	Link string `json:"link,omitempty"`
+	// Dev and Ino identify the file where the runtime can say (both 0
+	// where it cannot): two names of one hard-linked file share them.
+	Dev uint64 `json:"-"`
+	Ino uint64 `json:"-"`
 }
 
 // IsDir reports whether fi describes a directory.

@@ -95,6 +95,9 @@ func info(d *securefs.Dir, rel string, fi fs.FileInfo) runtime.FileInfo {
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		out.Link, _ = d.Readlink(rel)
 	}
+	if st, ok := fi.Sys().(*unix.Stat_t); ok {
+		out.Dev, out.Ino = st.Dev, st.Ino
+	}
 	return out
 }
 

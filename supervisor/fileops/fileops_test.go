@@ -1,0 +1,152 @@
+package fileops
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/workspace"
+)
+
+func files(t *testing.T) (workspace.Files, string) {
+	dir := t.TempDir()
+	return workspace.Files{Host: dir, Seen: dir}, dir
+}
+
+func find(t *testing.T, f workspace.Files, pattern string) []Match {
+	t.Helper()
+	var out []Match
+	if err := Find(context.Background(), f, ".", pattern, func(m Match) error { out = append(out, m); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestFindLines(t *testing.T) {
+	f, dir := files(t)
+	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("one needle\ntwo\nneedle three"), 0o644)
+	os.WriteFile(filepath.Join(dir, "bin"), []byte("needle\x00"), 0o644)
+	// A pattern across the reader's 64 KiB blocks.
+	os.WriteFile(filepath.Join(dir, "span.txt"), []byte("x\n"+strings.Repeat("y", 64<<10-5)+"nee"+"dle\n"), 0o644)
+	got := find(t, f, "needle")
+	want := []Match{{"a.txt", 1, "one needle"}, {"a.txt", 3, "needle three"}, {"span.txt", 2, strings.Repeat("y", MaxContent) + "…"}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("matches:\n got %.300v\nwant %.300v", got, want)
+	}
+}
+
+// One 8 MiB line, reached by 100 hard links: found once, its content
+// cut, and the find's memory stays far below the file's size.
+func TestFindBoundedOnAPlantedFile(t *testing.T) {
+	f, dir := files(t)
+	line := bytes.Repeat([]byte("ab"), 4<<20)
+	copy(line[len(line)/2:], "needle")
+	os.WriteFile(filepath.Join(dir, "big"), line, 0o644)
+	for i := range 100 {
+		if err := os.Link(filepath.Join(dir, "big"), filepath.Join(dir, fmt.Sprint("link", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	got := find(t, f, "needle")
+	runtime.ReadMemStats(&after)
+	if len(got) != 1 || len(got[0].Content) > MaxContent+len("…") || got[0].Line != 1 {
+		t.Fatalf("%d matches, the first %.100v", len(got), got)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4<<20 {
+		t.Fatalf("the find allocated %d bytes for one 8 MiB line", alloc)
+	}
+}
+
+func TestFindStopsAtMaxMatches(t *testing.T) {
+	f, dir := files(t)
+	os.WriteFile(filepath.Join(dir, "m"), bytes.Repeat([]byte("x\n"), 3*MaxMatches), 0o644)
+	if got := find(t, f, "x"); len(got) != MaxMatches {
+		t.Fatalf("%d matches", len(got))
+	}
+}
+
+func TestReplaceStreams(t *testing.T) {
+	for i, c := range []struct{ text, old, new string }{
+		{"one needle two needle", "needle", "pin"},
+		{strings.Repeat("ab", 100000), "ba", "XYZ"},
+		{strings.Repeat("a", 200000), "aaa", ""},
+		{"no match here", "needle", "pin"},
+	} {
+		f, dir := files(t)
+		p := filepath.Join(dir, "f")
+		os.WriteFile(p, []byte(c.text), 0o640)
+		n, err := Replace(context.Background(), f, "f", c.old, c.new, 1<<30)
+		b, _ := os.ReadFile(p)
+		want := strings.ReplaceAll(c.text, c.old, c.new)
+		if err != nil || string(b) != want || n != strings.Count(c.text, c.old) {
+			t.Fatalf("case %d: %d %v, %d bytes, want %d", i, n, err, len(b), len(want))
+		}
+		if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o640 {
+			t.Fatalf("case %d: mode %v", i, fi.Mode())
+		}
+	}
+	// Random text and patterns against strings.ReplaceAll.
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 50 {
+		text := make([]byte, r.IntN(200000))
+		for j := range text {
+			text[j] = "ab\n"[r.IntN(3)]
+		}
+		old := string(text[r.IntN(len(text)+1)/2:][:min(len(text)/2, 1+r.IntN(4))])
+		if old == "" {
+			continue
+		}
+		f, dir := files(t)
+		os.WriteFile(filepath.Join(dir, "f"), text, 0o644)
+		if _, err := Replace(context.Background(), f, "f", old, "Q", 1<<30); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(dir, "f")); string(b) != strings.ReplaceAll(string(text), old, "Q") {
+			t.Fatalf("random case %d differs", i)
+		}
+	}
+}
+
+// An 8 MiB file and a 1 MiB value would make terabytes: refused before
+// anything is written or allocated, the file untouched.
+func TestReplaceBomb(t *testing.T) {
+	f, dir := files(t)
+	p := filepath.Join(dir, "f")
+	orig := bytes.Repeat([]byte("a"), 8<<20)
+	os.WriteFile(p, orig, 0o644)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := Replace(context.Background(), f, "f", "a", strings.Repeat("b", 1<<20), 1<<30)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("err %v", err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 8<<20 {
+		t.Fatalf("the refused replace allocated %d bytes", alloc)
+	}
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, orig) {
+		t.Fatal("the file changed")
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("left behind: %v", ents)
+	}
+	// Under the bound, the same 1 MiB file × 200 bytes is written.
+	os.WriteFile(p, bytes.Repeat([]byte("a"), 1000), 0o644)
+	if _, err := Replace(context.Background(), f, "f", "a", strings.Repeat("b", 200), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Replace(context.Background(), f, "f", "b", strings.Repeat("c", 200), 1<<20); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("200 KB × 200 under a 1 MiB bound: %v", err)
+	}
+}
