@@ -14,6 +14,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/logcap"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/shell"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
 )
 
@@ -245,6 +246,7 @@ func New(ctx context.Context, opts Options) (*Supervisor, error) {
 		lifetime:  lifetime,
 		cancel:    cancel,
 		probe:     probe.NewHTTP(time.Second), // per attempt
+		tools:     toolbox{budget: shell.NewBudget(MaxSessionOutput)},
 	}
 	s.snapshots.Store(&snapshots)
 	s.SetDefaults(opts.AutoStop, opts.MaxLifetime)

@@ -17,11 +17,17 @@ import (
 // in the sandbox (its cgroup and marker, its container) and ends with it.
 
 // Bounds of the toolbox: commands running at once (a session's shell is
-// one) per sandbox and in all, and sessions per sandbox.
+// one) per sandbox and in all, sessions per sandbox and in all, and the
+// output all sessions keep of their commands (past it, the oldest
+// finished command's output is dropped; a running command keeps at most
+// shell.MaxOutput per stream, so sessions hold at most MaxSessionOutput
+// and 3 MiB for each session).
 const (
 	MaxExecsPerSandbox    = 16
 	MaxExecs              = 256
 	MaxSessionsPerSandbox = 8
+	MaxSessions           = 32
+	MaxSessionOutput      = 64 << 20
 )
 
 // ErrBusy: a bound of the toolbox is reached; try again when something
@@ -43,7 +49,9 @@ type toolbox struct {
 	mu       sync.Mutex
 	running  int
 	per      map[string]int
-	sessions map[string]map[string]*shell.Session // sandbox id → session id →
+	sessions map[string]map[string]*shell.Session // sandbox id → session id → (nil while it starts)
+	count    int                                  // sessions in all, those starting too
+	budget   *shell.Budget
 }
 
 // Exec runs spec inside a running sandbox and counts as activity. The
@@ -139,37 +147,73 @@ func (t *toolbox) release(id string) {
 
 // CreateSession starts a shell session named sid in a running sandbox; it
 // runs until DeleteSession or the sandbox's stop. A name in use is
-// ErrConflict; past MaxSessionsPerSandbox, ErrBusy.
+// ErrConflict; past MaxSessionsPerSandbox or MaxSessions, ErrBusy. The
+// place is taken under the lock that counts, before the shell starts, so
+// that creates at once cannot pass the bounds together.
 func (s *Supervisor) CreateSession(id, sid string) (*shell.Session, error) {
 	if !validName(sid) {
 		return nil, invalid("session id %q must match %s", Clip(sid, MaxQuoted), nameRE)
 	}
-	s.tools.mu.Lock()
-	live := s.tools.liveLocked(id)
-	if _, taken := live[sid]; taken {
-		s.tools.mu.Unlock()
-		return nil, fmt.Errorf("%w: session %s exists in %s", ErrConflict, sid, Clip(id, MaxQuoted))
+	if _, _, err := s.liveHandle(id); err != nil {
+		return nil, err // nothing is kept for a sandbox that is not running
 	}
-	if len(live) >= MaxSessionsPerSandbox {
-		s.tools.mu.Unlock()
-		return nil, fmt.Errorf("%w: %s has %d sessions (at most %d); delete one first", ErrBusy, Clip(id, MaxQuoted), len(live), MaxSessionsPerSandbox)
-	}
-	s.tools.mu.Unlock()
-	sess, err := shell.New(sid, func(stdin io.Reader, stdout, stderr io.Writer) (runtime.Process, error) {
-		return s.Exec(context.Background(), id, runtime.ExecSpec{Argv: shell.Argv, Stdin: stdin, Stdout: stdout, Stderr: stderr})
-	})
-	if err != nil {
+	if err := s.tools.reserve(id, sid); err != nil {
 		return nil, err
 	}
+	sess, err := shell.New(sid, func(stdin io.Reader, stdout, stderr io.Writer) (runtime.Process, error) {
+		return s.Exec(context.Background(), id, runtime.ExecSpec{Argv: shell.Argv, Stdin: stdin, Stdout: stdout, Stderr: stderr})
+	}, s.tools.budget)
 	s.tools.mu.Lock()
 	defer s.tools.mu.Unlock()
-	live = s.tools.liveLocked(id)
-	if _, taken := live[sid]; taken { // a create of the same name raced this one
-		go sess.Close()
-		return nil, fmt.Errorf("%w: session %s exists in %s", ErrConflict, sid, Clip(id, MaxQuoted))
+	if err != nil {
+		s.tools.dropLocked(id, sid)
+		return nil, err
 	}
-	live[sid] = sess
+	if sess0, ok := s.tools.sessions[id][sid]; !ok || sess0 != nil { // the sandbox went meanwhile
+		go sess.Close()
+		return nil, fmt.Errorf("%w: %s stopped while the session started", ErrNotRunning, Clip(id, MaxQuoted))
+	}
+	s.tools.sessions[id][sid] = sess
 	return sess, nil
+}
+
+// reserve takes sid's place among sandbox id's sessions.
+func (t *toolbox) reserve(id, sid string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	live := t.liveLocked(id)
+	if _, taken := live[sid]; taken {
+		return fmt.Errorf("%w: session %s exists in %s", ErrConflict, sid, Clip(id, MaxQuoted))
+	}
+	if len(live) >= MaxSessionsPerSandbox {
+		return fmt.Errorf("%w: %s has %d sessions (at most %d); delete one first", ErrBusy, Clip(id, MaxQuoted), len(live), MaxSessionsPerSandbox)
+	}
+	if t.count >= MaxSessions {
+		return fmt.Errorf("%w: %d sessions run (at most %d in all); delete one first", ErrBusy, t.count, MaxSessions)
+	}
+	if t.sessions == nil {
+		t.sessions = map[string]map[string]*shell.Session{}
+	}
+	if t.sessions[id] == nil {
+		t.sessions[id] = map[string]*shell.Session{}
+	}
+	t.sessions[id][sid] = nil
+	t.count++
+	return nil
+}
+
+// dropLocked forgets session sid of sandbox id, and the sandbox's map
+// with its last session.
+func (t *toolbox) dropLocked(id, sid string) {
+	m := t.sessions[id]
+	if _, ok := m[sid]; !ok {
+		return
+	}
+	delete(m, sid)
+	t.count--
+	if len(m) == 0 {
+		delete(t.sessions, id)
+	}
 }
 
 // Sessions lists a sandbox's sessions that still run, by name.
@@ -181,7 +225,9 @@ func (s *Supervisor) Sessions(id string) ([]*shell.Session, error) {
 	defer s.tools.mu.Unlock()
 	var out []*shell.Session
 	for _, sess := range s.tools.liveLocked(id) {
-		out = append(out, sess)
+		if sess != nil {
+			out = append(out, sess)
+		}
 	}
 	slices.SortFunc(out, func(a, b *shell.Session) int { return a.Created.Compare(b.Created) })
 	return out, nil
@@ -194,8 +240,8 @@ func (s *Supervisor) Session(id, sid string) (*shell.Session, error) {
 	}
 	s.tools.mu.Lock()
 	defer s.tools.mu.Unlock()
-	sess, ok := s.tools.liveLocked(id)[sid]
-	if !ok {
+	sess := s.tools.liveLocked(id)[sid]
+	if sess == nil {
 		return nil, fmt.Errorf("%w: no session %s in %s", ErrNotFound, Clip(sid, MaxQuoted), Clip(id, MaxQuoted))
 	}
 	return sess, nil
@@ -209,30 +255,32 @@ func (s *Supervisor) DeleteSession(id, sid string) error {
 	}
 	sess.Close()
 	s.tools.mu.Lock()
-	delete(s.tools.sessions[id], sid)
+	if s.tools.sessions[id][sid] == sess {
+		s.tools.dropLocked(id, sid)
+	}
 	s.tools.mu.Unlock()
 	return nil
 }
 
-// liveLocked is the sessions of sandbox id, those whose shell has ended
-// forgotten (a stop ends them all).
+// SessionOutput is what all sessions hold of their commands' output.
+func (s *Supervisor) SessionOutput() int64 { return s.tools.budget.Used() }
+
+// liveLocked is the sessions of sandbox id (nil for one that starts),
+// those whose shell has ended forgotten (a stop ends them all). It makes
+// no entry for a sandbox that has none.
 func (t *toolbox) liveLocked(id string) map[string]*shell.Session {
-	if t.sessions == nil {
-		t.sessions = map[string]map[string]*shell.Session{}
-	}
 	m := t.sessions[id]
-	if m == nil {
-		m = map[string]*shell.Session{}
-		t.sessions[id] = m
-	}
 	for sid, sess := range m {
+		if sess == nil {
+			continue
+		}
 		select {
 		case <-sess.Ended():
-			delete(m, sid)
+			t.dropLocked(id, sid)
 		default:
 		}
 	}
-	return m
+	return t.sessions[id]
 }
 
 // forget drops what the toolbox keeps of a deleted sandbox (its sessions
@@ -240,5 +288,7 @@ func (t *toolbox) liveLocked(id string) map[string]*shell.Session {
 func (t *toolbox) forget(id string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.sessions, id)
+	for sid := range t.sessions[id] {
+		t.dropLocked(id, sid)
+	}
 }

@@ -56,7 +56,7 @@ func (a *API) sessionError(w http.ResponseWriter, r *http.Request, err error) {
 		WriteError(w, r, http.StatusNotFound, err.Error())
 	case errors.Is(err, shell.ErrClosed), errors.Is(err, shell.ErrFinished):
 		WriteError(w, r, http.StatusConflict, err.Error())
-	case errors.Is(err, shell.ErrBusy):
+	case errors.Is(err, shell.ErrBusy), errors.Is(err, shell.ErrInputFull):
 		WriteError(w, r, http.StatusTooManyRequests, err.Error())
 	default:
 		a.fail(w, r, err, wire.CodeInternal)

@@ -41,3 +41,10 @@ func (t *Tail) Since(off int64) (string, int64) {
 	}
 	return string(t.buf[off-start:]), t.total
 }
+
+// Len is how many bytes are kept.
+func (t *Tail) Len() int { return len(t.buf) }
+
+// Drop forgets what is kept; what was written still counts, so Cut
+// reports it.
+func (t *Tail) Drop() { t.buf = nil }

@@ -7,6 +7,7 @@ package shell
 
 import (
 	"context"
+	"container/list"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/logcap"
@@ -34,6 +36,13 @@ const (
 	MaxOutput = 1 << 20
 	// MaxLine bounds one command line.
 	MaxLine = 64 << 10
+	// MaxPendingInput bounds the input sent to a command and not yet read
+	// by it: past it, Input is refused at once (ErrInputFull) instead of
+	// waiting on a command that does not read.
+	MaxPendingInput = 1 << 20
+	// maxWrites bounds the writes waiting for the shell's input (command
+	// lines, input, the drains after commands).
+	maxWrites = 64
 )
 
 // Errors a session returns.
@@ -42,6 +51,8 @@ var (
 	ErrBusy     = errors.New("too many commands are waiting in this session")
 	ErrNoSuch   = errors.New("no such command in this session")
 	ErrFinished = errors.New("the command has finished")
+	// ErrInputFull: the command has not read the input sent before.
+	ErrInputFull = fmt.Errorf("the command has not read its input yet (at most %d bytes wait for it)", MaxPendingInput)
 )
 
 // Start runs the session's shell inside the sandbox (an exec of Argv):
@@ -57,15 +68,25 @@ type Session struct {
 	proc    runtime.Process
 	in      *io.PipeWriter
 	queue   chan *Command
+	writes  chan chunk // to the shell's input, in order, by one writer
 	ended   chan struct{}
 	out     *splitter
 	errs    *splitter
+	budget  *Budget
 
 	mu      sync.Mutex
 	cmds    []*Command // in order, the last MaxKept finished and every live one
 	current *Command
 	nextID  int
 	closed  bool
+	pending atomic.Int64 // input bytes queued and not yet written
+}
+
+// chunk is a write to the shell's input: a command line, a drain or a
+// command's input.
+type chunk struct {
+	b     []byte
+	input bool
 }
 
 // Command is one command line run in a session.
@@ -75,6 +96,11 @@ type Command struct {
 
 	s       *Session
 	mu      sync.Mutex
+	held    int64 // bytes its tails hold, as counted in the budget
+	// elem is its place among the budget's kept commands (under the
+	// budget's lock); released, that its session forgot it.
+	elem     *list.Element
+	released bool
 	stdout  *logcap.Tail
 	stderr  *logcap.Tail
 	output  *logcap.Tail // both, in the order the daemon read them
@@ -85,10 +111,11 @@ type Command struct {
 	got     int           // markers seen: stdout's and stderr's
 }
 
-// New starts a session named id.
-func New(id string, start Start) (*Session, error) {
+// New starts a session named id. Its commands' output counts against
+// budget (nil: against none but the session's own bounds).
+func New(id string, start Start, budget *Budget) (*Session, error) {
 	s := &Session{ID: id, Created: time.Now(), marker: "__acp_" + strings.ToLower(rand.Text()) + "_",
-		queue: make(chan *Command, MaxQueued), ended: make(chan struct{})}
+		queue: make(chan *Command, MaxQueued), writes: make(chan chunk, maxWrites), ended: make(chan struct{}), budget: budget}
 	pr, pw := io.Pipe()
 	s.in = pw
 	s.out = &splitter{s: s, stderr: false}
@@ -98,12 +125,33 @@ func New(id string, start Start) (*Session, error) {
 		return nil, err
 	}
 	s.proc = p
+	go s.write()
 	go s.run()
 	go func() {
 		x, _ := p.Wait(context.Background())
 		s.end(x.Code)
 	}()
 	return s, nil
+}
+
+// write is the one writer of the shell's input: command lines, input
+// and drains, in the order they were queued. A write the shell does not
+// take waits here, never in a caller.
+func (s *Session) write() {
+	for {
+		select {
+		case c := <-s.writes:
+			_, err := s.in.Write(c.b)
+			if c.input {
+				s.pending.Add(-int64(len(c.b)))
+			}
+			if err != nil {
+				return
+			}
+		case <-s.ended:
+			return
+		}
+	}
 }
 
 // run writes each queued command to the shell once the one before it
@@ -128,10 +176,16 @@ func (s *Session) run() {
 		// command's input (Input) is sent only then, so that it reaches
 		// the command, never a shell that reads ahead (dash reads what
 		// its pipe holds; it took input sent sooner as a command of its
-		// own, and the command waited for input forever).
-		line := fmt.Sprintf("printf '%s%s\\n'; command eval %s; printf '%s%%d\\n' \"$?\"; printf '%s\\n' >&2\n",
-			s.marker, startMark, q, s.marker, s.marker)
-		if _, err := io.WriteString(s.in, line); err != nil {
+		// own, and the command waited for input forever). After the
+		// command, the shell reads and drops its input up to the drain
+		// line, which is sent once the command has ended: input the
+		// command did not read is never run as a command of the shell's.
+		line := fmt.Sprintf("printf '%s%s\\n'; command eval %s; printf '%s%%d\\n' \"$?\"; printf '%s\\n' >&2; "+
+			"while IFS= read -r __acp_l; do [ \"$__acp_l\" = '%s%s' ] && break; done; unset __acp_l\n",
+			s.marker, startMark, q, s.marker, s.marker, s.marker, drainMark)
+		select {
+		case s.writes <- chunk{b: []byte(line)}:
+		case <-s.ended:
 			return
 		}
 		select {
@@ -139,6 +193,14 @@ func (s *Session) run() {
 		case <-s.ended:
 			return
 		}
+		// Input sent before the end (Input checks under s.mu) is queued
+		// before the drain.
+		s.mu.Lock()
+		select {
+		case s.writes <- chunk{b: []byte("\n" + s.marker + drainMark + "\n")}:
+		case <-s.ended:
+		}
+		s.mu.Unlock()
 	}
 }
 
@@ -179,6 +241,7 @@ func (s *Session) trimLocked() {
 		if i == len(s.cmds) {
 			return
 		}
+		s.budget.release(s.cmds[i])
 		s.cmds = append(s.cmds[:i], s.cmds[i+1:]...)
 	}
 }
@@ -202,25 +265,36 @@ func (s *Session) Command(id string) (*Command, error) {
 	return nil, ErrNoSuch
 }
 
-// Input sends data to the input of the command that is running.
+// Input sends data to the input of the command that is running. It
+// never waits for the command to read it: past MaxPendingInput bytes not
+// yet taken, it is ErrInputFull. What the command does not read before it
+// ends is dropped, never run by the shell.
 func (s *Session) Input(id string, data string) error {
 	c, err := s.Command(id)
 	if err != nil {
 		return err
 	}
-	// A command that has started and not finished is the one running:
-	// the next starts only once it has finished.
 	c.mu.Lock()
 	started := c.started
 	c.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// A command that has started and not finished is the one running:
+	// the next starts only once it has finished (checked under s.mu, so
+	// that the input is queued before the drain that follows its end).
 	switch {
+	case s.closed:
+		return ErrClosed
 	case c.Finished():
 		return ErrFinished
 	case !started:
 		return errors.New("the command has not started yet")
+	case s.pending.Load()+int64(len(data)) > MaxPendingInput || len(s.writes) >= maxWrites-2:
+		return ErrInputFull
 	}
-	_, err = io.WriteString(s.in, data)
-	return err
+	s.pending.Add(int64(len(data)))
+	s.writes <- chunk{b: []byte(data), input: true} // room is kept: run adds at most two
+	return nil
 }
 
 // Close ends the shell and every command in it.
@@ -246,6 +320,11 @@ func (s *Session) end(code int) {
 	s.in.CloseWithError(ErrClosed)
 	for _, c := range cmds {
 		c.finish(code)
+	}
+	// An ended session's commands are read only by answers being
+	// written: their output counts no longer.
+	for _, c := range cmds {
+		s.budget.release(c)
 	}
 	close(s.ended)
 }
@@ -302,17 +381,37 @@ func (c *Command) write(stderr bool, b []byte) {
 		c.stdout.Write(b)
 	}
 	c.output.Write(b)
+	var delta int64
+	if !c.released {
+		held := int64(c.stdout.Len() + c.stderr.Len() + c.output.Len())
+		delta = held - c.held
+		c.held = held
+	}
 	close(c.changed)
 	c.changed = make(chan struct{})
 	c.mu.Unlock()
+	c.s.budget.add(delta) // outside c.mu: the budget locks commands
 }
 
-// finish ends the command with code unless it has ended.
-func (c *Command) finish(code int) {
+// drop forgets the command's output and returns what it held.
+func (c *Command) drop() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.stdout.Drop()
+	c.stderr.Drop()
+	c.output.Drop()
+	held := c.held
+	c.held = 0
+	return held
+}
+
+// finish ends the command with code unless it has ended; its output may
+// then be dropped to keep the budget.
+func (c *Command) finish(code int) {
+	c.mu.Lock()
 	select {
 	case <-c.done:
+		c.mu.Unlock()
 		return
 	default:
 	}
@@ -322,6 +421,8 @@ func (c *Command) finish(code int) {
 	close(c.done)
 	close(c.changed)
 	c.changed = make(chan struct{})
+	c.mu.Unlock()
+	c.s.budget.keep(c)
 }
 
 // Finished reports whether the command has ended.
@@ -393,8 +494,13 @@ func (c *Command) Follow(ctx context.Context, emit func(stderr bool, text string
 }
 
 // startMark follows the marker on stdout when the shell starts a
-// command; an exit code follows it when the command ends.
-const startMark = "S"
+// command; an exit code follows it when the command ends. drainMark
+// follows it on the shell's input where the input of an ended command
+// ends.
+const (
+	startMark = "S"
+	drainMark = "D"
+)
 
 // splitter routes one of the shell's streams: output of the command
 // running, then its marker and the end of that line (the marker follows

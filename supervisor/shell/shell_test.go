@@ -15,6 +15,12 @@ import (
 // localShell runs the session's shell as a plain child of the test.
 func localShell(t *testing.T) *Session {
 	t.Helper()
+	return localShellIn(t, nil)
+}
+
+// localShellIn is localShell with its output counted in budget.
+func localShellIn(t *testing.T, budget *Budget) *Session {
+	t.Helper()
 	s, err := New("s1", func(stdin io.Reader, stdout, stderr io.Writer) (runtime.Process, error) {
 		cmd := exec.Command("sh")
 		cmd.Stdout, cmd.Stderr = stdout, stderr
@@ -27,7 +33,7 @@ func localShell(t *testing.T) *Session {
 		}
 		go func() { io.Copy(in, stdin); in.Close() }()
 		return &cmdProcess{cmd}, nil
-	})
+	}, budget)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,4 +201,85 @@ func TestBounds(t *testing.T) {
 		t.Fatalf("the queue has no bound: %v", err)
 	}
 	_ = blocker
+}
+
+// Input a command never reads is dropped when it ends, never run by the
+// shell as a command of its own.
+func TestUnreadInputIsNeverRun(t *testing.T) {
+	s := localShell(t)
+	c, err := s.Run("sleep 0.3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for s.Input(c.ID, "echo pwned; exit 9\necho pwned again") != nil {
+		if time.Now().After(deadline) || c.Finished() {
+			t.Fatal("the input was never taken")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	<-c.Done()
+	next := run(t, s, "echo next")
+	if out, _, _, _ := next.Logs(); out != "next\n" || *next.ExitCode() != 0 {
+		t.Fatalf("the next command: %q %d", out, *next.ExitCode())
+	}
+	for _, c := range s.Commands() {
+		if out, _, _, _ := c.Logs(); strings.Contains(out, "pwned") {
+			t.Fatalf("%s ran the input: %q", c.ID, out)
+		}
+	}
+}
+
+// Input to a command that never reads never waits: past the bound it is
+// refused at once, and the session goes on once the command ends.
+func TestInputToACommandThatNeverReads(t *testing.T) {
+	s := localShell(t)
+	c, _ := s.Run("sleep 2")
+	chunk := strings.Repeat("x", 64<<10)
+	deadline := time.Now().Add(time.Minute)
+	sent := 0
+	for {
+		err := s.Input(c.ID, chunk)
+		if err == ErrInputFull {
+			break
+		}
+		if err == nil {
+			sent += len(chunk)
+		} else if time.Now().After(deadline) {
+			t.Fatalf("input: %v", err)
+		}
+		if sent > 4*MaxPendingInput {
+			t.Fatalf("%d bytes taken for a command that reads none", sent)
+		}
+	}
+	<-c.Done()
+	if out, _, _, _ := run(t, s, "echo after").Logs(); out != "after\n" {
+		t.Fatalf("after: %q", out)
+	}
+}
+
+// Sessions together keep at most their budget of finished commands'
+// output: the oldest goes first, and its logs say they were cut.
+func TestBudgetDropsTheOldest(t *testing.T) {
+	b := NewBudget(3 << 20)
+	s1, s2 := localShellIn(t, b), localShellIn(t, b)
+	first := run(t, s1, "head -c 900000 /dev/zero | tr '\\0' a")
+	for range 3 {
+		run(t, s2, "head -c 900000 /dev/zero | tr '\\0' b")
+	}
+	if used := b.Used(); used > 3<<20 {
+		t.Fatalf("the sessions hold %d bytes, budget %d", used, 3<<20)
+	}
+	if out, _, _, cut := first.Logs(); out != "" || !cut {
+		t.Fatalf("the oldest output was kept: %d bytes, cut %v", len(out), cut)
+	}
+	last := s2.Commands()[2]
+	if out, _, _, cut := last.Logs(); len(out) != 900000 || cut {
+		t.Fatalf("the newest output: %d bytes, cut %v", len(out), cut)
+	}
+	s1.Close()
+	s2.Close()
+	if used := b.Used(); used != 0 {
+		t.Fatalf("ended sessions still count %d bytes", used)
+	}
 }
