@@ -39,6 +39,7 @@ var rooms = []room{
 	{Pkg: "supervisor/securefs", Not: []string{"..."}, Why: "the secure filesystem layer is a leaf: the root's files and the workspaces' go through it"},
 	{Pkg: "supervisor/logcap", Not: []string{"..."}, But: []string{"supervisor/securefs"}, Why: "the log rotator and follower know files, not sandboxes"},
 	{Pkg: "supervisor/limits", Not: []string{"..."}, But: []string{"supervisor/runtime"}, Why: "Daytona's units: the vocabulary the API, the configuration and the supervisor share"},
+	{Pkg: "supervisor/fileops", Not: []string{"..."}, But: []string{"supervisor/runtime"}, Why: "work over many files reaches them through the contract's Files, bounded, knowing no face"},
 	{Pkg: "supervisor/snapshot", Not: []string{"..."}, Why: "what a snapshot says, shared by the configuration and the supervisor"},
 	{Pkg: "cgroup", Not: []string{"supervisor/...", "api/...", "conf/...", "cmd/..."}, Why: "cgroup knows kernels, not sandboxes: it declares its own limit and usage types"},
 	{Pkg: "proc", Not: []string{"..."}, Why: "proc knows one OS process, nothing above it"},

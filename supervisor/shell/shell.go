@@ -6,8 +6,8 @@
 package shell
 
 import (
-	"context"
 	"container/list"
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -94,21 +94,21 @@ type Command struct {
 	ID   string
 	Line string
 
-	s       *Session
-	mu      sync.Mutex
-	held    int64 // bytes its tails hold, as counted in the budget
+	s    *Session
+	mu   sync.Mutex
+	held int64 // bytes its tails hold, as counted in the budget
 	// elem is its place among the budget's kept commands (under the
 	// budget's lock); released, that its session forgot it.
 	elem     *list.Element
 	released bool
-	stdout  *logcap.Tail
-	stderr  *logcap.Tail
-	output  *logcap.Tail // both, in the order the daemon read them
-	exit    *int
-	started bool // the shell said it runs it (the start marker)
-	done    chan struct{}
-	changed chan struct{} // closed and replaced at each write (followers)
-	got     int           // markers seen: stdout's and stderr's
+	stdout   *logcap.Tail
+	stderr   *logcap.Tail
+	output   *logcap.Tail // both, in the order the daemon read them
+	exit     *int
+	started  bool // the shell said it runs it (the start marker)
+	done     chan struct{}
+	changed  chan struct{} // closed and replaced at each write (followers)
+	got      int           // markers seen: stdout's and stderr's
 }
 
 // New starts a session named id. Its commands' output counts against
