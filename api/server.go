@@ -69,9 +69,11 @@ type Options struct {
 	// that does not arrive in time closes its connection. Event streams,
 	// which have no body, are not affected.
 	BodyTimeout time.Duration
-	// MaxConns caps concurrent connections (default 1024); past it, new
-	// connections wait in the kernel's backlog until one closes, so no
-	// client can exhaust the daemon's file descriptors.
+	// MaxConns caps concurrent connections (default 1024); past it, a new
+	// connection takes the place of the one quiet for longest (idle
+	// between requests, or silent since it opened), and waits in the
+	// kernel's backlog while every one is busy: no client exhausts the
+	// daemon's file descriptors, and idle ones cannot keep the owner out.
 	MaxConns int
 	// Cgroups is what /v1/info says of native sandboxes' containment;
 	// nil says nothing.
@@ -194,6 +196,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	var mu sync.Mutex
 	fresh := map[net.Conn]bool{}   // accepted, no request read yet
 	read := make(chan struct{}, 1) // a fresh connection's request was read
+	quiet := newQuietConns()
 	srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -201,6 +204,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		ConnState: func(c net.Conn, st http.ConnState) {
+			quiet.track(c, st)
 			mu.Lock()
 			if st == http.StateNew {
 				fresh[c] = true
@@ -215,7 +219,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		},
 	}
 	errc := make(chan error, 1)
-	ln = limitListener(ln, s.opts.MaxConns)
+	ln = limitListener(ln, s.opts.MaxConns, quiet)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:

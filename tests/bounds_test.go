@@ -66,8 +66,9 @@ func TestStalledBodiesCut(t *testing.T) {
 	waitState(t, d, "while-stalled", "started")
 }
 
-// Past max_connections, new connections wait in the backlog and cost the
-// daemon no file descriptor; once the idle ones go, requests are served.
+// Past max_connections, the daemon holds no more descriptors than its
+// cap: a new connection takes the place of a silent one; once the idle
+// ones go, requests are served.
 func TestConnectionCap(t *testing.T) {
 	d := startDaemon(t, "AGENT_CONTROL_PLANE_MAX_CONNECTIONS=32")
 	pid := d.Cmd.Process.Pid
@@ -93,6 +94,55 @@ func TestConnectionCap(t *testing.T) {
 		t.Fatalf("info after the idle connections closed: %v", err)
 	}
 	testenv.Eventually(t, "descriptors back to their level", func() bool { return fdCount(pid) <= base+4 })
+}
+
+// Idle connections anyone may open without a credential cannot keep the
+// owner out: 1,030 keep-alive connections that each asked GET /v1/info
+// once, and as many that never said a word, are held past the default
+// cap of 1,024, and the owner's requests are answered meanwhile (before,
+// they waited for the idle connections' 2-minute timeout).
+func TestIdleConnectionsDoNotStarveTheOwner(t *testing.T) {
+	d := startDaemon(t)
+	pid := d.Cmd.Process.Pid
+	base := fdCount(pid)
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := range 2060 {
+		c, err := net.Dial("tcp", d.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		if i%2 == 1 {
+			continue // silent
+		}
+		fmt.Fprintf(c, "GET /v1/info HTTP/1.1\r\nHost: %s\r\n\r\n", d.Addr)
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			// Past the cap, a newer connection may have taken the
+			// place of this one before its answer: that is the point.
+			continue
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+	}
+	// The owner, while they are all held open.
+	for i := range 5 {
+		if code, b := call(t, d, "GET", "/v1/sandboxes", ""); code != 200 {
+			t.Fatalf("the owner's request %d: %d %s", i, code, b)
+		}
+	}
+	if code, b := call(t, d, "POST", "/v1/sandboxes", `{"name":"owner"}`); code != 201 {
+		t.Fatalf("the owner's create: %d %s", code, b)
+	}
+	if n := fdCount(pid); n > base+1024+8 {
+		t.Fatalf("the daemon holds %d descriptors (base %d, cap 1024)", n, base)
+	}
+	waitState(t, d, "owner", "started")
 }
 
 // sendQueued sums the send queues of the TCP sockets on addr's port
