@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/agent-control-plane/agent-control-plane/api/daytona"
+	"github.com/agent-control-plane/agent-control-plane/api/session"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 )
@@ -30,6 +31,7 @@ func (s *Server) newDaytona() *daytona.API {
 			who, ok := s.authorize(r)
 			return ok && who.token
 		},
+		Credential: s.holdsCredential,
 	})
 }
 
@@ -58,12 +60,19 @@ func (s *Server) previewToken(sb supervisor.Sandbox) string {
 // hosts like the rest.
 func (s *Server) previewHandler(a *daytona.API) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		daytona.SetPreviewCSP(w)
 		if !s.allowedHost(r.Host) {
 			s.fail(w, r, wire.CodeForbiddenHost, "host "+quote(r.Host)+" is not allowed; use 127.0.0.1 or localhost")
 			return
 		}
 		a.Preview(w, r)
 	})
+}
+
+// holdsCredential reports whether v holds the daemon's token or a
+// dashboard session's secret (which all begin session.SecretPrefix).
+func (s *Server) holdsCredential(v string) bool {
+	return strings.Contains(v, *s.token.Load()) || strings.Contains(v, session.SecretPrefix)
 }
 
 func currentUser() string {

@@ -325,6 +325,29 @@ func TestDaytonaPreviewProxy(t *testing.T) {
 	if got.code != 200 || seen.Get("Authorization") != "" {
 		t.Fatalf("with the daemon's token: %d, Authorization reached the workload: %q", got.code, seen.Get("Authorization"))
 	}
+	// No credential of the daemon reaches the workload, in any header or
+	// any place among several values; the workload's own credentials do.
+	req, _ := http.NewRequest("GET", pv.URL+"/creds", nil)
+	req.Header[daytona.PreviewTokenHeader] = []string{pv.Token}
+	req.Header["Authorization"] = []string{"Bearer acps_SESSIONSECRETSESSIONSECRET", "Bearer " + testToken, "Basic d29ya2xvYWQ6b3du"}
+	req.Header["X-Forwarded-Token"] = []string{"token=" + testToken}
+	req.Header["Cookie"] = []string{"s=acps_COOKIESESSIONSECRET; theme=dark"}
+	req.Close = true
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 200 {
+		t.Fatalf("credentials: %v %v", res, err)
+	} else {
+		res.Body.Close()
+	}
+	for k, vs := range seen {
+		for _, v := range vs {
+			if strings.Contains(v, testToken) || strings.Contains(v, "acps_") || strings.Contains(v, pv.Token) {
+				t.Fatalf("a credential of the daemon reached the workload in %s: %q", k, v)
+			}
+		}
+	}
+	if seen.Get("Authorization") != "Basic d29ya2xvYWQ6b3du" {
+		t.Fatalf("the workload's own credential was dropped: %q", seen["Authorization"])
+	}
 	if got := raw("GET", pv.URL+"?a=b", daytona.PreviewTokenHeader, pv.Token); got.code != 308 || got.hdr.Get("Location") != "/preview/pv/"+port+"/?a=b" {
 		t.Fatalf("no slash: %d %v", got.code, got.hdr)
 	}
@@ -339,7 +362,10 @@ func TestDaytonaPreviewProxy(t *testing.T) {
 	e.do("POST", "/api/sandbox/pv/stop", "")
 	daytonaError(t, raw("GET", pv.URL+"/"), 409)
 	daytonaError(t, e.do("GET", "/api/sandbox/pv/ports/"+port+"/preview-url", ""), 409)
-	daytonaError(t, raw("GET", e.srv.URL+"/preview/nope/80/"), 404)
+	// A sandbox that does not exist answers as one the caller may not
+	// see, but to the token's holder.
+	daytonaError(t, raw("GET", e.srv.URL+"/preview/nope/80/"), 401)
+	daytonaError(t, raw("GET", e.srv.URL+"/preview/nope/80/", "Authorization", "Bearer "+testToken), 404)
 	// The token ends with the sandbox.
 	e.do("DELETE", "/api/sandbox/pv", "")
 	e.do("POST", "/api/sandbox", `{"name":"pv"}`)
@@ -348,6 +374,62 @@ func TestDaytonaPreviewProxy(t *testing.T) {
 	json.Unmarshal(e.do("GET", "/api/sandbox/pv/ports/"+port+"/preview-url", "").body, &again)
 	if again.Token == pv.Token || again.Token == "" {
 		t.Fatalf("a new sandbox of the same name has the old preview token")
+	}
+}
+
+// A preview of a native sandbox reaches a port only while a process of
+// that sandbox listens on it: never a loopback listener of another
+// program, another sandbox's agent or the daemon's own port (nesting
+// previews of the daemon held a connection per level, 1,100 deep).
+func TestPreviewReachesOnlyItsSandbox(t *testing.T) {
+	e := newRealEnv(t, nil)
+	e.do("POST", "/api/sandbox", `{"name":"pa","public":true}`)
+	e.do("POST", "/api/sandbox", `{"name":"pb"}`)
+	e.dwait("pa", "started")
+	e.dwait("pb", "started")
+	hits := 0
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits++ }))
+	defer other.Close()
+	portOf := func(u string) string {
+		_, p, _ := net.SplitHostPort(strings.TrimPrefix(u, "http://"))
+		return p
+	}
+	agent := func(id string) string { return strconv.Itoa(e.info(id).Port) }
+	get := func(path string) resp {
+		req, _ := http.NewRequest("GET", e.srv.URL+path, nil)
+		req.Close = true
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return resp{res.StatusCode, res.Header, b}
+	}
+	if r := get("/preview/pa/" + agent("pa") + "/api/info"); r.code != 200 {
+		t.Fatalf("its own agent: %d %s", r.code, r.body)
+	}
+	for what, port := range map[string]string{
+		"a loopback listener of another program": portOf(other.URL),
+		"another sandbox's agent":                agent("pb"),
+		"the daemon's own port":                  portOf(e.srv.URL),
+	} {
+		r := daytonaError(t, get("/preview/pa/"+port+"/"), 502)
+		if !strings.Contains(r, "listens on port") {
+			t.Errorf("%s: %s", what, r)
+		}
+	}
+	nested := "/preview/pa/" + portOf(e.srv.URL)
+	for range 20 {
+		nested += "/preview/pa/" + portOf(e.srv.URL)
+	}
+	daytonaError(t, get(nested+"/"), 502)
+	if hits != 0 {
+		t.Fatalf("the other program was reached %d times", hits)
+	}
+	// The answers the daemon makes itself carry the preview's policy.
+	if r := get("/preview/pa/" + portOf(other.URL) + "/"); !strings.HasPrefix(r.hdr.Get("Content-Security-Policy"), "sandbox ") {
+		t.Fatalf("a refusal without the policy: %v", r.hdr)
 	}
 }
 

@@ -414,10 +414,25 @@ func (s *Server) guard(next http.Handler) http.Handler {
 	})
 }
 
+// allowedHost reports whether a Host header is exactly a host the daemon
+// answers to (a loopback one, or one of AllowHosts) and, if it has one, a
+// port: "127.0.0.1:4025.evil.example" is not, so nothing built from the
+// Host header (preview and toolbox URLs) carries anything else.
 func (s *Server) allowedHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host, port = hostport, ""
+		if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+			host = host[1 : len(host)-1]
+		} else if strings.Contains(host, ":") {
+			return false
+		}
+	}
+	if port != "" {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+			return false
+		}
 	}
 	if auth.IsLoopbackHost(host) {
 		return true

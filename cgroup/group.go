@@ -550,3 +550,18 @@ func (g *Group) Populated() (bool, error) {
 	}
 	return ev["populated"] != 0, nil
 }
+
+// PIDs lists the processes in the group (its cgroup2 directory).
+func (g *Group) PIDs() ([]int, error) {
+	lines, err := readLines(filepath.Join(g.m.dir(g.path), "cgroup.procs"))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, 0, len(lines))
+	for _, l := range lines {
+		if pid, err := strconv.Atoi(l); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out, nil
+}

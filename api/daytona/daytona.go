@@ -62,6 +62,10 @@ type Options struct {
 	// Authorized reports whether a request carries the daemon's own
 	// credential (previews of private sandboxes accept it too).
 	Authorized func(r *http.Request) bool
+	// Credential reports whether a header value holds one of the
+	// daemon's credentials (its token, a dashboard session's secret),
+	// which a preview never passes to a workload.
+	Credential func(v string) bool
 	// MaxUpload bounds one upload's body (default DefaultUpload).
 	MaxUpload int64
 }

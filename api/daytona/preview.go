@@ -2,6 +2,7 @@ package daytona
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
 	"errors"
 	"net"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
 // PreviewPath is where previews are served: PreviewPath/{id}/{port}/…
@@ -30,6 +32,15 @@ const PreviewTokenHeader = "X-Daytona-Preview-Token"
 // call the daemon's API in its name.
 const previewCSP = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
 
+// SetPreviewCSP puts the preview's policy on an answer: every answer
+// under PreviewPath carries it, the daemon's own (errors, redirects) too.
+func SetPreviewCSP(w http.ResponseWriter) { w.Header().Set("Content-Security-Policy", previewCSP) }
+
+// hopHeader marks a request the preview has forwarded, with a value of
+// this daemon's own: one that comes back (a workload that forwards to
+// the daemon) is refused, whatever port it came through.
+const hopHeader = "Acp-Preview-Hop"
+
 // previewURL answers Daytona's PortPreviewUrl for any port of a running
 // sandbox: a URL on this daemon that reaches it, and the token that URL
 // wants (unless the sandbox is public).
@@ -39,7 +50,9 @@ func (a *API) previewURL(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	if _, err := a.sup.PortEndpoint(r.Context(), id, port); err != nil {
+	// The URL is good before anything listens on the port (a client asks
+	// for it, then starts its server).
+	if _, err := a.sup.PortEndpoint(r.Context(), id, port); err != nil && !errors.Is(err, runtime.ErrNotListening) {
 		a.fail(w, r, err, wire.CodeInternal)
 		return
 	}
@@ -68,6 +81,7 @@ func portParam(w http.ResponseWriter, r *http.Request) (int, bool) {
 type previewProxy struct {
 	a     *API
 	proxy *httputil.ReverseProxy
+	hop   string // this daemon's hopHeader value
 }
 
 type targetKey struct{}
@@ -79,23 +93,26 @@ func newPreviewProxy(a *API) *previewProxy {
 		IdleConnTimeout:       30 * time.Second,
 		ResponseHeaderTimeout: 5 * time.Minute,
 	}
-	p := &previewProxy{a: a}
+	p := &previewProxy{a: a, hop: rand.Text()}
 	p.proxy = &httputil.ReverseProxy{
 		Transport: tr,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			target := pr.In.Context().Value(targetKey{}).(*url.URL)
 			pr.SetURL(target)
-			pr.Out.URL.Path, pr.Out.URL.RawPath = "/"+pr.In.PathValue("rest"), ""
+			// The path as it was received, escapes and all: the
+			// workload decodes it as it would its own.
+			pr.Out.URL.RawPath = pr.In.Context().Value(restKey{}).(string)
+			pr.Out.URL.Path, _ = url.PathUnescape(pr.Out.URL.RawPath)
 			pr.Out.Host = target.Host
 			pr.SetXForwarded()
-			// The daemon's credentials stay with the daemon.
+			pr.Out.Header.Set(hopHeader, p.hop)
+			// The daemon's credentials stay with the daemon, in any
+			// header, however many.
 			pr.Out.Header.Del(PreviewTokenHeader)
-			if a.opts.Authorized(pr.In) {
-				pr.Out.Header.Del("Authorization")
-			}
+			stripCredentials(pr.Out.Header, a.opts.Credential)
 		},
 		ModifyResponse: func(res *http.Response) error {
-			res.Header.Set("Content-Security-Policy", previewCSP)
+			res.Header.Del("Content-Security-Policy") // the answer gets the preview's (SetPreviewCSP)
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -105,26 +122,56 @@ func newPreviewProxy(a *API) *previewProxy {
 	return p
 }
 
+// stripCredentials drops every header value that holds one of the
+// daemon's credentials.
+func stripCredentials(h http.Header, credential func(string) bool) {
+	for k, vs := range h {
+		kept := vs[:0]
+		for _, v := range vs {
+			if credential == nil || !credential(v) {
+				kept = append(kept, v)
+			}
+		}
+		if len(kept) == 0 {
+			delete(h, k)
+		} else {
+			h[k] = kept
+		}
+	}
+}
+
+type restKey struct{}
+
 // Preview serves PreviewPath/{id}/{port}/{rest...} (and without the last
-// slash, redirected to it).
+// slash, redirected to it). A sandbox that does not exist answers as one
+// the caller may not see, unless the caller holds the token.
 func (a *API) Preview(w http.ResponseWriter, r *http.Request) {
+	SetPreviewCSP(w)
+	if r.Header.Get(hopHeader) == a.preview.hop {
+		WriteError(w, r, http.StatusLoopDetected, "this preview request has come back to the daemon that forwarded it")
+		return
+	}
 	port, ok := portParam(w, r)
 	if !ok {
 		return
 	}
+	owner := a.opts.Authorized(r)
 	sb, err := a.sup.Get(r.PathValue("id"))
-	if err != nil {
+	if err != nil && (owner || !errors.Is(err, supervisor.ErrNotFound)) {
 		a.fail(w, r, err, wire.CodeInternal)
 		return
 	}
-	if !sb.Public && !a.opts.Authorized(r) {
-		want := a.opts.PreviewToken(sb)
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get(PreviewTokenHeader)), []byte(want)) != 1 {
-			WriteError(w, r, http.StatusUnauthorized, "this preview needs its token in the "+PreviewTokenHeader+" header (preview-url gives it), or the sandbox made public")
-			return
-		}
+	if err != nil || !sb.Public && !owner && subtle.ConstantTimeCompare([]byte(r.Header.Get(PreviewTokenHeader)), []byte(a.opts.PreviewToken(sb))) != 1 {
+		WriteError(w, r, http.StatusUnauthorized, "this preview needs its token in the "+PreviewTokenHeader+" header (preview-url gives it), or the sandbox made public")
+		return
 	}
-	if r.PathValue("rest") == "" && !strings.HasSuffix(r.URL.Path, "/") {
+	prefix := PreviewPath + "/" + r.PathValue("id") + "/" + r.PathValue("port")
+	rest, ok := escapedRest(r.URL.EscapedPath(), prefix)
+	if !ok {
+		WriteError(w, r, http.StatusBadRequest, "the preview's path must begin "+PreviewPath+"/{sandbox}/{port}/")
+		return
+	}
+	if rest == "" {
 		to := r.URL.EscapedPath() + "/"
 		if r.URL.RawQuery != "" {
 			to += "?" + r.URL.RawQuery
@@ -133,14 +180,42 @@ func (a *API) Preview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ep, err := a.sup.PortEndpoint(r.Context(), sb.ID, port)
-	if err != nil {
-		if errors.Is(err, supervisor.ErrNotRunning) {
-			WriteError(w, r, http.StatusConflict, err.Error())
-			return
-		}
+	switch {
+	case errors.Is(err, supervisor.ErrNotRunning):
+		WriteError(w, r, http.StatusConflict, err.Error())
+		return
+	case errors.Is(err, runtime.ErrNotListening):
+		WriteError(w, r, http.StatusBadGateway, "the sandbox's port did not answer: "+err.Error())
+		return
+	case err != nil:
 		a.fail(w, r, err, wire.CodeInternal)
 		return
 	}
 	target, _ := url.Parse(ep.URL(""))
-	a.preview.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, target)))
+	ctx := context.WithValue(context.WithValue(r.Context(), targetKey{}, target), restKey{}, rest)
+	a.preview.proxy.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// escapedRest is the escaped path after prefix (whose segments are
+// matched decoded, as the mux matched them): "" when nothing follows,
+// "/…" otherwise.
+func escapedRest(escaped, prefix string) (string, bool) {
+	segs := strings.Count(prefix, "/")
+	i, n := 0, 0
+	for ; i < len(escaped) && n <= segs; i++ {
+		if escaped[i] == '/' {
+			n++
+			if n > segs {
+				break
+			}
+		}
+	}
+	if n <= segs {
+		return "", true // nothing after the port, not even a slash
+	}
+	head, err := url.PathUnescape(escaped[:i])
+	if err != nil || head != prefix {
+		return "", false
+	}
+	return escaped[i:], true
 }

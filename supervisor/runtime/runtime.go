@@ -312,11 +312,17 @@ type Meter interface {
 // previews of any port it listens on. PortEndpoint is where port, as the
 // workload listens on it, is reached from this machine (the shared
 // loopback for a process, the container's address on the daemon's
-// network for a container). It says where to go, not that anything
-// listens there.
+// network for a container). Where that address is shared with what is
+// not the workload's (the host's loopback), it fails with an error
+// wrapping ErrNotListening unless a process of the workload listens on
+// port: a preview reaches what its sandbox serves and nothing else.
 type Ports interface {
 	PortEndpoint(ctx context.Context, port int) (Endpoint, error)
 }
+
+// ErrNotListening: no process of the workload listens on the port asked
+// for (yet).
+var ErrNotListening = errors.New("no process of the sandbox listens on that port")
 
 // Usage is what a workload consumes: CPU time so far, memory and tasks
 // now.

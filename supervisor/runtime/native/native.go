@@ -306,8 +306,27 @@ func (h *handle) State() runtime.HandleState {
 }
 
 // PortEndpoint: a process shares the host's network, so any port it
-// listens on is the loopback's.
+// listens on is the loopback's; so is every other program's. It is
+// reached only while a process of the sandbox (in its cgroup; without
+// one, carrying its marker) holds a socket listening on it: never the
+// daemon's port, another sandbox's or another program's.
 func (h *handle) PortEndpoint(_ context.Context, port int) (runtime.Endpoint, error) {
+	var pids []int
+	if h.g != nil {
+		var err error
+		if pids, err = h.g.PIDs(); err != nil {
+			return runtime.Endpoint{}, fmt.Errorf("read the sandbox's processes: %w", err)
+		}
+	} else {
+		pids = proc.MarkedPIDs(h.id.Marker)
+	}
+	ok, err := proc.Listening(port, pids)
+	if err != nil {
+		return runtime.Endpoint{}, fmt.Errorf("read the listening sockets: %w", err)
+	}
+	if !ok {
+		return runtime.Endpoint{}, fmt.Errorf("%w: nothing in it listens on port %d", runtime.ErrNotListening, port)
+	}
 	return runtime.Loopback(port), nil
 }
 
