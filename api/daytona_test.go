@@ -70,7 +70,7 @@ func TestDaytonaSandboxLifecycle(t *testing.T) {
 	if !uuidRE.MatchString(sb.ID) || sb.Name != sb.ID || sb.Target != "local" || sb.GPU != 0 || sb.CPU <= 0 || sb.Memory <= 0 || sb.Disk <= 0 {
 		t.Fatalf("create answer: %s", r.body)
 	}
-	if sb.Env["NODE_ENV"] != "dev" || sb.Env["OPENAI_API_KEY"] != "[REDACTED]" || strings.Contains(string(r.body), "sk-abc") {
+	if sb.Env["NODE_ENV"] != "[REDACTED]" || sb.Env["OPENAI_API_KEY"] != "[REDACTED]" || strings.Contains(string(r.body), "sk-abc") {
 		t.Fatalf("env comes back redacted: %s", r.body)
 	}
 	if sb.AutoArchiveInterval != 60 || sb.AutoDeleteInterval != -1 || sb.OrganizationID != daytona.OrganizationID(e.sup.Root()) {

@@ -37,16 +37,16 @@ var routes = []route{
 	{"POST", "/v1/sandboxes/{id}/autostop", (*Server).autostop, true, member},
 	{"POST", "/v1/sandboxes/{id}/autostop/{interval}", (*Server).autostop, true, member},
 	{"GET", "/v1/sandboxes/{id}/entrypoint-logs", (*Server).logs, false, member},
-	{"POST", "/v1/sandboxes/{id}/exec", (*Server).exec, true, member},
-	{"GET", "/v1/sandboxes/{id}/files", (*Server).listFiles, false, member},
-	{"GET", "/v1/sandboxes/{id}/files/content", (*Server).readFile, false, member},
-	{"PUT", "/v1/sandboxes/{id}/files/content", (*Server).writeFile, true, member},
+	{"POST", "/v1/sandboxes/{id}/exec", (*Server).exec, true, inside},
+	{"GET", "/v1/sandboxes/{id}/files", (*Server).listFiles, false, inside},
+	{"GET", "/v1/sandboxes/{id}/files/content", (*Server).readFile, false, inside},
+	{"PUT", "/v1/sandboxes/{id}/files/content", (*Server).writeFile, true, inside},
 	{"GET", "/v1/sandboxes/{id}/preview-url", (*Server).previewURL, false, member},
 	{"POST", "/v1/sandboxes/{id}/refresh-activity", (*Server).refreshActivity, false, member},
 	{"POST", "/v1/sandboxes/{id}/resize", (*Server).resize, true, member},
-	{"POST", "/v1/sandboxes/{id}/sessions", (*Server).createSession, true, member},
-	{"DELETE", "/v1/sandboxes/{id}/sessions/{session}", (*Server).deleteSession, true, member},
-	{"POST", "/v1/sandboxes/{id}/sessions/{session}/exec", (*Server).sessionExec, true, member},
+	{"POST", "/v1/sandboxes/{id}/sessions", (*Server).createSession, true, inside},
+	{"DELETE", "/v1/sandboxes/{id}/sessions/{session}", (*Server).deleteSession, true, inside},
+	{"POST", "/v1/sandboxes/{id}/sessions/{session}/exec", (*Server).sessionExec, true, inside},
 	{"POST", "/v1/sandboxes/{id}/start", (*Server).start, false, member},
 	{"POST", "/v1/sandboxes/{id}/stop", (*Server).stop, true, member},
 	{"GET", "/v1/snapshots", (*Server).snapshots, false, member},
@@ -366,6 +366,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	req, err := DecodeCreate(r)
 	if err != nil {
 		writeError(w, wire.CodeInvalidRequest, err.Error())
+		return
+	}
+	if len(req.Env) > 0 && callerOf(r.Context()).session != "" {
+		writeError(w, wire.CodeTokenRequired, SessionEnvRefused)
 		return
 	}
 	sb, err := s.sup.Create(r.Context(), req)

@@ -50,6 +50,8 @@ type Supervisor interface {
 	Runtimes() []string
 	Unavailable(ctx context.Context) map[string]string
 	Snapshots() []snapshot.Snapshot
+	Confined(id string) (bool, error)
+	SetCredentials(values ...string)
 }
 
 // Options configure a Server.
@@ -176,6 +178,7 @@ func (s *Server) SetToken(token string) error {
 		return fmt.Errorf("api token: %w", err)
 	}
 	s.token.Store(&token)
+	s.sup.SetCredentials(token) // redacted from whatever a workload prints
 	if err := s.sessions.Rotate(token); err != nil {
 		s.log.Warn("dashboard sessions: the file could not be rewritten after the rotation", "err", err)
 	}
@@ -267,6 +270,12 @@ const (
 	member    access = iota // the token or a dashboard session
 	open                    // anyone (the browser guard still applies)
 	tokenOnly               // the token itself, never a dashboard session
+	// inside reaches into a sandbox (commands, files, shell sessions):
+	// the token, or a dashboard session where the sandbox is confined. A
+	// workload that is not (a native sandbox, running as the daemon's
+	// user) can read the token file: a session that could run commands
+	// there could become the token.
+	inside
 )
 
 // Route names one operation of the API.
@@ -318,6 +327,12 @@ func (s *Server) dispatch(path string, methods map[string]route) http.Handler {
 		if rt.access == tokenOnly && who.session != "" {
 			s.fail(w, r, wire.CodeTokenRequired, r.Method+" "+path+" needs the daemon's token; a dashboard session may not call it")
 			return
+		}
+		if rt.access == inside && who.session != "" {
+			if confined, err := s.sup.Confined(r.PathValue("id")); err == nil && !confined {
+				s.fail(w, r, wire.CodeTokenRequired, "a dashboard session may not reach inside "+quote(r.PathValue("id"))+": its processes run as the daemon's user and can read the daemon's token; use the CLI, which holds the token")
+				return
+			}
 		}
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		start := time.Now()

@@ -171,15 +171,30 @@ func (s *Supervisor) secretsOf(e *sandbox) []string {
 	return s.secretsIn(env)
 }
 
-// secretsIn is secretsOf for a sandbox environment already read.
+// secretsIn is secretsOf for a sandbox environment already read: the
+// values of secret names, the passwords inside URLs, the daemon's
+// forwarded credentials and its own (SetCredentials).
 func (s *Supervisor) secretsIn(env map[string]string) []string {
 	out := s.opts.Env.Secrets()
+	if c := s.credentials.Load(); c != nil {
+		out = append(out, *c...)
+	}
 	for k, v := range env {
 		if redact.SecretKey(k) {
 			out = append(out, v)
+		} else if pw := redact.URLPassword(v); pw != "" {
+			out = append(out, pw)
 		}
 	}
 	return out
+}
+
+// SetCredentials names the daemon's own credentials (its token), which
+// are redacted from every output the supervisor answers with, whatever a
+// workload prints. A later call replaces them (a rotation).
+func (s *Supervisor) SetCredentials(values ...string) {
+	values = slices.Clone(values)
+	s.credentials.Store(&values)
 }
 
 // LogChunk is a piece of a followed log: one line of one stream, or a

@@ -77,26 +77,6 @@ func (s *Supervisor) update(id string, change func(*Sandbox)) (Sandbox, error) {
 	return next, nil
 }
 
-// Env returns the variables a sandbox was created with, each value that
-// may be a secret (by its key, by its shape, or one of the daemon's
-// forwarded credentials) replaced by redact.Redacted.
-func (s *Supervisor) Env(id string) (map[string]string, error) {
-	env, err := s.envByID(id)
-	if err != nil {
-		return nil, err
-	}
-	r := redact.New(s.secretsIn(env))
-	out := maps.Clone(env)
-	for k, v := range out {
-		if redact.SecretKey(k) {
-			out[k] = redact.Redacted
-		} else {
-			out[k] = r.Redact(v)
-		}
-	}
-	return out, nil
-}
-
 // EnvKeys returns the names of the variables a sandbox was created with,
 // sorted: no value is read into an answer, none needs redacting.
 func (s *Supervisor) EnvKeys(id string) ([]string, error) {
@@ -122,7 +102,7 @@ func (s *Supervisor) envByID(id string) (map[string]string, error) {
 // is gone gets the shapes and the daemon's credentials only. Making one
 // reads the sandbox's environment: make one per answer, not per piece.
 func (s *Supervisor) Redactor(id string) *redact.Redactor {
-	secrets := s.opts.Env.Secrets()
+	secrets := s.secretsIn(nil)
 	if e, err := s.lookup(id); err == nil {
 		secrets = s.secretsOf(e)
 	}

@@ -75,7 +75,7 @@ func TestSpares(t *testing.T) {
 		t.Fatalf("a's directory was not one of the spares %v", spares)
 	}
 	h.waitState("a", Started)
-	if env, err := h.sup.Env("a"); err != nil || env["K"] != "v" {
+	if env, err := h.sup.envByID("a"); err != nil || env["K"] != "v" {
 		t.Fatalf("a's environment from a spare: %v %v", env, err)
 	}
 	testenv.Eventually(t, "spares made again after a start", func() bool { return count() == spareDirs })

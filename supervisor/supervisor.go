@@ -85,6 +85,8 @@ type Supervisor struct {
 	ports  *ports
 	events *hub
 	tools  toolbox // commands running, shell sessions
+	// credentials are the daemon's own secrets, redacted everywhere.
+	credentials atomic.Pointer[[]string]
 	stats  *stats
 	probe  *probe.HTTP
 	quiet  *time.Timer // runs opts.OnQuiet; nil without one

@@ -292,3 +292,19 @@ func (t *toolbox) forget(id string) {
 		t.dropLocked(id, sid)
 	}
 }
+
+// Confined reports whether sandbox id's workload is kept from the
+// daemon's own files (its token, the records, the other sandboxes): its
+// runtime isolates it (a container). A native sandbox's processes run as
+// the daemon's user and can read all of them.
+func (s *Supervisor) Confined(id string) (bool, error) {
+	e, err := s.lookup(id)
+	if err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	name := e.info.Runtime
+	s.mu.Unlock()
+	rt, ok := s.opts.Runtimes.Get(name)
+	return ok && rt.Capabilities().Isolation, nil
+}

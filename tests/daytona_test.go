@@ -227,7 +227,7 @@ func runDaytonaFlow(t *testing.T, d *testenv.Daemon, f daytonaFlow) {
 	must("create", cr.StatusCode(), cr.Body, err, 200)
 	sb := *cr.JSON200
 	id := sb.Id
-	if sb.Name != id || sb.Env["NODE_ENV"] != "development" || sb.Env["GITHUB_TOKEN"] != "[REDACTED]" || sb.Target != "local" || sb.NetworkBlockAll {
+	if sb.Name != id || sb.Env["NODE_ENV"] != "[REDACTED]" || sb.Env["GITHUB_TOKEN"] != "[REDACTED]" || sb.Target != "local" || sb.NetworkBlockAll {
 		t.Fatalf("create answer: %s", cr.Body)
 	}
 	// The SDK's wait: every ~100 ms until started; error ends it.

@@ -41,7 +41,7 @@ type Supervisor interface {
 	SetPublic(id string, public bool) (supervisor.Sandbox, error)
 	ReplaceLabels(id string, labels map[string]string) (supervisor.Sandbox, error)
 	Resize(ctx context.Context, id string, l supervisor.Limits) (supervisor.Sandbox, error)
-	Env(id string) (map[string]string, error)
+	EnvKeys(id string) ([]string, error)
 	PortEndpoint(ctx context.Context, id string, port int) (runtime.Endpoint, error)
 	Toolbox
 }

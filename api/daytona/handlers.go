@@ -11,6 +11,7 @@ import (
 
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/redact"
 )
 
 // createBody is Daytona's CreateSandbox.
@@ -65,6 +66,10 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, r, err.Error())
 		return
 	}
+	if len(b.Env) > 0 && !a.opts.Authorized(r) {
+		WriteError(w, r, http.StatusForbidden, "a dashboard session may not set a sandbox's variables: they can make a native sandbox's programs run code as the daemon's user; use the token")
+		return
+	}
 	req := supervisor.CreateRequest{
 		Name: b.Name, Snapshot: b.Snapshot, Env: b.Env, Labels: b.Labels, Public: b.Public,
 		Limits: supervisor.Limits{CPU: b.CPU, MemoryGiB: b.Memory},
@@ -100,17 +105,19 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 	a.writeSandbox(w, r, sb)
 }
 
-// writeSandbox answers one sandbox in full: its variables too.
+// writeSandbox answers one sandbox in full: the names of its variables
+// too, each value shown as redact.Redacted (as /v1 shows their names
+// alone: a value is never read back, whatever its name or shape).
 func (a *API) writeSandbox(w http.ResponseWriter, r *http.Request, sb supervisor.Sandbox) {
 	out := Sandbox{SandboxListItem: a.item(sb, toolboxBase(r)), Env: map[string]string{}}
 	if sb.State != supervisor.Destroyed {
-		env, err := a.sup.Env(sb.ID)
+		keys, err := a.sup.EnvKeys(sb.ID)
 		if err != nil && !errors.Is(err, supervisor.ErrNotFound) {
 			a.fail(w, r, err, wire.CodeInternal)
 			return
 		}
-		if env != nil {
-			out.Env = env
+		for _, k := range keys {
+			out.Env[k] = redact.Redacted
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

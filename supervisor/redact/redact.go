@@ -12,7 +12,7 @@ import (
 const Redacted = "[REDACTED]"
 
 // secretKeyRE matches env keys whose values are treated as secrets.
-var secretKeyRE = regexp.MustCompile(`(?i)(KEY|TOKEN|SECRET|PASSW|AUTH|CREDENTIAL|PRIVATE|COOKIE|SESSION)`)
+var secretKeyRE = regexp.MustCompile(`(?i)(KEY|TOKEN|SECRET|PASS|AUTH|CREDENTIAL|PRIVATE|COOKIE|SESSION)`)
 
 // SecretKey reports whether an env key names a secret.
 func SecretKey(k string) bool { return secretKeyRE.MatchString(k) }
@@ -251,6 +251,32 @@ var tokenRules = []interface {
 	&tokenRule{lit: "xox", head: "xox?-", alts: "abprs", body: alnumD, min: 10}, // Slack
 	&tokenRule{lit: "akia", head: "AKIA", body: upperDigit, fixed: 16},          // AWS access key id
 	&tokenRule{lit: "aiza", head: "AIza", body: alnumUSD, fixed: 35},            // Google API key
+	&tokenRule{lit: "sk_live_", head: "sk_live_", body: alnum, min: 16},         // Stripe
+	&tokenRule{lit: "rk_live_", head: "rk_live_", body: alnum, min: 16},         // Stripe restricted
+	&tokenRule{lit: "sk_test_", head: "sk_test_", body: alnum, min: 16},         // Stripe
+	&tokenRule{lit: "rk_test_", head: "rk_test_", body: alnum, min: 16},         // Stripe restricted
+	&tokenRule{lit: "acps_", head: "acps_", body: alnumUSD, min: 20},            // a dashboard session's secret (this daemon's)
+}
+
+// URLPassword is the password of a URL's user information in v
+// ("postgres://user:password@host/db"), or "" if it has none: a secret
+// inside a value whose name does not say so.
+func URLPassword(v string) string {
+	for i := range indexAll(v, "://") {
+		rest := v[i+3:]
+		end := strings.IndexAny(rest, "/?# \t\n")
+		if end < 0 {
+			end = len(rest)
+		}
+		at := strings.LastIndexByte(rest[:end], '@')
+		if at < 0 {
+			continue
+		}
+		if _, pw, ok := strings.Cut(rest[:at], ":"); ok && pw != "" {
+			return pw
+		}
+	}
+	return ""
 }
 
 func (t *tokenRule) headAt(s string, p int) bool {

@@ -34,6 +34,8 @@ func TestRedact(t *testing.T) {
 		{"json assignment", `{"api_key": "v\"al\\ue-unknown", "ok": 1}`, []string{`al\\ue`, "unknown"}},
 		{"escaped json assignment", `"{\"password\":\"p\\\"w-unknown\"}"`, []string{"unknown"}},
 		{"env assignment", "DB_PASSWORD=hunter22 next", []string{"hunter22"}},
+		{"a Stripe restricted key", "key rk_live_51HabcdefGHIJKLMNOPqrs in use", []string{"rk_live_51HabcdefGHIJKLMNOPqrs"}},
+		{"a dashboard session's secret", "Bearer-less acps_abcdefghijklmnopqrstuvwxyz012345 here", []string{"acps_abcdefghijklmnopqrstuvwxyz012345"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.why, func(t *testing.T) {
@@ -153,5 +155,25 @@ func TestRedactPartsAcrossLines(t *testing.T) {
 	}
 	if strings.Contains(want[4], "abcdefghijklmnop") {
 		t.Fatalf("the token was not redacted: %q", want[4])
+	}
+}
+
+func TestSecretNamesAndURLPasswords(t *testing.T) {
+	for _, k := range []string{"DB_PASS", "SSH_PASSPHRASE", "PASSWORD", "API_KEY", "GITHUB_TOKEN"} {
+		if !SecretKey(k) {
+			t.Errorf("%s is not taken for a secret's name", k)
+		}
+	}
+	for v, want := range map[string]string{
+		"postgres://app:s3cret@db:5432/x":        "s3cret",
+		"https://user:p%40ss@example.test/path": "p%40ss",
+		"redis://:onlypw@localhost":             "onlypw",
+		"https://user@example.test":             "",
+		"https://example.test/a:b@c":            "",
+		"not a url: x@y":                        "",
+	} {
+		if got := URLPassword(v); got != want {
+			t.Errorf("URLPassword(%q) = %q, want %q", v, got, want)
+		}
 	}
 }

@@ -23,6 +23,11 @@ var refTokenRules = []struct {
 	{"xox", regexp.MustCompile(`^xox[abprs]-[A-Za-z0-9-]{10,}`)},
 	{"akia", regexp.MustCompile(`^AKIA[0-9A-Z]{16}`)},
 	{"aiza", regexp.MustCompile(`^AIza[0-9A-Za-z_-]{35}`)},
+	{"sk_live_", regexp.MustCompile(`^sk_live_[A-Za-z0-9]{16,}`)},
+	{"rk_live_", regexp.MustCompile(`^rk_live_[A-Za-z0-9]{16,}`)},
+	{"sk_test_", regexp.MustCompile(`^sk_test_[A-Za-z0-9]{16,}`)},
+	{"rk_test_", regexp.MustCompile(`^rk_test_[A-Za-z0-9]{16,}`)},
+	{"acps_", regexp.MustCompile(`^acps_[A-Za-z0-9_-]{20,}`)},
 }
 
 var refAssignRE = regexp.MustCompile(`^(?i)` +

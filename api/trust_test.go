@@ -1,0 +1,85 @@
+package api
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/agent-control-plane/agent-control-plane/api/daytona"
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
+)
+
+// A dashboard session cannot become the token: it gets nothing inside a
+// native sandbox (whose processes could read the token file), may not
+// set a sandbox's variables, and nothing the daemon answers with carries
+// the token, whatever a workload prints. Before, `exec cat <token file>`
+// with a session's secret answered the token.
+func TestSessionCannotBecomeTheToken(t *testing.T) {
+	e := newRealEnv(t, nil)
+	e.toolbox("n1")
+	secret := redeemCode(t, e.srv.URL)
+	as := []string{"Authorization", "Bearer " + secret, "Content-Type", "application/json"}
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/v1/sandboxes/n1/exec", `{"argv":["cat","/etc/hostname"]}`},
+		{"GET", "/v1/sandboxes/n1/files?path=.", ""},
+		{"GET", "/v1/sandboxes/n1/files/content?path=x", ""},
+		{"POST", "/v1/sandboxes/n1/sessions", `{"name":"s"}`},
+		{"POST", "/api/toolbox/n1/process/execute", `{"command":"true"}`},
+		{"GET", "/api/toolbox/n1/files?path=.", ""},
+		{"POST", "/api/toolbox/n1/process/session", `{"sessionId":"s"}`},
+		{"GET", "/api/toolbox/n1/files/download?path=x", ""},
+	} {
+		r := e.do(c.method, c.path, c.body, as...)
+		if r.code != 403 || !strings.Contains(string(r.body), "daemon's token") {
+			t.Errorf("%s %s as a session: %d %s", c.method, c.path, r.code, r.body)
+		}
+	}
+	// Reads of what the daemon shows everyone still work for a session.
+	if r := e.do("GET", "/v1/sandboxes/n1", "", as...); r.code != 200 {
+		t.Fatalf("get as a session: %d %s", r.code, r.body)
+	}
+	// A session may create, but not set variables.
+	if r := e.do("POST", "/v1/sandboxes", `{"name":"s1"}`, as...); r.code != 201 {
+		t.Fatalf("create as a session: %d %s", r.code, r.body)
+	}
+	if r := e.do("POST", "/v1/sandboxes", `{"name":"s2","envVars":{"NODE_OPTIONS":"--require /tmp/x.js"}}`, as...); r.code != 403 || r.errCode() != string(wire.CodeTokenRequired) {
+		t.Fatalf("create with variables as a session: %d %s", r.code, r.body)
+	}
+	if r := e.do("POST", "/api/sandbox", `{"name":"s3","env":{"BASH_ENV":"/tmp/x"}}`, as...); r.code != 403 {
+		t.Fatalf("/api create with variables as a session: %d %s", r.code, r.body)
+	}
+	// The token's holder: whatever prints the token gets it redacted.
+	out, _ := e.execute("/api/toolbox/n1", `{"command":"echo `+testToken+`"}`)
+	if strings.Contains(out.Result, testToken) || !strings.Contains(out.Result, "[REDACTED]") {
+		t.Fatalf("the token in an exec's answer: %q", out.Result)
+	}
+	r := e.do("POST", "/v1/sandboxes/n1/exec", `{"argv":["sh","-c","echo `+testToken+`; echo acps_abcdefghijklmnopqrstuvwxyz >&2"]}`)
+	var x wire.ExecResponse
+	if json.Unmarshal(r.body, &x); strings.Contains(x.Stdout, testToken) || strings.Contains(x.Stderr, "acps_") {
+		t.Fatalf("the token or a session secret in /v1's exec: %s", r.body)
+	}
+}
+
+// GET /api/sandbox/{id} shows the variables' names alone, as /v1 does:
+// values whose names or shapes the redactor would miss never come back.
+func TestDaytonaShowsNoVariableValues(t *testing.T) {
+	e := newEnv(t, nil)
+	r := e.do("POST", "/api/sandbox", `{"name":"v1","env":{"DB_PASS":"hunter2","SSH_PASSPHRASE":"open sesame","DATABASE_URL":"postgres://app:pw-in-url@db/x","STRIPE":"rk_live_51HabcdefGHIJKLMNOPqrs","PLAIN":"hello"}}`)
+	if r.code != 200 {
+		t.Fatalf("create: %d %s", r.code, r.body)
+	}
+	for _, body := range []string{string(r.body), string(e.do("GET", "/api/sandbox/v1", "").body)} {
+		for _, v := range []string{"hunter2", "open sesame", "pw-in-url", "rk_live_", "hello"} {
+			if strings.Contains(body, v) {
+				t.Fatalf("a value came back (%q): %s", v, body)
+			}
+		}
+		var sb daytona.Sandbox
+		json.Unmarshal([]byte(body), &sb)
+		for _, k := range []string{"DB_PASS", "SSH_PASSPHRASE", "DATABASE_URL", "STRIPE", "PLAIN"} {
+			if sb.Env[k] != "[REDACTED]" {
+				t.Fatalf("%s: %s", k, body)
+			}
+		}
+	}
+}
