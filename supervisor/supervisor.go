@@ -87,10 +87,10 @@ type Supervisor struct {
 	tools  toolbox // commands running, shell sessions
 	// credentials are the daemon's own secrets, redacted everywhere.
 	credentials atomic.Pointer[[]string]
-	stats  *stats
-	probe  *probe.HTTP
-	quiet  *time.Timer // runs opts.OnQuiet; nil without one
-	spares spares      // staging directories made ahead
+	stats       *stats
+	probe       *probe.HTTP
+	quiet       *time.Timer // runs opts.OnQuiet; nil without one
+	spares      spares      // staging directories made ahead
 
 	snapshots atomic.Pointer[map[string]snapshot.Snapshot] // by name; SetSnapshots replaces them
 

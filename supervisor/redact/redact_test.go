@@ -165,7 +165,7 @@ func TestSecretNamesAndURLPasswords(t *testing.T) {
 		}
 	}
 	for v, want := range map[string]string{
-		"postgres://app:s3cret@db:5432/x":        "s3cret",
+		"postgres://app:s3cret@db:5432/x":       "s3cret",
 		"https://user:p%40ss@example.test/path": "p%40ss",
 		"redis://:onlypw@localhost":             "onlypw",
 		"https://user@example.test":             "",
