@@ -510,33 +510,124 @@ func removeAt(p *os.File, rel, name string, recursive bool) error {
 	if !recursive || !errors.Is(err, unix.ENOTEMPTY) && !errors.Is(err, unix.EEXIST) {
 		return &fs.PathError{Op: "remove", Path: rel, Err: err}
 	}
-	fd, err := unix.Openat(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return pathErr("remove", rel, err)
+	return removeTree(p, rel, name)
+}
+
+// MaxOpenInRemove bounds the directories a recursive removal holds open
+// at once, however deep the tree: a deeper one is closed and opened again
+// through ".." on the way back up (checked to be the same directory), as
+// rm -rf does on a deep tree.
+const MaxOpenInRemove = 32
+
+// level is a directory on the way down a removal.
+type level struct {
+	f        *os.File // nil: closed to keep the bound
+	name     string   // in its parent
+	dev, ino uint64
+}
+
+// removeTree removes directory name of p and everything beneath it,
+// depth first, reaching each entry beneath its directory and never
+// through a link, with at most MaxOpenInRemove directories open.
+func removeTree(p *os.File, rel, name string) error {
+	open := func(dir *os.File, n string) (*level, error) {
+		fd, err := unix.Openat(int(dir.Fd()), n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, pathErr("remove", rel, err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return nil, &fs.PathError{Op: "remove", Path: rel, Err: err}
+		}
+		return &level{f: os.NewFile(uintptr(fd), rel), name: n, dev: st.Dev, ino: st.Ino}, nil
 	}
-	sub := os.NewFile(uintptr(fd), rel)
-	defer sub.Close()
-	// In rounds of a bounded read, from the start again after each: the
-	// entries removed are gone from the next read.
-	for {
-		names, err := sub.Readdirnames(256)
-		if err != nil && !errors.Is(err, io.EOF) {
-			return err
-		}
-		if len(names) == 0 {
-			break
-		}
-		for _, n := range names {
-			if err := removeAt(sub, rel+"/"+n, n, true); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return err
+	top, err := open(p, name)
+	if err != nil {
+		return err
+	}
+	stack := []*level{top}
+	defer func() {
+		for _, l := range stack {
+			if l.f != nil {
+				l.f.Close()
 			}
 		}
-		if _, err := sub.Seek(0, io.SeekStart); err != nil {
+	}()
+	opened := 1
+	for len(stack) > 0 {
+		cur := stack[len(stack)-1]
+		if _, err := cur.f.Seek(0, io.SeekStart); err != nil {
 			return err
 		}
-	}
-	if err := unix.Unlinkat(pfd, name, unix.AT_REMOVEDIR); err != nil {
-		return &fs.PathError{Op: "remove", Path: rel, Err: err}
+		// In rounds of a bounded read, from the start again after each:
+		// the entries removed are gone from the next read.
+		names, err := cur.f.Readdirnames(256)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return &fs.PathError{Op: "remove", Path: rel, Err: err}
+		}
+		var down *level
+		for _, n := range names {
+			fd := int(cur.f.Fd())
+			err := unix.Unlinkat(fd, n, 0)
+			if err == nil || errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			if errors.Is(err, unix.EISDIR) {
+				if err = unix.Unlinkat(fd, n, unix.AT_REMOVEDIR); err == nil || errors.Is(err, unix.ENOENT) {
+					continue
+				}
+				if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
+					if down, err = open(cur.f, n); err != nil {
+						return err
+					}
+					break
+				}
+			}
+			return &fs.PathError{Op: "remove", Path: rel, Err: err}
+		}
+		if down != nil {
+			stack = append(stack, down)
+			if opened++; opened > MaxOpenInRemove {
+				for _, l := range stack[:len(stack)-1] {
+					if l.f != nil {
+						l.f.Close()
+						l.f = nil
+						opened--
+						break
+					}
+				}
+			}
+			continue
+		}
+		if len(names) > 0 {
+			continue // a round removed: read again
+		}
+		// cur is empty: remove it from its parent, opened again through
+		// ".." if it was closed on the way down.
+		stack = stack[:len(stack)-1]
+		var parent *os.File = p
+		if len(stack) > 0 {
+			up := stack[len(stack)-1]
+			if up.f == nil {
+				l, err := open(cur.f, "..")
+				if err != nil {
+					return err
+				}
+				if l.dev != up.dev || l.ino != up.ino {
+					l.f.Close()
+					return &fs.PathError{Op: "remove", Path: rel, Err: errors.New("the tree was moved while it was being removed")}
+				}
+				up.f = l.f
+				opened++
+			}
+			parent = up.f
+		}
+		cur.f.Close()
+		opened--
+		if err := unix.Unlinkat(int(parent.Fd()), cur.name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+			return &fs.PathError{Op: "remove", Path: rel, Err: err}
+		}
 	}
 	return nil
 }

@@ -5,7 +5,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // The walk used where the kernel has no openat2 refuses the same things.
@@ -71,5 +74,57 @@ func TestWriteAtomicSyncModes(t *testing.T) {
 		if names, _ := os.ReadDir(filepath.Join(root, "d")); len(names) != 1 {
 			t.Errorf("sync %d: left %v", sync, names)
 		}
+	}
+}
+
+// A tree deeper than the process may hold descriptors (a workload can
+// build one with renames) is removed whole: the removal holds at most
+// MaxOpenInRemove directories open, however deep. Before, it held one per
+// level, failed with EMFILE at 30,000 and left the tree.
+func TestRemoveDeepTree(t *testing.T) {
+	root := t.TempDir()
+	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Mkdirat(fd, "deep", 0o755)
+	cur, _ := unix.Openat(fd, "deep", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	unix.Close(fd)
+	const depth = 30000
+	for i := range depth {
+		if err := unix.Mkdirat(cur, "d", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if i%1000 == 0 {
+			unix.Mknodat(cur, "file", unix.S_IFREG|0o644, 0)
+		}
+		next, err := unix.Openat(cur, "d", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.Close(cur)
+		cur = next
+	}
+	unix.Close(cur)
+	// A descriptor limit far below the depth, for the removal alone.
+	var was syscall.Rlimit
+	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &was)
+	low := was
+	low.Cur = 256
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = d.Remove("deep", true)
+	d.Close()
+	syscall.Setrlimit(syscall.RLIMIT_NOFILE, &was)
+	if err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	if ents, _ := os.ReadDir(root); len(ents) != 0 {
+		t.Fatalf("left: %v", ents)
 	}
 }
