@@ -2,11 +2,15 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agent-control-plane/agent-control-plane/api/daytona"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
 )
 
 // A dashboard session cannot become the token: it gets nothing inside a
@@ -81,5 +85,59 @@ func TestDaytonaShowsNoVariableValues(t *testing.T) {
 				t.Fatalf("%s: %s", k, body)
 			}
 		}
+	}
+}
+
+// A bulk upload writes all its files or none, and counts every part: a
+// form of path fields alone is refused past MaxBulkFiles (before, a
+// 1 GiB body of them was held in memory), and a form whose 101st file,
+// or whose third file's path, is refused leaves nothing written (before,
+// the first 100 were).
+func TestBulkUploadAllOrNothing(t *testing.T) {
+	e := newRealEnv(t, nil)
+	base := e.toolbox("b1")
+	ws := filepath.Join(e.sup.Root(), "b1", supervisor.WorkspaceDir)
+	form := func(n int, bad int) []string {
+		var f []string
+		for i := range n {
+			p := fmt.Sprintf("f%d.txt", i)
+			if i == bad {
+				p = "../outside.txt"
+			}
+			f = append(f, fmt.Sprintf("files[%d].path", i), p, fmt.Sprintf("files[%d].file", i), "content")
+		}
+		return f
+	}
+	for why, fields := range map[string][]string{
+		"101 files":                 form(daytona.MaxBulkFiles+1, -1),
+		"a third path that escapes": form(5, 2),
+		"path fields alone": func() []string {
+			var f []string
+			for i := range 500 {
+				f = append(f, fmt.Sprintf("files[%d].path", i), strings.Repeat("p", 4000))
+			}
+			return f
+		}(),
+		"an over-long path": {"files[0].path", strings.Repeat("p", 5000), "files[0].file", "x"},
+	} {
+		ct, body := multipartBody(t, fields...)
+		if r := e.upload(base+"/files/bulk-upload", ct, body); r.code != 400 {
+			t.Errorf("%s: %d %s", why, r.code, r.body)
+		}
+		if ents, _ := os.ReadDir(ws); len(ents) != 0 {
+			t.Fatalf("%s: written: %d entries, the first %s", why, len(ents), ents[0].Name())
+		}
+	}
+	os.WriteFile(filepath.Join(ws, "f0.txt"), []byte("old"), 0o600)
+	ct, body := multipartBody(t, form(3, -1)...)
+	if r := e.upload(base+"/files/bulk-upload", ct, body); r.code != 200 {
+		t.Fatalf("a good form: %d %s", r.code, r.body)
+	}
+	ents, _ := os.ReadDir(ws)
+	if len(ents) != 3 {
+		t.Fatalf("after a good form: %v", ents)
+	}
+	if fi, _ := os.Stat(filepath.Join(ws, "f0.txt")); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("a replaced file lost its mode: %v", fi.Mode())
 	}
 }

@@ -1,6 +1,8 @@
 package daytona
 
 import (
+	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,11 +12,13 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
+	"path"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/fileops"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
@@ -176,7 +180,12 @@ func (a *API) upload(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// bulkUpload takes Daytona's SDK form: files[i].path then files[i].file.
+// bulkUpload takes Daytona's SDK form: files[i].path then files[i].file,
+// at most MaxBulkFiles of each, every part counted against
+// max_upload_bytes. It writes all the files or none: each is written to a
+// hidden name beside its place, and they are moved into place only once
+// the whole form has arrived and every one was written; a refusal or a
+// cut form removes what was staged.
 func (a *API) bulkUpload(w http.ResponseWriter, r *http.Request) {
 	f, ok := a.files(w, r)
 	if !ok {
@@ -186,8 +195,17 @@ func (a *API) bulkUpload(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	type staged struct{ tmp, path string }
+	var done []staged
+	committed := false
+	defer func() {
+		if !committed {
+			for _, s := range done {
+				_ = f.Remove(context.WithoutCancel(r.Context()), s.tmp, false)
+			}
+		}
+	}()
 	paths := map[string]string{}
-	n := 0
 	for {
 		part, err := mr.NextPart()
 		if errors.Is(err, io.EOF) {
@@ -200,39 +218,76 @@ func (a *API) bulkUpload(w http.ResponseWriter, r *http.Request) {
 		name := part.FormName()
 		idx, field, ok := strings.Cut(strings.TrimPrefix(name, "files["), "].")
 		if !strings.HasPrefix(name, "files[") || !ok {
-			badRequest(w, r, fmt.Sprintf("form field %q: want files[N].path and files[N].file", name))
+			badRequest(w, r, fmt.Sprintf("form field %q: want files[N].path and files[N].file", clip(name)))
 			return
 		}
 		switch field {
 		case "path":
-			b, err := io.ReadAll(io.LimitReader(part, 4096))
+			if _, dup := paths[idx]; dup {
+				badRequest(w, r, fmt.Sprintf("files[%s].path comes twice", clip(idx)))
+				return
+			}
+			if len(paths) >= MaxBulkFiles {
+				badRequest(w, r, fmt.Sprintf("at most %d files in one bulk upload; nothing was written", MaxBulkFiles))
+				return
+			}
+			b, err := io.ReadAll(io.LimitReader(part, maxPathField+1))
 			if err != nil {
 				a.uploadError(w, r, err)
+				return
+			}
+			if len(b) == 0 || len(b) > maxPathField {
+				badRequest(w, r, fmt.Sprintf("files[%s].path must be 1 to %d bytes; nothing was written", clip(idx), maxPathField))
 				return
 			}
 			paths[idx] = string(b)
 		case "file":
 			p, ok := paths[idx]
 			if !ok {
-				badRequest(w, r, fmt.Sprintf("files[%s].file comes before its files[%s].path", idx, idx))
+				badRequest(w, r, fmt.Sprintf("files[%s].file comes before its files[%s].path", clip(idx), clip(idx)))
 				return
 			}
-			if n++; n > MaxBulkFiles {
-				badRequest(w, r, fmt.Sprintf("at most %d files in one bulk upload", MaxBulkFiles))
+			if p == "" {
+				badRequest(w, r, fmt.Sprintf("files[%s].file comes twice", clip(idx)))
 				return
 			}
-			if _, err := f.Write(r.Context(), p, part, 0o644); err != nil {
+			paths[idx] = "" // one file per path
+			dir, base := path.Split(p)
+			tmp := dir + ".bulk-" + rand.Text() + "-" + base
+			if _, err := f.Write(r.Context(), tmp, part, 0o644); err != nil {
 				a.uploadError(w, r, err)
 				return
 			}
+			done = append(done, staged{tmp, p})
 		default:
-			badRequest(w, r, fmt.Sprintf("form field %q: want files[N].path and files[N].file", name))
+			badRequest(w, r, fmt.Sprintf("form field %q: want files[N].path and files[N].file", clip(name)))
 			return
 		}
 	}
-	a.touched(r)
+	for i, s := range done {
+		if fi, err := f.Stat(r.Context(), s.path); err == nil && fi.Mode.IsRegular() {
+			_ = f.Chmod(r.Context(), s.tmp, fi.Mode.Perm()) // a replaced file keeps its mode
+		}
+		if err := f.Rename(r.Context(), s.tmp, s.path); err != nil {
+			// Those already moved stay (a rename cannot be taken back
+			// safely); the rest are removed.
+			done = done[i:]
+			a.fileError(w, r, err)
+			return
+		}
+	}
+	committed = true
+	if len(done) > 0 {
+		a.touched(r)
+	}
 	w.WriteHeader(http.StatusOK)
 }
+
+// maxPathField bounds a bulk upload's path field.
+const maxPathField = 4096
+
+// clip is at most 64 bytes of a caller's text, for an error message.
+func clip(s string) string { return supervisor.Clip(s, 64) }
 
 // bulkDownload answers a multipart body: a "file" part per file found,
 // an "error" part (JSON) per one that could not be read.
