@@ -120,9 +120,27 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 	out := wire.FileList{Items: make([]wire.FileEntry, 0, len(list))}
 	for _, fi := range list {
 		out.Items = append(out.Items, wire.FileEntry{Name: fi.Name, Size: fi.Size, Mode: fmt.Sprintf("%#o", fi.Mode.Perm()),
-			IsDir: fi.IsDir(), ModTime: wire.Time{Time: fi.ModTime}, Link: fi.Link})
+			Type: fileType(fi.Mode), IsDir: fi.IsDir(), ModTime: wire.Time{Time: fi.ModTime}, Link: fi.Link})
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// fileType names what a directory entry is, as it is: a FIFO or a device
+// is not shown as a file.
+func fileType(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "dir"
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
+	case m&fs.ModeNamedPipe != 0:
+		return "fifo"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "file"
 }
 
 func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {

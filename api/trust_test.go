@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/agent-control-plane/agent-control-plane/api/daytona"
@@ -139,5 +140,45 @@ func TestBulkUploadAllOrNothing(t *testing.T) {
 	}
 	if fi, _ := os.Stat(filepath.Join(ws, "f0.txt")); fi.Mode().Perm() != 0o600 {
 		t.Fatalf("a replaced file lost its mode: %v", fi.Mode())
+	}
+}
+
+// The files' small edges: a NUL byte or the workspace itself as a file's
+// name is the caller's mistake (400, not 500); chmod reaches only regular
+// files and directories beneath the workspace; a FIFO is listed as one; a
+// long name is cut in the message that quotes it.
+func TestFileEdges(t *testing.T) {
+	e := newRealEnv(t, nil)
+	base := e.toolbox("e1")
+	ws := filepath.Join(e.sup.Root(), "e1", supervisor.WorkspaceDir)
+	if err := syscall.Mkfifo(filepath.Join(ws, "pipe"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ct, body := multipartBody(t, "file", "x")
+	if r := e.upload(base+"/files/upload?path=.", ct, body); r.code != 400 {
+		t.Errorf("upload to .: %d %s", r.code, r.body)
+	}
+	if r := e.do("GET", base+"/files/info?path=a%00b", ""); r.code != 400 {
+		t.Errorf("a NUL byte: %d %s", r.code, r.body)
+	}
+	if r := e.do("GET", "/v1/sandboxes/e1/files/content?path=a%00b", ""); r.code != 400 {
+		t.Errorf("a NUL byte on /v1: %d %s", r.code, r.body)
+	}
+	for _, p := range []string{"pipe", "."} {
+		if r := e.do("POST", base+"/files/permissions?path="+p+"&mode=0777", ""); r.code != 400 {
+			t.Errorf("chmod %s: %d %s", p, r.code, r.body)
+		}
+	}
+	if fi, _ := os.Stat(ws); fi.Mode().Perm() == 0o777 {
+		t.Fatal("the workspace was made 0777")
+	}
+	r := e.do("GET", "/v1/sandboxes/e1/files?path=.", "")
+	var list wire.FileList
+	if json.Unmarshal(r.body, &list); len(list.Items) != 1 || list.Items[0].Type != "fifo" {
+		t.Fatalf("the FIFO listed as: %s", r.body)
+	}
+	long := "/elsewhere/" + strings.Repeat("x", 40000)
+	if r := e.do("GET", base+"/files/info?path="+long, ""); r.code != 400 || len(r.body) > 2000 {
+		t.Fatalf("a 40 KB path: %d, %d bytes of answer", r.code, len(r.body))
 	}
 }

@@ -137,6 +137,7 @@ type FileEntry struct {
 	Name    string `json:"name"`
 	Size    int64  `json:"size"`
 	Mode    string `json:"mode"` // octal permission bits, "0644"
+	Type    string `json:"type"` // file, dir, symlink, fifo, socket or device
 	IsDir   bool   `json:"isDir"`
 	ModTime Time   `json:"modTime"`
 	Link    string `json:"link,omitempty"` // a symbolic link's target

@@ -459,7 +459,8 @@ func (d *Dir) ReadDir(rel string, limit int) ([]fs.FileInfo, error) {
 	return out, nil
 }
 
-// Chmod sets rel's permission bits. A link is refused, never followed.
+// Chmod sets rel's permission bits: a regular file or a directory. A
+// link is refused, never followed; so is a device, a FIFO or a socket.
 func (d *Dir) Chmod(rel string, perm fs.FileMode) error {
 	f, err := d.OpenFile(rel, unix.O_PATH, 0)
 	if err != nil {
@@ -470,8 +471,12 @@ func (d *Dir) Chmod(rel string, perm fs.FileMode) error {
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return err
 	}
-	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG, unix.S_IFDIR:
+	case unix.S_IFLNK:
 		return &fs.PathError{Op: "chmod", Path: rel, Err: notOwn("is a symbolic link; not followed")}
+	default:
+		return &fs.PathError{Op: "chmod", Path: rel, Err: notOwn("is not a regular file or a directory")}
 	}
 	// An O_PATH descriptor takes no fchmod; its /proc name does, and it
 	// names this very file whatever happens to the path meanwhile.

@@ -148,6 +148,36 @@ func (e ErrorErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for FileEntryType.
+const (
+	Device  FileEntryType = "device"
+	Dir     FileEntryType = "dir"
+	Fifo    FileEntryType = "fifo"
+	File    FileEntryType = "file"
+	Socket  FileEntryType = "socket"
+	Symlink FileEntryType = "symlink"
+)
+
+// Valid indicates whether the value is a known member of the FileEntryType enum.
+func (e FileEntryType) Valid() bool {
+	switch e {
+	case Device:
+		return true
+	case Dir:
+		return true
+	case Fifo:
+		return true
+	case File:
+		return true
+	case Socket:
+		return true
+	case Symlink:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for InfoApiVersion.
 const (
 	N1 InfoApiVersion = "1"
@@ -607,7 +637,13 @@ type FileEntry struct {
 	Mode string `json:"mode"`
 	Name string `json:"name"`
 	Size int    `json:"size"`
+
+	// Type What the entry is; only a file can be read or written through the API.
+	Type FileEntryType `json:"type"`
 }
+
+// FileEntryType What the entry is; only a file can be read or written through the API.
+type FileEntryType string
 
 // FileList defines model for FileList.
 type FileList struct {

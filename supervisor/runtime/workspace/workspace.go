@@ -24,6 +24,17 @@ import (
 // MaxList bounds the entries one List returns.
 const MaxList = 10000
 
+// MaxPath bounds a name (the kernel's PATH_MAX).
+const MaxPath = 4096
+
+// clip is at most 200 bytes of a name, for a message.
+func clip(name string) string {
+	if len(name) <= 200 {
+		return name
+	}
+	return strings.ToValidUTF8(name[:200], "") + "…"
+}
+
 // Files serves runtime.Files for one workspace.
 type Files struct {
 	// Host is the workspace's path on this machine.
@@ -43,17 +54,20 @@ func (w Files) WorkDir() string { return w.Seen }
 // workspace, or an error wrapping runtime.ErrOutside.
 func (w Files) rel(name string) (string, error) {
 	if name == "" {
-		return "", errors.New("empty path")
+		return "", fmt.Errorf("%w: empty path", fs.ErrInvalid)
 	}
 	if strings.IndexByte(name, 0) >= 0 {
-		return "", errors.New("path has a NUL byte")
+		return "", fmt.Errorf("%w: path has a NUL byte", fs.ErrInvalid)
+	}
+	if len(name) > MaxPath {
+		return "", fmt.Errorf("%w: a path of %d bytes; at most %d", fs.ErrInvalid, len(name), MaxPath)
 	}
 	p := name
 	if path.IsAbs(p) {
 		seen := path.Clean(w.Seen)
 		clean := path.Clean(p)
 		if clean != seen && !strings.HasPrefix(clean, seen+"/") {
-			return "", fmt.Errorf("%w: %s is not beneath the workspace %s", runtime.ErrOutside, name, seen)
+			return "", fmt.Errorf("%w: %s is not beneath the workspace %s", runtime.ErrOutside, clip(name), seen)
 		}
 		p = strings.TrimPrefix(strings.TrimPrefix(clean, seen), "/")
 	}
@@ -61,7 +75,7 @@ func (w Files) rel(name string) (string, error) {
 	// would is refused where it is met).
 	clean := path.Clean(p)
 	if clean == ".." || strings.HasPrefix(clean, "../") {
-		return "", fmt.Errorf("%w: %s climbs out of the workspace", runtime.ErrOutside, name)
+		return "", fmt.Errorf("%w: %s climbs out of the workspace", runtime.ErrOutside, clip(name))
 	}
 	if clean == "." {
 		return "", nil
@@ -79,8 +93,13 @@ func (w Files) open(name string) (*securefs.Dir, string, error) {
 	return d, rel, err
 }
 
-// outside turns securefs's refusal of a link into runtime.ErrOutside.
+// outside turns securefs's refusal of a link into runtime.ErrOutside,
+// and cuts a long name in the message.
 func outside(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && len(pe.Path) > 200 {
+		pe.Path = clip(pe.Path)
+	}
 	if errors.Is(err, securefs.ErrNotOwnFile) && !errors.Is(err, runtime.ErrOutside) {
 		return fmt.Errorf("%w: %w", runtime.ErrOutside, err)
 	}
@@ -156,7 +175,7 @@ func (w Files) Write(_ context.Context, name string, r io.Reader, perm fs.FileMo
 	}
 	defer d.Close()
 	if rel == "" {
-		return 0, errors.New("the workspace itself is a directory")
+		return 0, fmt.Errorf("%w: the workspace itself is a directory", fs.ErrInvalid)
 	}
 	dir, base := path.Split(rel)
 	if fi, err := d.Lstat(rel); err == nil {
@@ -214,12 +233,16 @@ func (w Files) Rename(_ context.Context, from, to string) error {
 	return outside(d.Rename(rel, relTo))
 }
 
-// Chmod sets name's permission bits.
+// Chmod sets name's permission bits: a regular file or a directory
+// beneath the workspace, not the workspace itself.
 func (w Files) Chmod(_ context.Context, name string, perm fs.FileMode) error {
 	d, rel, err := w.open(name)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
+	if rel == "" {
+		return fmt.Errorf("%w: the workspace's own mode is the daemon's", runtime.ErrOutside)
+	}
 	return outside(d.Chmod(rel, perm))
 }
