@@ -228,6 +228,10 @@ func TestDaytonaListPages(t *testing.T) {
 	for i := range 5 {
 		e.do("POST", "/api/sandbox", `{"name":"p`+strconv.Itoa(i)+`","labels":{"set":"`+[]string{"a", "b"}[i%2]+`"}}`)
 	}
+	// A filter that is not a number is refused, not dropped.
+	for _, q := range []string{"minCpu=NaN", "maxMemoryGiB=Inf", "labels=%zz"} {
+		daytonaError(t, e.do("GET", "/api/sandbox?"+q, ""), 400)
+	}
 	var ids []string
 	cursor := ""
 	for pages := 0; ; pages++ {

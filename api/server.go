@@ -397,6 +397,10 @@ func (s *Server) guard(next http.Handler) http.Handler {
 				return
 			}
 		}
+		if err := checkQuery(r.URL.RawQuery); err != nil {
+			s.fail(w, r, wire.CodeInvalidRequest, err.Error())
+			return
+		}
 		who, ok := s.authorize(r)
 		if !ok && !s.open(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="agent-control-plane"`)
@@ -433,6 +437,32 @@ func (s *Server) guard(next http.Handler) http.Handler {
 // answers to (a loopback one, or one of AllowHosts) and, if it has one, a
 // port: "127.0.0.1:4025.evil.example" is not, so nothing built from the
 // Host header (preview and toolbox URLs) carries anything else.
+// Bounds of a request's query (the API's; a preview's goes to its
+// workload as it is).
+const (
+	MaxQueryBytes  = 16 << 10
+	MaxQueryParams = 64
+)
+
+// checkQuery refuses a query that cannot be read whole: one that does not
+// parse (r.URL.Query drops what it cannot read, and a filter dropped
+// answers everything), or past the bounds.
+func checkQuery(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	if len(raw) > MaxQueryBytes {
+		return fmt.Errorf("the query is %d bytes; at most %d", len(raw), MaxQueryBytes)
+	}
+	if n := strings.Count(raw, "&") + strings.Count(raw, ";") + 1; n > MaxQueryParams {
+		return fmt.Errorf("the query has %d parameters; at most %d", n, MaxQueryParams)
+	}
+	if _, err := url.ParseQuery(raw); err != nil {
+		return fmt.Errorf("the query cannot be read: %v", err)
+	}
+	return nil
+}
+
 func (s *Server) allowedHost(hostport string) bool {
 	host, port, err := net.SplitHostPort(hostport)
 	if err != nil {

@@ -1,6 +1,7 @@
 package daytona
 
 import (
+	"math"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -132,7 +133,7 @@ func parseList(q url.Values) (listQuery, error) {
 	} {
 		if v := q.Get(f.name); v != "" {
 			n, err := strconv.ParseFloat(v, 64)
-			if err != nil || n < 1 {
+			if err != nil || !(n >= 1) || math.IsInf(n, 1) { // NaN is not ≥ 1
 				return lq, fmt.Errorf("%s must be a number ≥ 1", f.name)
 			}
 			lq.match = append(lq.match, func(it SandboxListItem) bool {
