@@ -1,10 +1,10 @@
 package daytona
 
 import (
-	"math"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
