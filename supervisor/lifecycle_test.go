@@ -347,10 +347,41 @@ func TestInterruptedStartAgainSwept(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(h.opts.Root, "cut", WorkspaceDir)); err != nil {
 		t.Fatalf("the workspace: %v", err)
 	}
+	// Once swept, the intent is cleared: the next start does not sweep
+	// it again (before, every start did).
+	testenv.Eventually(t, "the intent cleared", func() bool {
+		b, err := os.ReadFile(filepath.Join(h.opts.Root, "cut", RecordFile))
+		return err == nil && !strings.Contains(string(b), "startingMarker")
+	})
 	if sb, err := h.sup.Start(context.Background(), "cut"); err != nil || sb.State != Starting {
 		t.Fatalf("start after the sweep: %+v %v", sb, err)
 	}
 	h.waitState("cut", Started)
+}
+
+// A start again cut by a daemon's SIGKILL while its workload starts: the
+// next daemon counts the startup budget from that start, not from the
+// sandbox's creation (a healthy workload of an old sandbox was killed
+// within milliseconds of the restart).
+func TestStartupBudgetFromTheStartAgain(t *testing.T) {
+	h := realHarness(t, func(o *Options) { o.StartupTimeout = 20 * time.Second })
+	h.create("old", map[string]string{"STUB_AGENT_READY_DELAY_MS": "1500"}, nil)
+	h.waitState("old", Started)
+	if _, err := h.sup.Stop(context.Background(), "old", false); err != nil {
+		t.Fatal(err)
+	}
+	// Created long ago, as far as its record says.
+	h.close(false)
+	h.editRecord("old", func(r *Record) { r.CreatedAt = r.CreatedAt.Add(-time.Hour) })
+	h.start()
+	if sb, err := h.sup.Start(context.Background(), "old"); err != nil || sb.State != Starting {
+		t.Fatalf("start: %+v %v", sb, err)
+	}
+	h.restart() // while it starts
+	sb := h.waitState("old", Started)
+	if sb.StopReason != "" {
+		t.Fatalf("after the restart: %+v", sb)
+	}
 }
 
 // watching counts the goroutines in the supervisor's watch.

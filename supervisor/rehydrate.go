@@ -82,7 +82,35 @@ func (s *Supervisor) rehydrate(ctx context.Context) {
 			s.sweep(s.lifetime, sweep)
 		}
 		s.removeAbandoned()
+		s.clearStartIntents()
 	})
+}
+
+// clearStartIntents rewrites the records that still name the marker of
+// an interrupted start, once it has been swept: the next daemon need not
+// sweep it again.
+func (s *Supervisor) clearStartIntents() {
+	s.mu.Lock()
+	var swept []*sandbox
+	for _, e := range s.sandboxes {
+		swept = append(swept, e)
+	}
+	s.mu.Unlock()
+	for _, e := range swept {
+		e.op.Lock()
+		if e.startIntent {
+			e.startIntent = false
+			s.mu.Lock()
+			sb, current := e.info, s.sandboxes[e.id] == e
+			s.mu.Unlock()
+			if current && !sb.State.Live() { // a start since wrote its own record
+				if err := s.writeRecord(e.id, s.toRecord(e, sb, s.handleState(e)), false); err != nil {
+					s.log.Error("persist sandbox record", "sandbox", e.id, "err", err)
+				}
+			}
+		}
+		e.op.Unlock()
+	}
 }
 
 // sweep hands each runtime the markers whose workloads must not survive.
@@ -219,7 +247,11 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name string) (rtName, mar
 				s.register(e)
 				log.Info("sandbox re-adopted", "port", e.info.Port, "state", e.info.State)
 				s.stats.rehydrated(RehydrateAdopted)
-				s.watch(e, h, e.startup-s.clock().Sub(e.info.CreatedAt))
+				launched := e.info.LaunchedAt
+				if launched.IsZero() {
+					launched = e.info.CreatedAt
+				}
+				s.watch(e, h, e.startup-s.clock().Sub(launched))
 				return "", ""
 			}
 			// Two records claim one port: keep the first, stop this one.
@@ -253,6 +285,7 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name string) (rtName, mar
 		s.stats.rehydrated(RehydrateStopped)
 		return rtName, marker
 	}
+	e.startIntent = r.StartingMarker != ""
 	s.register(e)
 	s.stats.rehydrated(RehydrateKept)
 	if r.StartingMarker != "" {

@@ -79,7 +79,7 @@ func (s *Supervisor) Start(ctx context.Context, id string) (Sandbox, error) {
 	next := sb
 	next.State, next.Port, next.Endpoint, next.Resources = Starting, port, h.Endpoint(), res
 	next.StartedAt, next.StoppedAt, next.ErrorReason, next.StopReason = time.Time{}, time.Time{}, "", ""
-	next.UpdatedAt, next.LastActivityAt = now, now
+	next.UpdatedAt, next.LastActivityAt, next.LaunchedAt = now, now, now
 	s.mu.Lock()
 	e.marker, e.handle, e.launched = marker, h, now
 	s.mu.Unlock()

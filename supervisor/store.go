@@ -59,8 +59,11 @@ type Record struct {
 	LastActivityAt time.Time        `json:"lastActivityAt"`
 	StartedAt      *time.Time       `json:"startedAt,omitempty"`
 	StoppedAt      *time.Time       `json:"stoppedAt,omitempty"`
-	AutoStopMs     int64            `json:"autoStopIntervalMs"`
-	AutoDeleteMs   *int64           `json:"autoDeleteIntervalMs,omitempty"`
+	// LaunchedAt: see Sandbox.LaunchedAt (added within version 3: absent
+	// means CreatedAt).
+	LaunchedAt   *time.Time `json:"launchedAt,omitempty"`
+	AutoStopMs   int64      `json:"autoStopIntervalMs"`
+	AutoDeleteMs *int64     `json:"autoDeleteIntervalMs,omitempty"`
 	// AutoArchiveMs: see Sandbox.AutoArchiveInterval (added within
 	// version 3: absent is 0).
 	AutoArchiveMs int64      `json:"autoArchiveIntervalMs,omitempty"`
@@ -105,6 +108,10 @@ func (s *Supervisor) toRecord(e *sandbox, sb Sandbox, handle runtime.HandleState
 		t := sb.StoppedAt
 		r.StoppedAt = &t
 	}
+	if !sb.LaunchedAt.IsZero() {
+		t := sb.LaunchedAt
+		r.LaunchedAt = &t
+	}
 	if sb.AutoDeleteInterval != nil {
 		ms := sb.AutoDeleteInterval.Milliseconds()
 		r.AutoDeleteMs = &ms
@@ -127,6 +134,9 @@ func (r Record) sandbox() Sandbox {
 	}
 	if r.StoppedAt != nil {
 		sb.StoppedAt = *r.StoppedAt
+	}
+	if r.LaunchedAt != nil {
+		sb.LaunchedAt = *r.LaunchedAt
 	}
 	if r.AutoDeleteMs != nil {
 		d := time.Duration(*r.AutoDeleteMs) * time.Millisecond

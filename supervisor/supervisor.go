@@ -127,6 +127,9 @@ type sandbox struct {
 	// abandoned: an interrupted create found at start, reserved (and
 	// pending) until its marker has been swept and its directory removed.
 	abandoned bool
+	// startIntent: its record names the marker of an interrupted start,
+	// to be cleared once that marker has been swept.
+	startIntent bool
 	// changed is closed when info changes (log followers wait on it);
 	// nil until one asks.
 	changed chan struct{}

@@ -78,6 +78,10 @@ type Sandbox struct {
 	LastActivityAt time.Time
 	StartedAt      time.Time // zero until started
 	StoppedAt      time.Time // zero until stopped
+	// LaunchedAt is when the current workload was started (a create, or
+	// a start again): its startup budget counts from then, also in a
+	// daemon that re-adopts it. Zero: CreatedAt.
+	LaunchedAt time.Time
 
 	AutoStopInterval time.Duration // 0: never auto-stops
 	// AutoDeleteInterval: nil never deletes; 0 deletes right after stop;
