@@ -559,6 +559,7 @@ var supervisorCodes = []struct {
 	{supervisor.ErrNotRunning, wire.CodeSandboxNotRunning},
 	{supervisor.ErrClosed, wire.CodeShuttingDown},
 	{supervisor.ErrBusy, wire.CodeBusy},
+	{supervisor.ErrTampered, wire.CodePathOutside},
 }
 
 // fail answers an error in the shape of the API the request is for:

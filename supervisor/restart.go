@@ -48,6 +48,13 @@ func (s *Supervisor) Start(ctx context.Context, id string) (Sandbox, error) {
 		return Sandbox{}, err
 	}
 	vars := childenv.List(env)
+	// The workspace must still be the directory the daemon made: one
+	// replaced by a link while the sandbox was stopped would have the
+	// workload (its directory, a container's bind, the toolbox) work
+	// wherever the link leads.
+	if fi, err := s.fs.Lstat(id + "/" + WorkspaceDir); err != nil || !fi.IsDir() {
+		return Sandbox{}, fmt.Errorf("%w: the workspace of %s is not a directory of its own (a link?); it is left as it is and the sandbox stays stopped", ErrTampered, Clip(id, MaxQuoted))
+	}
 
 	port := 0
 	if rt.Capabilities().LocalPort {

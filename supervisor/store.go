@@ -343,6 +343,9 @@ func (s *Supervisor) SaveSessions(b []byte) error {
 // start again gives its workload, and whose secret values redaction hides.
 func (s *Supervisor) envOf(e *sandbox) (map[string]string, error) {
 	b, err := s.fs.ReadFile(e.id+"/"+EnvFile, maxEnvBytes)
+	if errors.Is(err, securefs.ErrNotOwnFile) {
+		return nil, fmt.Errorf("%w: %s of %s is a link or not a regular file; left as it is", ErrTampered, EnvFile, e.id)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", EnvFile, err)
 	}

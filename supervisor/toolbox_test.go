@@ -2,6 +2,8 @@ package supervisor
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -77,5 +79,34 @@ func TestSessionCreatesForUnknownSandboxesKeepNothing(t *testing.T) {
 	}
 	if grown := int64(after.HeapAlloc) - int64(before.HeapAlloc); grown > 8<<20 {
 		t.Fatalf("the heap grew %d bytes", grown)
+	}
+}
+
+// A workspace or a variables file replaced by a link while the sandbox
+// was stopped is refused where it is met, not followed, and left as it
+// is: the start (native chdir, docker bind, the toolbox), and a read of
+// the variables' names.
+func TestLinksPlantedWhileStopped(t *testing.T) {
+	h := newHarness(t, nil)
+	h.create("w", nil, nil)
+	h.waitState("w", Started)
+	if _, err := h.sup.Stop(t.Context(), "w", false); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := t.TempDir()
+	ws := filepath.Join(h.opts.Root, "w", WorkspaceDir)
+	os.RemoveAll(ws)
+	os.Symlink(elsewhere, ws)
+	if _, err := h.sup.Start(t.Context(), "w"); !isErr(err, ErrTampered) {
+		t.Fatalf("start with a linked workspace: %v", err)
+	}
+	if fi, err := os.Lstat(ws); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link was not left as it is: %v %v", fi, err)
+	}
+	env := filepath.Join(h.opts.Root, "w", EnvFile)
+	os.Rename(env, filepath.Join(elsewhere, "env.json"))
+	os.Symlink(filepath.Join(elsewhere, "env.json"), env)
+	if _, err := h.sup.EnvKeys("w"); !isErr(err, ErrTampered) {
+		t.Fatalf("the variables through a link: %v", err)
 	}
 }

@@ -189,4 +189,8 @@ var (
 	ErrProgramNotFound = runtime.ErrProgramNotFound
 	// ErrRuntimeUnavailable: the runtime cannot be reached now.
 	ErrRuntimeUnavailable = runtime.ErrUnavailable
+	// ErrTampered: a file or directory of the sandbox's that the daemon
+	// made is no longer its own (replaced by a link, say); it is left as
+	// it is, and what needed it refused.
+	ErrTampered = errors.New("a file of the sandbox is not the daemon's own")
 )

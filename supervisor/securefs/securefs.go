@@ -40,6 +40,19 @@ func Open(path string) (*Dir, error) {
 	return &Dir{path: path, f: f}, nil
 }
 
+// OpenOwn opens the directory at path, which must itself be a
+// directory, not a link to one (the components above it may be links).
+func OpenOwn(path string) (*Dir, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+			return nil, &fs.PathError{Op: "open", Path: path, Err: notOwn("is a link or not a directory; not followed")}
+		}
+		return nil, err
+	}
+	return &Dir{path: path, f: f}, nil
+}
+
 // Path is the directory's path as it was opened.
 func (d *Dir) Path() string { return d.path }
 

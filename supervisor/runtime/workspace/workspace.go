@@ -83,14 +83,15 @@ func (w Files) rel(name string) (string, error) {
 	return clean, nil
 }
 
-// open opens the workspace; each call holds it only for its own use.
+// open opens the workspace; each call holds it only for its own use. A
+// workspace replaced by a link is refused, not followed.
 func (w Files) open(name string) (*securefs.Dir, string, error) {
 	rel, err := w.rel(name)
 	if err != nil {
 		return nil, "", err
 	}
-	d, err := securefs.Open(w.Host)
-	return d, rel, err
+	d, err := securefs.OpenOwn(w.Host)
+	return d, rel, outside(err)
 }
 
 // outside turns securefs's refusal of a link into runtime.ErrOutside,
