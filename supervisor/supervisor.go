@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -85,6 +86,12 @@ type Supervisor struct {
 	ports  *ports
 	events *hub
 	tools  toolbox // commands running, shell sessions
+	// unavail is Unavailable's last answer, until when it holds.
+	unavail struct {
+		mu    sync.Mutex
+		last  map[string]string
+		until time.Time
+	}
 	// credentials are the daemon's own secrets, redacted everywhere.
 	credentials atomic.Pointer[[]string]
 	stats       *stats
@@ -286,7 +293,27 @@ func (s *Supervisor) Runtimes() []string { return s.opts.Runtimes.Names() }
 // Unavailable names the registered runtimes that cannot start workloads
 // now, and why (a container engine that is down). It asks each runtime
 // that can tell, within ctx.
+//
+// An answer is kept for UnavailableTTL and shared by the callers that ask
+// meanwhile: an unauthenticated GET /v1/info per request cannot make the
+// daemon ask a container engine as often.
 func (s *Supervisor) Unavailable(ctx context.Context) map[string]string {
+	s.unavail.mu.Lock()
+	defer s.unavail.mu.Unlock()
+	if now := time.Now(); now.Before(s.unavail.until) {
+		return maps.Clone(s.unavail.last)
+	}
+	out := s.unavailable(ctx)
+	if ctx.Err() == nil { // a cancelled caller's answer is not kept
+		s.unavail.last, s.unavail.until = out, time.Now().Add(UnavailableTTL)
+	}
+	return maps.Clone(out)
+}
+
+// UnavailableTTL is how long Unavailable's answer is kept.
+const UnavailableTTL = 2 * time.Second
+
+func (s *Supervisor) unavailable(ctx context.Context) map[string]string {
 	out := map[string]string{}
 	for _, name := range s.opts.Runtimes.Names() {
 		rt, _ := s.opts.Runtimes.Get(name)

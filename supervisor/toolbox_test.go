@@ -1,13 +1,17 @@
 package supervisor
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/fake"
 )
 
 // Sixteen creates at once for one sandbox make MaxSessionsPerSandbox
@@ -108,5 +112,31 @@ func TestLinksPlantedWhileStopped(t *testing.T) {
 	os.Symlink(filepath.Join(elsewhere, "env.json"), env)
 	if _, err := h.sup.EnvKeys("w"); !isErr(err, ErrTampered) {
 		t.Fatalf("the variables through a link: %v", err)
+	}
+}
+
+// countingChecker is a runtime that counts how often it is asked whether
+// it can start workloads.
+type countingChecker struct {
+	*fake.Runtime
+	n atomic.Int64
+}
+
+func (c *countingChecker) Check(context.Context) error { c.n.Add(1); return nil }
+
+// The engine is asked at most once per UnavailableTTL, whatever the
+// number of unauthenticated GET /v1/info (it was pinged on every one).
+func TestUnavailableAsksOncePerTTL(t *testing.T) {
+	cc := &countingChecker{}
+	h := newHarness(t, func(o *Options) {})
+	cc.Runtime = &fake.Runtime{M: h.machine, LocalPort: true}
+	h.close(true)
+	h.opts.Runtimes = registry(cc)
+	h.start()
+	for range 200 {
+		h.sup.Unavailable(t.Context())
+	}
+	if n := cc.n.Load(); n != 1 {
+		t.Fatalf("the runtime was asked %d times", n)
 	}
 }

@@ -177,11 +177,30 @@ func (s *Store) load() error {
 	}
 	now := s.now()
 	for _, e := range fl.Sessions {
-		if e != nil && e.Hash != "" && now.Before(e.ExpiresAt) && len(s.sessions) < MaxSessions {
+		if s.valid(e, now) && len(s.sessions) < MaxSessions {
 			s.sessions[e.Hash] = e
 		}
 	}
 	return nil
+}
+
+// valid reports whether an entry read back is one the store could have
+// written: a secret's hash, ids of its shape, made in the past and ending
+// within a session's lifetime of that, not yet over. Anything else (a
+// forged entry lasting for years, say) is dropped.
+func (s *Store) valid(e *entry, now time.Time) bool {
+	const skew = time.Minute // clocks move back a little
+	return e != nil && isHex(e.Hash, 64) && isHex(e.ID, 16) && (e.LinkID == "" || isHex(e.LinkID, 16)) &&
+		!e.CreatedAt.After(now.Add(skew)) && e.ExpiresAt.After(now) &&
+		!e.ExpiresAt.After(e.CreatedAt.Add(s.ttl)) && len(e.UserAgent) <= maxUserAgent
+}
+
+func isHex(v string, n int) bool {
+	if len(v) != n {
+		return false
+	}
+	_, err := hex.DecodeString(v)
+	return err == nil && strings.ToLower(v) == v
 }
 
 // save writes the sessions (called with mu held).
