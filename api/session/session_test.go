@@ -16,7 +16,7 @@ func (m *memDisk) LoadSessions() ([]byte, error) {
 	}
 	return m.b, nil
 }
-func (m *memDisk) SaveSessions(b []byte) error   { m.b = append([]byte(nil), b...); return nil }
+func (m *memDisk) SaveSessions(b []byte) error { m.b = append([]byte(nil), b...); return nil }
 
 // Entries read back are checked: one the store could not have written (a
 // forged one that lasts for years, a hash that is not one) is dropped;
