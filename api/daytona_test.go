@@ -315,6 +315,11 @@ func TestDaytonaPreviewProxy(t *testing.T) {
 	if got.code != 200 || string(got.body) != "POST /a/b?q=1" {
 		t.Fatalf("proxied: %d %s", got.code, got.body)
 	}
+	// The path goes as it was received: escapes are the workload's to read.
+	got = raw("GET", pv.URL+"/a%2Fb/%2e%2e/c%20d", daytona.PreviewTokenHeader, pv.Token)
+	if got.code != 200 || string(got.body) != "GET /a%2Fb/%2e%2e/c%20d" {
+		t.Fatalf("escaped path: %d %s", got.code, got.body)
+	}
 	if got.hdr.Get("Content-Security-Policy") == "" || seen.Get(daytona.PreviewTokenHeader) != "" {
 		t.Fatalf("the preview token reached the workload (%v) or the page shares the daemon's origin (%q)", seen, got.hdr.Get("Content-Security-Policy"))
 	}
