@@ -470,3 +470,41 @@ func TestDaytonaStoppingAndDestroying(t *testing.T) {
 		}
 	}
 }
+
+// A workload that forwards a preview's request back to the daemon's
+// preview (a loop) is refused at the second pass, whatever port it came
+// through: the fake runtime has no listening check to stop it first.
+func TestPreviewLoopRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	e.do("POST", "/api/sandbox", `{"name":"lp","public":true}`)
+	e.dwait("lp", "started")
+	var port string
+	passes := 0
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		passes++
+		req, _ := http.NewRequest("GET", e.srv.URL+"/preview/lp/"+port+"/again", nil)
+		req.Header = r.Header.Clone()
+		req.Close = true
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			w.WriteHeader(599)
+			return
+		}
+		defer res.Body.Close()
+		w.WriteHeader(res.StatusCode)
+		io.Copy(w, res.Body)
+	}))
+	defer app.Close()
+	_, port, _ = net.SplitHostPort(app.Listener.Addr().String())
+	req, _ := http.NewRequest("GET", e.srv.URL+"/preview/lp/"+port+"/", nil)
+	req.Close = true
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusLoopDetected || passes != 1 {
+		t.Fatalf("a preview loop: %d after %d passes: %s", res.StatusCode, passes, b)
+	}
+}

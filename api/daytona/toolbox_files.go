@@ -252,8 +252,8 @@ func (a *API) bulkUpload(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			paths[idx] = "" // one file per path
-			dir, base := path.Split(p)
-			tmp := dir + ".bulk-" + rand.Text() + "-" + base
+			dir, _ := path.Split(p)
+			tmp := dir + ".acp-bulk-" + rand.Text() // beside its place: the move is a rename
 			if _, err := f.Write(r.Context(), tmp, part, 0o644); err != nil {
 				a.uploadError(w, r, err)
 				return
