@@ -429,7 +429,7 @@ func TestPreviewReachesOnlyItsSandbox(t *testing.T) {
 		}
 	}
 	nested := "/preview/pa/" + portOf(e.srv.URL)
-	for range 20 {
+	for range 1100 {
 		nested += "/preview/pa/" + portOf(e.srv.URL)
 	}
 	daytonaError(t, get(nested+"/"), 502)
