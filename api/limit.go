@@ -36,8 +36,12 @@ func (l *limited) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	tick := time.NewTicker(recheck)
-	defer tick.Stop()
+	var tick *time.Ticker // made only when the listener is full
+	defer func() {
+		if tick != nil {
+			tick.Stop()
+		}
+	}()
 	for {
 		select {
 		case l.slots <- struct{}{}:
@@ -46,6 +50,9 @@ func (l *limited) Accept() (net.Conn, error) {
 		}
 		if l.quiet.closeOne() {
 			continue // its Close gave its slot back
+		}
+		if tick == nil {
+			tick = time.NewTicker(recheck)
 		}
 		select {
 		case l.slots <- struct{}{}:
