@@ -44,10 +44,6 @@ var openRoutes = func() map[string]bool {
 	return out
 }()
 
-// SessionEnvRefused is why a dashboard session may not set a sandbox's
-// variables.
-const SessionEnvRefused = "a dashboard session may not set a sandbox's variables: they can make a native sandbox's programs run code as the daemon's user (NODE_OPTIONS, BASH_ENV, LD_PRELOAD…); use the CLI, which holds the token"
-
 // caller is who made a request: the holder of the token, or a dashboard
 // session.
 type caller struct {

@@ -369,7 +369,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(req.Env) > 0 && callerOf(r.Context()).session != "" {
-		writeError(w, wire.CodeTokenRequired, SessionEnvRefused)
+		writeError(w, wire.CodeTokenRequired, wire.SessionEnvRefused)
 		return
 	}
 	sb, err := s.sup.Create(r.Context(), req)

@@ -67,7 +67,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(b.Env) > 0 && !a.opts.Authorized(r) {
-		WriteError(w, r, http.StatusForbidden, "a dashboard session may not set a sandbox's variables: they can make a native sandbox's programs run code as the daemon's user; use the token")
+		WriteError(w, r, http.StatusForbidden, wire.SessionEnvRefused)
 		return
 	}
 	req := supervisor.CreateRequest{

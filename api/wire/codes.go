@@ -90,3 +90,7 @@ func ErrorCodes() []ErrorCode {
 	}
 	return out
 }
+
+// SessionEnvRefused is why a dashboard session may not set a sandbox's
+// variables, on either face.
+const SessionEnvRefused = "a dashboard session may not set a sandbox's variables: they can make a native sandbox's programs run code as the daemon's user (NODE_OPTIONS, BASH_ENV, LD_PRELOAD…); use the CLI, which holds the token"
