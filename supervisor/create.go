@@ -69,11 +69,14 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 		readyPath: snap.ReadyPath,
 		startup:   snap.StartupTimeout,
 		info: Sandbox{
-			ID: req.Name, Runtime: req.Runtime, State: Starting, Labels: cloneMap(req.Labels),
+			ID: req.Name, Runtime: req.Runtime, Labels: cloneMap(req.Labels),
 			Snapshot: snap.Name, Public: req.Public, CreatedAt: now, UpdatedAt: now,
 			LastActivityAt: now, AutoStopInterval: autoStop, AutoDeleteInterval: autoDelete,
 			AutoArchiveInterval: autoArchive, Resources: res,
 		},
+	}
+	if err := move(&e.info, Starting); err != nil {
+		return Sandbox{}, err
 	}
 	// Reserve the name.
 	s.mu.Lock()

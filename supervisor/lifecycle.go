@@ -70,10 +70,9 @@ func (s *Supervisor) awaitReady(e *sandbox, h runtime.Handle, timeout time.Durat
 	switch {
 	case err == nil:
 		s.transition(e, h, func(sb *Sandbox) (string, bool) {
-			if sb.State != Starting {
-				return "", false
+			if sb.State != Starting || move(sb, Started) != nil {
+				return "", false // stopped meanwhile
 			}
-			sb.State = Started
 			sb.StartedAt = s.clock()
 			if !e.launched.IsZero() { // change runs under mu, which guards launched
 				s.stats.readied(sb.Runtime, sb.StartedAt.Sub(e.launched))
@@ -213,7 +212,10 @@ func (s *Supervisor) exited(e *sandbox, h runtime.Handle) {
 		if !sb.State.Live() {
 			return "", false
 		}
-		markExited(sb, how, s.clock())
+		if err := markExited(sb, how, s.clock()); err != nil {
+			s.log.Error("sandbox state", "sandbox", e.id, "err", err)
+			return "", false
+		}
 		port = sb.Port
 		s.stats.stopped(sb.StopReason)
 		return EventStopped, true
@@ -228,17 +230,18 @@ func (s *Supervisor) exited(e *sandbox, h runtime.Handle) {
 }
 
 // markExited records in sb that its workload ended by itself, how, at now.
-func markExited(sb *Sandbox, how string, now time.Time) {
+func markExited(sb *Sandbox, how string, now time.Time) error {
+	errorReason, why := how, StopCrashed
 	if sb.State == Starting {
-		sb.ErrorReason = ReasonExitedStartup + ": " + how
-		sb.StopReason = StopStartupFailed
-	} else {
-		sb.ErrorReason = how
-		sb.StopReason = StopCrashed
+		errorReason, why = ReasonExitedStartup+": "+how, StopStartupFailed
 	}
-	sb.State = Stopped
+	if err := move(sb, Stopped); err != nil {
+		return err
+	}
+	sb.ErrorReason, sb.StopReason = errorReason, why
 	sb.StoppedAt = now
 	sb.UpdatedAt = now
+	return nil
 }
 
 // Stop stops a sandbox: SIGTERM, the grace period, SIGKILL (force skips
@@ -312,7 +315,9 @@ func (s *Supervisor) stopHoldingOp(e *sandbox, why StopReason, errorReason strin
 	s.mu.Lock()
 	next := e.info
 	s.mu.Unlock()
-	next.State = Stopped
+	if err := move(&next, Stopped); err != nil {
+		return false, fmt.Errorf("stop %s: %w", e.id, err)
+	}
 	next.ErrorReason = errorReason
 	next.StopReason = why
 	next.StoppedAt = s.clock()
@@ -378,6 +383,11 @@ func (s *Supervisor) delete(e *sandbox) error {
 		s.mu.Unlock()
 		return nil // deleted meanwhile
 	}
+	if !CanMove(e.info.State, Destroyed) { // stopped above; checked before anything is removed
+		err := &MoveError{From: e.info.State, To: Destroyed}
+		s.mu.Unlock()
+		return fmt.Errorf("delete %s: %w", e.id, err)
+	}
 	e.ending = EndingDelete
 	s.mu.Unlock()
 	if err := s.fs.removeAll(e.id); err != nil {
@@ -391,7 +401,7 @@ func (s *Supervisor) delete(e *sandbox) error {
 	s.mu.Lock()
 	delete(s.sandboxes, e.id)
 	gone := e.info
-	gone.State = Destroyed
+	_ = move(&gone, Destroyed) // checked above, under the same op lock
 	gone.UpdatedAt = s.clock()
 	e.setInfoLocked(gone)
 	s.events.publish(Event{Type: EventDeleted, Time: gone.UpdatedAt, Sandbox: gone})

@@ -273,7 +273,9 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name string) (rtName, mar
 				reason = "not re-adopted after restart: " + err.Error()
 			}
 		}
-		markExited(&e.info, reason, s.clock())
+		if err := markExited(&e.info, reason, s.clock()); err != nil {
+			log.Error("sandbox state", "err", err) // a live record: cannot happen
+		}
 		s.stats.stopped(e.info.StopReason)
 		// Not fsynced: if this write is lost, the next start finds the
 		// same dead workload and flips it again.

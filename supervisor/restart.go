@@ -31,6 +31,10 @@ func (s *Supervisor) Start(ctx context.Context, id string) (Sandbox, error) {
 	case sb.State.Live():
 		return sb, nil
 	}
+	next := sb // what it will be once its workload runs
+	if err := move(&next, Starting); err != nil {
+		return Sandbox{}, err
+	}
 	rt, ok := s.opts.Runtimes.Get(sb.Runtime)
 	if !ok {
 		return Sandbox{}, fmt.Errorf("%w: %q: this daemon no longer runs it", ErrUnsupportedRuntime, sb.Runtime)
@@ -83,8 +87,7 @@ func (s *Supervisor) Start(ctx context.Context, id string) (Sandbox, error) {
 	}
 
 	now := s.clock()
-	next := sb
-	next.State, next.Port, next.Endpoint, next.Resources = Starting, port, h.Endpoint(), res
+	next.Port, next.Endpoint, next.Resources = port, h.Endpoint(), res
 	next.StartedAt, next.StoppedAt, next.ErrorReason, next.StopReason = time.Time{}, time.Time{}, "", ""
 	next.UpdatedAt, next.LastActivityAt, next.LaunchedAt = now, now, now
 	s.mu.Lock()

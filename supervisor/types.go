@@ -13,9 +13,8 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
-// State is a sandbox's lifecycle state. The transitions are starting →
-// started → stopped, starting → stopped, stopped → starting (Start: the
-// same sandbox again, its files kept) and stopped → destroyed.
+// State is a sandbox's lifecycle state; the moves between states are
+// the table in state.go.
 type State string
 
 const (

@@ -1,0 +1,30 @@
+package daytona
+
+import (
+	"testing"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
+)
+
+// Daytona's state is a pure function of the daemon's state, what is
+// being done to the sandbox and why it stopped.
+func TestStateOf(t *testing.T) {
+	for _, c := range []struct {
+		sb             supervisor.Sandbox
+		state, desired string
+	}{
+		{supervisor.Sandbox{State: supervisor.Starting}, StateStarting, StateStarted},
+		{supervisor.Sandbox{State: supervisor.Started}, StateStarted, StateStarted},
+		{supervisor.Sandbox{State: supervisor.Started, Ending: supervisor.EndingStop}, StateStopping, StateStopped},
+		{supervisor.Sandbox{State: supervisor.Started, Ending: supervisor.EndingDelete}, StateDestroying, StateDestroyed},
+		{supervisor.Sandbox{State: supervisor.Stopped, Ending: supervisor.EndingDelete}, StateDestroying, StateDestroyed},
+		{supervisor.Sandbox{State: supervisor.Stopped, StopReason: supervisor.StopExplicit}, StateStopped, StateStopped},
+		{supervisor.Sandbox{State: supervisor.Stopped, StopReason: supervisor.StopCrashed}, StateStopped, StateStopped},
+		{supervisor.Sandbox{State: supervisor.Stopped, StopReason: supervisor.StopStartupFailed}, StateError, StateStarted},
+		{supervisor.Sandbox{State: supervisor.Destroyed}, StateDestroyed, StateDestroyed},
+	} {
+		if state, desired := stateOf(c.sb); state != c.state || desired != c.desired {
+			t.Errorf("%s (ending %q, %s): %s/%s, want %s/%s", c.sb.State, c.sb.Ending, c.sb.StopReason, state, desired, c.state, c.desired)
+		}
+	}
+}
