@@ -303,10 +303,15 @@ type LimitReader interface {
 }
 
 // Meter is a Handle that can say what its workload consumes. Usage may
-// block (an engine asked over a socket): callers bound it with ctx.
+// block (an engine asked over a socket): callers bound it with ctx. A
+// handle that cannot meter this workload (a native sandbox without a
+// cgroup) fails with an error wrapping ErrNotMetered.
 type Meter interface {
 	Usage(ctx context.Context) (Usage, error)
 }
+
+// ErrNotMetered: the handle cannot say what its workload consumes.
+var ErrNotMetered = errors.New("the workload's usage cannot be read")
 
 // Ports is a Handle whose workload's other ports the daemon can reach:
 // previews of any port it listens on. PortEndpoint is where port, as the

@@ -30,6 +30,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	osproc "github.com/agent-control-plane/agent-control-plane/proc"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/workspace"
 )
@@ -327,8 +328,17 @@ func (h *handle) State() runtime.HandleState {
 
 func (h *handle) Endpoint() runtime.Endpoint { return h.ep }
 
-// PortEndpoint: a fake workload serves on this machine's loopback.
+// PortEndpoint: a fake workload is the test's own process: a port that process
+// listens on is the workload's, any other is not (ErrNotListening), as
+// the contract asks of a workload that shares the host's loopback.
 func (h *handle) PortEndpoint(_ context.Context, port int) (runtime.Endpoint, error) {
+	ok, err := osproc.Listening(port, []int{os.Getpid()})
+	if err != nil {
+		return runtime.Endpoint{}, err
+	}
+	if !ok {
+		return runtime.Endpoint{}, fmt.Errorf("%w: port %d", runtime.ErrNotListening, port)
+	}
 	return runtime.Loopback(port), nil
 }
 

@@ -439,7 +439,7 @@ func (h *handle) Limits(context.Context) (runtime.Resources, error) {
 // Usage reads the sandbox's cgroup (files: ctx is not needed).
 func (h *handle) Usage(context.Context) (runtime.Usage, error) {
 	if h.g == nil {
-		return runtime.Usage{}, errors.New("the sandbox has no cgroup")
+		return runtime.Usage{}, fmt.Errorf("%w: the sandbox has no cgroup", runtime.ErrNotMetered)
 	}
 	u, err := h.g.Usage()
 	return runtime.Usage(u), err

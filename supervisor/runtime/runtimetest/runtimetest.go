@@ -19,6 +19,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -82,6 +83,24 @@ func Run(t *testing.T, h Harness) {
 	}
 	if caps.Files {
 		t.Run("Files", func(t *testing.T) { files(t, h) })
+	}
+	rt := h.New(t)
+	if _, ok := rt.(runtime.Checker); ok {
+		t.Run("Checker", func(t *testing.T) { checker(t, h) })
+	}
+	// What a handle offers shows only on a started workload: one is
+	// started to ask.
+	probe := start(t, h, rt, nil)
+	_, meter := probe.h.(runtime.Meter)
+	_, reach := probe.h.(runtime.Ports)
+	if err := probe.h.Stop(ctxT(t), 0); err != nil {
+		t.Fatal(err)
+	}
+	if meter {
+		t.Run("Usage", func(t *testing.T) { usage(t, h) })
+	}
+	if reach {
+		t.Run("Ports", func(t *testing.T) { ports(t, h) })
 	}
 }
 
@@ -392,56 +411,177 @@ func run(t *testing.T, h Harness, x runtime.Execer, spec runtime.ExecSpec) (runt
 	return e, out.String(), errb.String()
 }
 
+// execCase is one check of Exec, run against a sandbox the cases share
+// (each runnable alone: -run 'Exec/Name').
+type execCase struct {
+	name  string
+	check func(t *testing.T, h Harness, s started, x runtime.Execer)
+}
+
+var execCases = []execCase{
+	{"ExitCode", func(t *testing.T, h Harness, _ started, x runtime.Execer) {
+		if e, _, _ := run(t, h, x, runtime.ExecSpec{Argv: []string{"exit", "7"}}); e.Code != 7 || e.Unknown {
+			t.Errorf("exit 7: %+v", e)
+		}
+	}},
+	{"Env", func(t *testing.T, h Harness, _ started, x runtime.Execer) {
+		if _, out, _ := run(t, h, x, runtime.ExecSpec{Argv: []string{"env", "EXEC_VAR"}, Env: []string{"EXEC_VAR=given"}}); out != "given\n" {
+			t.Errorf("env of the exec: %q", out)
+		}
+	}},
+	{"MarkerNotForged", func(t *testing.T, h Harness, _ started, x runtime.Execer) {
+		if _, out, _ := run(t, h, x, runtime.ExecSpec{Argv: []string{"env", runtime.MarkerEnv}, Env: []string{runtime.MarkerEnv + "=forged"}}); strings.Contains(out, "forged") {
+			t.Errorf("an exec could set its marker: %q", out)
+		}
+	}},
+	{"SandboxEnv", func(t *testing.T, h Harness, s started, x runtime.Execer) {
+		if _, out, _ := run(t, h, x, runtime.ExecSpec{Argv: []string{"env", runtime.EnvSandboxID}}); out != s.spec.ID+"\n" {
+			t.Errorf("the sandbox's own environment: %s = %q, want %q", runtime.EnvSandboxID, out, s.spec.ID)
+		}
+	}},
+	{"Dir", func(t *testing.T, h Harness, s started, x runtime.Execer) {
+		_, home, _ := run(t, h, x, runtime.ExecSpec{Argv: []string{"pwd"}})
+		if err := os.MkdirAll(filepath.Join(s.spec.Workspace, "sub"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if _, out, _ := run(t, h, x, runtime.ExecSpec{Argv: []string{"pwd"}, Dir: "sub"}); out != strings.TrimSuffix(home, "\n")+"/sub\n" {
+			t.Errorf("pwd in sub: %q, the workspace is %q", out, home)
+		}
+	}},
+	{"Stdin", func(t *testing.T, h Harness, _ started, x runtime.Execer) {
+		if _, out, _ := run(t, h, x, runtime.ExecSpec{Argv: []string{"cat"}, Stdin: strings.NewReader("through stdin")}); out != "through stdin" {
+			t.Errorf("cat: %q", out)
+		}
+	}},
+	{"Stderr", func(t *testing.T, h Harness, _ started, x runtime.Execer) {
+		if _, out, errs := run(t, h, x, runtime.ExecSpec{Argv: []string{"err", "to stderr"}}); errs != "to stderr\n" || out != "" {
+			t.Errorf("stderr %q, stdout %q", errs, out)
+		}
+	}},
+	{"Merged", func(t *testing.T, h Harness, _ started, x runtime.Execer) {
+		var out bytes.Buffer
+		p, err := x.Exec(ctxT(t), runtime.ExecSpec{Argv: append(append([]string(nil), h.Tool...), "err", "merged"), Stdout: &out, Merged: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Wait(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		if out.String() != "merged\n" {
+			t.Errorf("stderr merged into stdout: %q", out.String())
+		}
+	}},
+	{"Timeout", func(t *testing.T, h Harness, _ started, x runtime.Execer) {
+		if e, _, _ := run(t, h, x, runtime.ExecSpec{Argv: []string{"sleep", "120"}, Timeout: 300 * time.Millisecond}); e.Reason != runtime.ReasonTimeout {
+			t.Errorf("a command past its timeout: %+v", e)
+		}
+	}},
+	{"MissingProgram", func(t *testing.T, _ Harness, _ started, x runtime.Execer) {
+		if p, err := x.Exec(ctxT(t), runtime.ExecSpec{Argv: []string{"no-such-program-here"}}); err == nil {
+			e, _ := p.Wait(ctxT(t))
+			if e.Code != 126 && e.Code != 127 {
+				t.Errorf("a missing program: %+v, want an ErrExecStart or code 126/127", e)
+			}
+		} else if !errors.Is(err, runtime.ErrExecStart) {
+			t.Errorf("a missing program: %v, want ErrExecStart", err)
+		}
+	}},
+}
+
 func execs(t *testing.T, h Harness) {
 	s := start(t, h, h.New(t), nil)
 	awaitServing(t, s.h.Endpoint())
 	x := s.h.(runtime.Execer)
-	if e, _, _ := run(t, h, x, runtime.ExecSpec{Argv: []string{"exit", "7"}}); e.Code != 7 || e.Unknown {
-		t.Errorf("exit 7: %+v", e)
+	for _, c := range execCases {
+		t.Run(c.name, func(t *testing.T) { c.check(t, h, s, x) })
 	}
-	if _, out, _ := run(t, h, x, runtime.ExecSpec{Argv: []string{"env", "EXEC_VAR"}, Env: []string{"EXEC_VAR=given"}}); out != "given\n" {
-		t.Errorf("env of the exec: %q", out)
-	}
-	if _, out, _ := run(t, h, x, runtime.ExecSpec{Argv: []string{"env", runtime.MarkerEnv}, Env: []string{runtime.MarkerEnv + "=forged"}}); strings.Contains(out, "forged") {
-		t.Errorf("an exec could set its marker: %q", out)
-	}
-	if _, out, _ := run(t, h, x, runtime.ExecSpec{Argv: []string{"env", runtime.EnvSandboxID}}); out != s.spec.ID+"\n" {
-		t.Errorf("the sandbox's own environment: %s = %q, want %q", runtime.EnvSandboxID, out, s.spec.ID)
-	}
-	_, home, _ := run(t, h, x, runtime.ExecSpec{Argv: []string{"pwd"}})
-	if err := os.Mkdir(filepath.Join(s.spec.Workspace, "sub"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if _, out, _ := run(t, h, x, runtime.ExecSpec{Argv: []string{"pwd"}, Dir: "sub"}); out != strings.TrimSuffix(home, "\n")+"/sub\n" {
-		t.Errorf("pwd in sub: %q, the workspace is %q", out, home)
-	}
-	if _, out, _ := run(t, h, x, runtime.ExecSpec{Argv: []string{"cat"}, Stdin: strings.NewReader("through stdin")}); out != "through stdin" {
-		t.Errorf("cat: %q", out)
-	}
-	if _, out, errs := run(t, h, x, runtime.ExecSpec{Argv: []string{"err", "to stderr"}}); errs != "to stderr\n" || out != "" {
-		t.Errorf("stderr %q, stdout %q", errs, out)
-	}
-	if e, _, _ := run(t, h, x, runtime.ExecSpec{Argv: []string{"sleep", "120"}, Timeout: 300 * time.Millisecond}); e.Reason != runtime.ReasonTimeout {
-		t.Errorf("a command past its timeout: %+v", e)
-	}
-	if p, err := x.Exec(ctxT(t), runtime.ExecSpec{Argv: []string{"no-such-program-here"}}); err == nil {
-		e, _ := p.Wait(ctxT(t))
-		if e.Code != 126 && e.Code != 127 {
-			t.Errorf("a missing program: %+v, want an ErrExecStart or code 126/127", e)
+	// What runs when the sandbox stops ends with it (last: it stops the
+	// sandbox the cases share).
+	t.Run("EndsWithTheSandbox", func(t *testing.T) {
+		p, err := x.Exec(ctxT(t), runtime.ExecSpec{Argv: append(append([]string(nil), h.Tool...), "sleep", "120")})
+		if err != nil {
+			t.Fatal(err)
 		}
-	} else if !errors.Is(err, runtime.ErrExecStart) {
-		t.Errorf("a missing program: %v, want ErrExecStart", err)
+		if err := s.h.Stop(ctxT(t), 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Wait(ctxT(t)); err != nil {
+			t.Errorf("an exec outlived its sandbox's stop: %v", err)
+		}
+	})
+}
+
+// usage: a handle that meters its workload says what a running one
+// uses.
+func usage(t *testing.T, h Harness) {
+	s := start(t, h, h.New(t), nil)
+	awaitServing(t, s.h.Endpoint())
+	var u runtime.Usage
+	deadline := time.Now().Add(Deadline)
+	for {
+		var err error
+		if u, err = s.h.(runtime.Meter).Usage(ctxT(t)); errors.Is(err, runtime.ErrNotMetered) {
+			t.Skipf("this handle cannot meter its workload: %v", err)
+		} else if err != nil {
+			t.Fatalf("Usage: %v", err)
+		}
+		if u.MemoryBytes > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	// What runs when the sandbox stops ends with it.
-	p, err := x.Exec(ctxT(t), runtime.ExecSpec{Argv: append(append([]string(nil), h.Tool...), "sleep", "120")})
+	if u.MemoryBytes <= 0 || u.CPUSeconds < 0 || u.Pids < 0 {
+		t.Errorf("the usage of a running workload: %+v", u)
+	}
+}
+
+// ports: a port of the host's that a process outside the workload
+// listens on is not reached through PortEndpoint where the workload
+// shares the host's loopback (ErrNotListening): a preview reaches what its
+// sandbox serves and nothing else.
+func ports(t *testing.T, h Harness) {
+	s := start(t, h, h.New(t), nil)
+	awaitServing(t, s.h.Endpoint())
+	port := foreignListener(t)
+	ep, err := s.h.(runtime.Ports).PortEndpoint(ctxT(t), port)
+	if err == nil && ep.Host == "127.0.0.1" {
+		t.Errorf("a loopback port another process listens on is reachable: %+v", ep)
+	} else if err != nil && !errors.Is(err, runtime.ErrNotListening) {
+		t.Errorf("PortEndpoint of a port nothing of the workload listens on: %v", err)
+	}
+}
+
+// foreignListener is a loopback port that a process of the test's own,
+// outside any workload, listens on: a socket handed to a child, closed in
+// the test.
+func foreignListener(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.h.Stop(ctxT(t), 0); err != nil {
+	f, err := l.(*net.TCPListener).File()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Wait(ctxT(t)); err != nil {
-		t.Errorf("an exec outlived its sandbox's stop: %v", err)
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	holder := exec.Command("sleep", "600")
+	holder.ExtraFiles = []*os.File{f}
+	err = holder.Start()
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
+	return port
+}
+
+// checker: a runtime that can say whether it is available says so of
+// one the suite can start workloads with.
+func checker(t *testing.T, h Harness) {
+	if err := h.New(t).(runtime.Checker).Check(ctxT(t)); err != nil {
+		t.Errorf("Check of a runtime that starts workloads: %v", err)
 	}
 }
 
