@@ -160,19 +160,16 @@ func isReadError(err error) bool {
 // MaxContent bytes of a line, and passes match each line holding pat.
 func scanLines(r io.Reader, pat []byte, match func(line int, content string) error) error {
 	br := bufio.NewReaderSize(r, 64<<10)
+	if b, _ := br.Peek(64 << 10); bytes.IndexByte(b, 0) >= 0 { // the first block, not only its first line
+		return errBinary
+	}
 	// The window carries the last len(pat)-1 bytes of the line read so
 	// far, so that a pattern across two blocks is found.
 	var head []byte   // the line's first MaxContent bytes
 	var window []byte // the line's tail, to find the pattern across blocks
-	line, found, cut, first := 1, false, false, true
+	line, found, cut := 1, false, false
 	for {
 		chunk, err := br.ReadSlice('\n')
-		if first && len(chunk) > 0 {
-			first = false
-			if bytes.IndexByte(chunk, 0) >= 0 {
-				return errBinary
-			}
-		}
 		end := len(chunk) > 0 && chunk[len(chunk)-1] == '\n'
 		body := chunk
 		if end {
@@ -275,15 +272,17 @@ func Replace(ctx context.Context, f runtime.Files, name, pattern, value string, 
 	}
 	defer rc.Close()
 	pr, pw := io.Pipe()
+	replaced := make(chan int, 1)
 	go func() {
 		// The file may have grown since it was counted: the bound holds
 		// while it is written too.
 		_, n, err := replaceStream(&limitWriter{w: pw, max: max}, rc, pat, val)
-		count = n
 		pw.CloseWithError(err)
+		replaced <- n
 	}()
 	_, err = f.Write(ctx, name, pr, fi.Mode.Perm())
-	pr.CloseWithError(errors.New("the write has ended"))
+	pr.CloseWithError(errors.New("the write has ended")) // a write that stopped early ends the copy
+	count = <-replaced
 	if err != nil {
 		return 0, tooLarge(err, max)
 	}

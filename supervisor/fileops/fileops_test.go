@@ -33,6 +33,7 @@ func TestFindLines(t *testing.T) {
 	f, dir := files(t)
 	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("one needle\ntwo\nneedle three"), 0o644)
 	os.WriteFile(filepath.Join(dir, "bin"), []byte("needle\x00"), 0o644)
+	os.WriteFile(filepath.Join(dir, "bin2"), []byte("needle first\nthen \x00 on the second line\n"), 0o644)
 	// A pattern across the reader's 64 KiB blocks.
 	os.WriteFile(filepath.Join(dir, "span.txt"), []byte("x\n"+strings.Repeat("y", 64<<10-5)+"nee"+"dle\n"), 0o644)
 	got := find(t, f, "needle")
