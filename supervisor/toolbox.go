@@ -262,9 +262,6 @@ func (s *Supervisor) DeleteSession(id, sid string) error {
 	return nil
 }
 
-// SessionOutput is what all sessions hold of their commands' output.
-func (s *Supervisor) SessionOutput() int64 { return s.tools.budget.Used() }
-
 // liveLocked is the sessions of sandbox id (nil for one that starts),
 // those whose shell has ended forgotten (a stop ends them all). It makes
 // no entry for a sandbox that has none.
