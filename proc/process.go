@@ -255,16 +255,12 @@ func KillMarked(markers ...string) (int, error) {
 	if len(want) == 0 {
 		return 0, nil
 	}
-	ents, err := os.ReadDir("/proc")
+	pids, err := markedPIDs(want)
 	if err != nil {
 		return 0, err
 	}
 	killed := 0
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
+	for _, pid := range pids {
 		if killIfMarked(pid, want) {
 			killed++
 		}
@@ -272,10 +268,29 @@ func KillMarked(markers ...string) (int, error) {
 	return killed, nil
 }
 
-func killIfMarked(pid int, want map[string]bool) bool {
-	if m, err := readMarker(pid, -1); err != nil || !want[m] {
-		return false
+// markedPIDs lists the processes (but this one) that carry one of want's
+// markers, in one pass over /proc, as read: nothing is pinned.
+func markedPIDs(want map[string]bool) ([]int, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
 	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if m, err := readMarker(pid, -1); err == nil && want[m] {
+			out = append(out, pid)
+		}
+	}
+	return out, nil
+}
+
+// killIfMarked kills pid, found marked, if it still carries one of want's
+// markers once pinned.
+func killIfMarked(pid int, want map[string]bool) bool {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return false

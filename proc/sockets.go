@@ -150,19 +150,6 @@ func MarkedPIDs(marker string) []int {
 	if marker == "" {
 		return nil
 	}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		if m, err := readMarker(pid, -1); err == nil && m == marker {
-			out = append(out, pid)
-		}
-	}
-	return out
+	pids, _ := markedPIDs(map[string]bool{marker: true})
+	return pids
 }
