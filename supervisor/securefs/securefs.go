@@ -572,7 +572,10 @@ func removeTree(p *os.File, rel, name string) error {
 			}
 		}
 	}()
-	opened := 1
+	// stack[low:] are open, stack[:low] closed: closing the lowest open
+	// level keeps the bound, and the closed ones are reopened in turn on
+	// the way up.
+	low := 0
 	for len(stack) > 0 {
 		cur := stack[len(stack)-1]
 		if _, err := cur.f.Seek(0, io.SeekStart); err != nil {
@@ -606,15 +609,10 @@ func removeTree(p *os.File, rel, name string) error {
 		}
 		if down != nil {
 			stack = append(stack, down)
-			if opened++; opened > MaxOpenInRemove {
-				for _, l := range stack[:len(stack)-1] {
-					if l.f != nil {
-						l.f.Close()
-						l.f = nil
-						opened--
-						break
-					}
-				}
+			if len(stack)-low > MaxOpenInRemove {
+				stack[low].f.Close()
+				stack[low].f = nil
+				low++
 			}
 			continue
 		}
@@ -637,12 +635,11 @@ func removeTree(p *os.File, rel, name string) error {
 					return &fs.PathError{Op: "remove", Path: rel, Err: errors.New("the tree was moved while it was being removed")}
 				}
 				up.f = l.f
-				opened++
+				low = len(stack) - 1
 			}
 			parent = up.f
 		}
 		cur.f.Close()
-		opened--
 		if err := unix.Unlinkat(int(parent.Fd()), cur.name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
 			return &fs.PathError{Op: "remove", Path: rel, Err: err}
 		}
