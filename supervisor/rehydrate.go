@@ -90,23 +90,25 @@ func (s *Supervisor) rehydrate(ctx context.Context) {
 // an interrupted start, once it has been swept: the next daemon need not
 // sweep it again.
 func (s *Supervisor) clearStartIntents() {
+	// startIntent is set before a sandbox is registered and cleared only
+	// here: read as registered.
 	s.mu.Lock()
 	var swept []*sandbox
 	for _, e := range s.sandboxes {
-		swept = append(swept, e)
+		if e.startIntent {
+			swept = append(swept, e)
+		}
 	}
 	s.mu.Unlock()
 	for _, e := range swept {
 		e.op.Lock()
-		if e.startIntent {
-			e.startIntent = false
-			s.mu.Lock()
-			sb, current := e.info, s.sandboxes[e.id] == e
-			s.mu.Unlock()
-			if current && !sb.State.Live() { // a start since wrote its own record
-				if err := s.writeRecord(e.id, s.toRecord(e, sb, s.handleState(e)), false); err != nil {
-					s.log.Error("persist sandbox record", "sandbox", e.id, "err", err)
-				}
+		e.startIntent = false
+		s.mu.Lock()
+		sb, current := e.info, s.sandboxes[e.id] == e
+		s.mu.Unlock()
+		if current && !sb.State.Live() { // a start since wrote its own record
+			if err := s.writeRecord(e.id, s.toRecord(e, sb, s.handleState(e)), false); err != nil {
+				s.log.Error("persist sandbox record", "sandbox", e.id, "err", err)
 			}
 		}
 		e.op.Unlock()

@@ -135,7 +135,8 @@ type sandbox struct {
 	// pending) until its marker has been swept and its directory removed.
 	abandoned bool
 	// startIntent: its record names the marker of an interrupted start,
-	// to be cleared once that marker has been swept.
+	// to be cleared once that marker has been swept. Set before the
+	// sandbox is registered; cleared by clearStartIntents alone.
 	startIntent bool
 	// changed is closed when info changes (log followers wait on it);
 	// nil until one asks.
