@@ -404,17 +404,7 @@ func TestPreviewReachesOnlyItsSandbox(t *testing.T) {
 		return p
 	}
 	agent := func(id string) string { return strconv.Itoa(e.info(id).Port) }
-	get := func(path string) resp {
-		req, _ := http.NewRequest("GET", e.srv.URL+path, nil)
-		req.Close = true
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return resp{res.StatusCode, res.Header, b}
-	}
+	get := func(path string) resp { return rawDo(t, "GET", e.srv.URL+path) }
 	if r := get("/preview/pa/" + agent("pa") + "/api/info"); r.code != 200 {
 		t.Fatalf("its own agent: %d %s", r.code, r.body)
 	}
