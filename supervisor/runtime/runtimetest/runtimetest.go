@@ -84,24 +84,13 @@ func Run(t *testing.T, h Harness) {
 	if caps.Files {
 		t.Run("Files", func(t *testing.T) { files(t, h) })
 	}
-	rt := h.New(t)
-	if _, ok := rt.(runtime.Checker); ok {
+	if _, ok := h.New(t).(runtime.Checker); ok {
 		t.Run("Checker", func(t *testing.T) { checker(t, h) })
 	}
-	// What a handle offers shows only on a started workload: one is
-	// started to ask.
-	probe := start(t, h, rt, nil)
-	_, meter := probe.h.(runtime.Meter)
-	_, reach := probe.h.(runtime.Ports)
-	if err := probe.h.Stop(ctxT(t), 0); err != nil {
-		t.Fatal(err)
-	}
-	if meter {
-		t.Run("Usage", func(t *testing.T) { usage(t, h) })
-	}
-	if reach {
-		t.Run("Ports", func(t *testing.T) { ports(t, h) })
-	}
+	// What a handle offers shows only on a started workload: each of
+	// these starts one and skips when its handle offers nothing.
+	t.Run("Usage", func(t *testing.T) { usage(t, h) })
+	t.Run("Ports", func(t *testing.T) { ports(t, h) })
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -515,12 +504,16 @@ func execs(t *testing.T, h Harness) {
 // uses.
 func usage(t *testing.T, h Harness) {
 	s := start(t, h, h.New(t), nil)
+	m, ok := s.h.(runtime.Meter)
+	if !ok {
+		t.Skip("this runtime's handles do not meter their workloads (no runtime.Meter)")
+	}
 	awaitServing(t, s.h.Endpoint())
 	var u runtime.Usage
 	deadline := time.Now().Add(Deadline)
 	for {
 		var err error
-		if u, err = s.h.(runtime.Meter).Usage(ctxT(t)); errors.Is(err, runtime.ErrNotMetered) {
+		if u, err = m.Usage(ctxT(t)); errors.Is(err, runtime.ErrNotMetered) {
 			t.Skipf("this handle cannot meter its workload: %v", err)
 		} else if err != nil {
 			t.Fatalf("Usage: %v", err)
@@ -541,9 +534,13 @@ func usage(t *testing.T, h Harness) {
 // sandbox serves and nothing else.
 func ports(t *testing.T, h Harness) {
 	s := start(t, h, h.New(t), nil)
+	p, ok := s.h.(runtime.Ports)
+	if !ok {
+		t.Skip("this runtime's handles reach no port of their workloads (no runtime.Ports)")
+	}
 	awaitServing(t, s.h.Endpoint())
 	port := foreignListener(t)
-	ep, err := s.h.(runtime.Ports).PortEndpoint(ctxT(t), port)
+	ep, err := p.PortEndpoint(ctxT(t), port)
 	if err == nil && ep.Host == "127.0.0.1" {
 		t.Errorf("a loopback port another process listens on is reachable: %+v", ep)
 	} else if err != nil && !errors.Is(err, runtime.ErrNotListening) {
