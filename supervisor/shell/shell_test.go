@@ -3,7 +3,9 @@ package shell
 import (
 	"context"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	goruntime "runtime"
 	"strings"
 	"testing"
@@ -207,7 +209,8 @@ func TestBounds(t *testing.T) {
 // shell as a command of its own.
 func TestUnreadInputIsNeverRun(t *testing.T) {
 	s := localShell(t)
-	c, err := s.Run("sleep 0.3")
+	stop := filepath.Join(t.TempDir(), "stop")
+	c, err := s.Run("until [ -e " + stop + " ]; do sleep 0.05; done") // reads nothing
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,6 +221,7 @@ func TestUnreadInputIsNeverRun(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	os.WriteFile(stop, nil, 0o644)
 	<-c.Done()
 	next := run(t, s, "echo next")
 	if out, _, _, _ := next.Logs(); out != "next\n" || *next.ExitCode() != 0 {
@@ -234,24 +238,29 @@ func TestUnreadInputIsNeverRun(t *testing.T) {
 // refused at once, and the session goes on once the command ends.
 func TestInputToACommandThatNeverReads(t *testing.T) {
 	s := localShell(t)
-	c, _ := s.Run("sleep 2")
+	stop := filepath.Join(t.TempDir(), "stop")
+	c, _ := s.Run("until [ -e " + stop + " ]; do sleep 0.05; done") // ends when the test says, reading nothing
 	chunk := strings.Repeat("x", 64<<10)
 	deadline := time.Now().Add(time.Minute)
 	sent := 0
 	for {
 		err := s.Input(c.ID, chunk)
-		if err == ErrInputFull {
-			break
-		}
-		if err == nil {
+		switch {
+		case err == ErrInputFull:
+		case err == nil:
 			sent += len(chunk)
-		} else if time.Now().After(deadline) {
+			if sent > 4*MaxPendingInput {
+				t.Fatalf("%d bytes taken for a command that reads none", sent)
+			}
+			continue
+		case err == ErrFinished, time.Now().After(deadline):
 			t.Fatalf("input: %v", err)
+		default:
+			continue // not started yet
 		}
-		if sent > 4*MaxPendingInput {
-			t.Fatalf("%d bytes taken for a command that reads none", sent)
-		}
+		break
 	}
+	os.WriteFile(stop, nil, 0o644)
 	<-c.Done()
 	if out, _, _, _ := run(t, s, "echo after").Logs(); out != "after\n" {
 		t.Fatalf("after: %q", out)
