@@ -55,16 +55,18 @@ func ToInfo(sb supervisor.Sandbox) wire.SandboxInfo {
 		r := sb.ErrorReason
 		info.ErrorReason = &r
 	}
-	info.CPU, info.Memory, info.Pids = sb.Resources.CPU, limits.MemoryGiB(sb.Resources), sb.Resources.Pids
+	info.CPU, info.Memory, info.Pids = limits.CPUs(sb.Resources.MilliCPU), limits.InGiB(sb.Resources.MemoryBytes), sb.Resources.Pids
 	if u := sb.Usage; u != nil {
 		info.Usage = &wire.Usage{CPUSeconds: math.Round(u.CPUSeconds*1e6) / 1e6, MemoryBytes: u.MemoryBytes, Pids: u.Pids}
 	}
 	return info
 }
 
-// toLimits converts a request's resource fields.
-func toLimits(l wire.Limits) supervisor.Limits {
-	return supervisor.Limits{CPU: l.CPU, MemoryGiB: l.Memory, Pids: l.Pids}
+// toLimits converts a request's resource fields (CPUs and GiB) to the
+// core's units.
+func toLimits(l wire.Limits) (supervisor.Limits, error) {
+	cpu, mem, err := limits.FromUnits(l.CPU, l.Memory)
+	return supervisor.Limits{MilliCPU: cpu, MemoryBytes: mem, Pids: l.Pids}, err
 }
 
 // ToStreamEvent converts a supervisor event to its wire shape.

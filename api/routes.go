@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agent-control-plane/agent-control-plane/api/daytona"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
@@ -328,7 +329,7 @@ func DecodeCreate(r *http.Request) (supervisor.CreateRequest, error) {
 	if err == nil && body.AutoArchiveInterval != nil {
 		var d time.Duration
 		d, err = minutesToDuration("autoArchiveInterval", *body.AutoArchiveInterval)
-		req.AutoArchiveInterval = &d
+		daytona.WithAutoArchive(&req, d)
 	}
 	return req, err
 }
@@ -337,10 +338,13 @@ func createRequest(b wire.CreateSandboxRequest) (supervisor.CreateRequest, error
 	req := supervisor.CreateRequest{
 		Name: b.Name, Runtime: b.Runtime, Snapshot: b.Snapshot,
 		Env: b.EnvVars, Labels: b.Labels, Public: b.Public,
-		Limits: toLimits(b.Limits),
 	}
 	if b.Name == "" {
 		return req, errors.New("name is required")
+	}
+	var err error
+	if req.Limits, err = toLimits(b.Limits); err != nil {
+		return req, err
 	}
 	if b.AutoStopInterval != nil {
 		d, err := minutesToDuration("autoStopInterval", *b.AutoStopInterval)
@@ -365,7 +369,7 @@ func createRequest(b wire.CreateSandboxRequest) (supervisor.CreateRequest, error
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	req, err := DecodeCreate(r)
 	if err != nil {
-		writeError(w, wire.CodeInvalidRequest, err.Error())
+		writeError(w, wire.CodeInvalidRequest, v1Fields.Render(err))
 		return
 	}
 	if len(req.Env) > 0 && callerOf(r.Context()).session != "" {
@@ -373,6 +377,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sb, err := s.sup.Create(r.Context(), req)
+	if errors.Is(err, supervisor.ErrConflict) {
+		err = fmt.Errorf("%w: DELETE /v1/sandboxes/%s, or agent-control-plane rm %s", err, req.Name, req.Name)
+	}
 	if err != nil {
 		s.writeSupervisorError(w, err, wire.CodeCreateFailed)
 		return
@@ -433,7 +440,12 @@ func (s *Server) resize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, wire.CodeInvalidRequest, err.Error())
 		return
 	}
-	sb, err := s.sup.Resize(r.Context(), r.PathValue("id"), toLimits(body.Limits))
+	l, err := toLimits(body.Limits)
+	if err != nil {
+		s.writeSupervisorError(w, err, wire.CodeResizeFailed)
+		return
+	}
+	sb, err := s.sup.Resize(r.Context(), r.PathValue("id"), l)
 	if err != nil {
 		s.writeSupervisorError(w, err, wire.CodeResizeFailed)
 		return

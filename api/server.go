@@ -30,6 +30,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/conf/auth"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/field"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
 )
@@ -521,7 +522,7 @@ func writeError(w http.ResponseWriter, code wire.ErrorCode, msg string) {
 // writeSupervisorError maps a supervisor error to its answer. failCode
 // names the code for failures that are not the caller's fault.
 func (s *Server) writeSupervisorError(w http.ResponseWriter, err error, failCode wire.ErrorCode) {
-	code, msg := s.codeOf(err, failCode)
+	code, msg := s.codeOf(v1Fields.Wrap(err), failCode)
 	writeError(w, code, msg)
 }
 
@@ -540,6 +541,10 @@ func (s *Server) codeOf(err error, failCode wire.ErrorCode) (wire.ErrorCode, str
 	s.log.Error("request failed", "code", failCode, "err", err)
 	return failCode, err.Error()
 }
+
+// v1Fields are /v1's names of the fields the core checks, where they
+// differ from the core's.
+var v1Fields = field.Names{field.Env: "envVars", field.AutoStop: "autoStopInterval", field.AutoDelete: "autoDeleteInterval"}
 
 // supervisorCodes maps the supervisor's errors to the API's codes.
 var supervisorCodes = []struct {

@@ -49,7 +49,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	} else if b.TimeoutMs > 0 {
 		timeout = time.Duration(b.TimeoutMs) * time.Millisecond
 	}
-	if err := supervisor.ValidateEnv("env", b.Env); err != nil {
+	if err := supervisor.ValidateEnv(b.Env); err != nil {
 		writeError(w, wire.CodeInvalidRequest, err.Error())
 		return
 	}

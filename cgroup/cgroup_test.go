@@ -288,7 +288,7 @@ func TestLimitsAndUsage(t *testing.T) {
 			t.Skipf("the %s limit is not enforceable here: %s", l, m.Info().Note)
 		}
 	}
-	g, err := m.Create("sb4", Limits{CPU: 0.5, MemoryBytes: 64 << 20, Pids: 64})
+	g, err := m.Create("sb4", Limits{MilliCPU: 500, MemoryBytes: 64 << 20, Pids: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestLimitsAndUsage(t *testing.T) {
 	if u.Pids < 1 || u.MemoryBytes <= 0 {
 		t.Errorf("usage %+v: want pids and memory", u)
 	}
-	if err := g.Set(Limits{CPU: 1, MemoryBytes: 32 << 20, Pids: 10}); err != nil {
+	if err := g.Set(Limits{MilliCPU: 1000, MemoryBytes: 32 << 20, Pids: 10}); err != nil {
 		t.Fatalf("resize a running group: %v", err)
 	}
 	pidsMax := "pids.max"
@@ -434,16 +434,19 @@ func TestParseMounts(t *testing.T) {
 }
 
 // The quota written for a cpu limit is the one that reads back as it
-// (0.3 CPU is 30000 µs, not 30001 from a ceiling of float noise).
+// (300 thousandths of a CPU is 30000 µs), and a quota another hand wrote
+// finer than a thousandth reads back as the nearest.
 func TestCPUQuotaRoundTrips(t *testing.T) {
-	for _, cpu := range []float64{0.01, 0.12346, 0.3, 0.7, 1, 1.5, 2.33333} {
-		r := Limits{CPU: cpu}
-		q := cpuQuota(r.CPU)
-		if back := CPUFromQuota(q, period); back != r.CPU {
-			t.Errorf("cpu %v: quota %d reads back as %v", r.CPU, q, back)
+	for _, milli := range []int64{10, 123, 300, 700, 1000, 1500, 2333, 1 << 20} {
+		q := cpuQuota(milli)
+		if back := MilliCPUFromQuota(q, period); back != milli {
+			t.Errorf("cpu %dm: quota %d reads back as %dm", milli, q, back)
 		}
 	}
-	if cpuQuota(0.3) != 30000 || cpuQuota(0) != -1 {
-		t.Errorf("quota of 0.3 CPU: %d, of none: %d", cpuQuota(0.3), cpuQuota(0))
+	if cpuQuota(300) != 30000 || cpuQuota(0) != -1 || cpuQuota(1) != 1000 {
+		t.Errorf("quota of 300m: %d, of 1m: %d, of none: %d", cpuQuota(300), cpuQuota(1), cpuQuota(0))
+	}
+	if MilliCPUFromQuota(30049, period) != 300 || MilliCPUFromQuota(30050, period) != 301 || MilliCPUFromQuota(50000, 1000000) != 50 {
+		t.Error("a quota finer than a thousandth does not read back as the nearest")
 	}
 }

@@ -67,7 +67,7 @@ func (m *Manager) Enforceable(r Limits) (Limits, error) {
 			clear()
 		}
 	}
-	drop(LimitCPU, r.CPU > 0, func() { r.CPU = 0 })
+	drop(LimitCPU, r.MilliCPU > 0, func() { r.MilliCPU = 0 })
 	drop(LimitMemory, r.MemoryBytes > 0, func() { r.MemoryBytes = 0 })
 	drop(LimitPids, r.Pids > 0, func() { r.Pids = 0 })
 	if len(missing) == 0 {

@@ -3,7 +3,6 @@ package cgroup
 import (
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,7 +15,7 @@ import (
 // limit. The native runtime converts them from and to the runtime
 // contract's, so that this package knows nothing of sandboxes.
 type Limits struct {
-	CPU         float64 // CPUs: the quota of a 100 ms period
+	MilliCPU    int64 // thousandths of a CPU: the quota of a 100 ms period
 	MemoryBytes int64
 	Pids        int64
 }
@@ -28,7 +27,7 @@ func (l Limits) IsZero() bool { return l == Limits{} }
 func (l Limits) has(c string) bool {
 	switch c {
 	case LimitCPU:
-		return l.CPU > 0
+		return l.MilliCPU > 0
 	case LimitMemory:
 		return l.MemoryBytes > 0
 	case LimitPids:
@@ -45,13 +44,14 @@ type Usage struct {
 	Pids        int64
 }
 
-// CPUFromQuota is the CPU limit a quota of quotaMicros per periodMicros
-// enforces, in the step the kernel counts (1 µs of a 100 ms period).
-func CPUFromQuota(quotaMicros, periodMicros int64) float64 {
+// MilliCPUFromQuota is the CPU limit, in thousandths of a CPU, that a
+// quota of quotaMicros per periodMicros enforces (rounded to the nearest
+// when another hand set a quota finer than that).
+func MilliCPUFromQuota(quotaMicros, periodMicros int64) int64 {
 	if quotaMicros <= 0 || periodMicros <= 0 {
 		return 0
 	}
-	return math.Round(float64(quotaMicros)/float64(periodMicros)*1e5) / 1e5
+	return (quotaMicros*1000 + periodMicros/2) / periodMicros
 }
 
 // Set applies the limits r, zero fields lifting a limit. It may be called
@@ -94,7 +94,7 @@ func (g *Group) set(r Limits) error {
 	set := func(limit string, v2 func(dir string) error, v1 func(dir string) error) {
 		errs = append(errs, g.atLimit(limit, v2, v1))
 	}
-	quota := cpuQuota(r.CPU)
+	quota := cpuQuota(r.MilliCPU)
 	set(LimitCPU, func(dir string) error {
 		q := "max"
 		if quota > 0 {
@@ -154,14 +154,14 @@ func (g *Group) set(r Limits) error {
 // period is the cpu limit's period in µs, the kernel's default.
 const period = 100000
 
-// cpuQuota is the quota per period that enforces cpu CPUs, -1 for none:
-// rounded (a CPU kept at its 1 µs step, times the period, is a whole
-// number give or take float noise), at least the kernel's 1 ms.
-func cpuQuota(cpu float64) int64 {
-	if cpu <= 0 {
+// cpuQuota is the quota per period that enforces milli thousandths of a
+// CPU, -1 for none: exact (a thousandth of the period is 100 µs), at
+// least the kernel's 1 ms.
+func cpuQuota(milli int64) int64 {
+	if milli <= 0 {
 		return -1
 	}
-	return max(1000, int64(math.Round(cpu*period)))
+	return max(1000, milli*period/1000)
 }
 
 // atLimit runs v2 on the group's cgroup2 directory when limit is a v2
@@ -193,7 +193,7 @@ func (g *Group) Limits() (Limits, error) {
 		q, p, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
 		quota, _ := strconv.ParseInt(q, 10, 64) // "max": 0, no limit
 		per, _ := strconv.ParseInt(p, 10, 64)
-		r.CPU = CPUFromQuota(quota, per)
+		r.MilliCPU = MilliCPUFromQuota(quota, per)
 		return nil
 	}, func(dir string) error {
 		quota, err := readInt(filepath.Join(dir, "cpu.cfs_quota_us"))
@@ -201,7 +201,7 @@ func (g *Group) Limits() (Limits, error) {
 			return err
 		}
 		per, err := readInt(filepath.Join(dir, "cpu.cfs_period_us"))
-		r.CPU = CPUFromQuota(quota, per)
+		r.MilliCPU = MilliCPUFromQuota(quota, per)
 		return err
 	})
 	read(LimitMemory, func(dir string) error {

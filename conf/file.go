@@ -7,7 +7,9 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/agent-control-plane/agent-control-plane/supervisor/field"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/limits"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
 )
 
@@ -152,16 +154,28 @@ func (c *Config) applyFile(path string) error {
 		c.Snapshots[name] = p.snapshot(name)
 	}
 	set(&c.LimitsUnsupported, f.Limits.Unsupported)
-	cpu, mem, pids := c.Limits.CPU, limits.MemoryGiB(c.Limits), c.Limits.Pids
-	set(&cpu, f.Limits.CPU)
-	set(&mem, f.Limits.Memory)
-	set(&pids, f.Limits.Pids)
-	r, err := limits.New(cpu, mem, pids)
+	r, err := fileLimits(c.Limits, f.Limits.CPU, f.Limits.Memory, f.Limits.Pids)
 	if err != nil {
-		return fmt.Errorf("config %s: limits: %w", path, err)
+		return fmt.Errorf("config %s: %s", path, limitKeys.Render(err))
 	}
 	c.Limits = r
 	return nil
+}
+
+// limitKeys are the configuration's names of the limits.
+var limitKeys = field.Names{field.CPU: "limits.cpu", field.Memory: "limits.memory", field.Pids: "limits.pids"}
+
+// fileLimits is base with the limits the file sets (CPUs and GiB, as
+// people write them), checked.
+func fileLimits(base runtime.Resources, cpus, gib *float64, pids *int64) (runtime.Resources, error) {
+	milli, bytes, err := limits.FromUnits(cpus, gib)
+	if err != nil {
+		return base, err
+	}
+	set(&base.MilliCPU, milli)
+	set(&base.MemoryBytes, bytes)
+	set(&base.Pids, pids)
+	return limits.Check(base)
 }
 
 func set[T any](dst *T, v *T) {

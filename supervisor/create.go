@@ -56,10 +56,6 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 		d := *req.AutoDeleteInterval
 		autoDelete = &d
 	}
-	var autoArchive time.Duration
-	if req.AutoArchiveInterval != nil {
-		autoArchive = *req.AutoArchiveInterval
-	}
 	e := &sandbox{
 		pending:   true,
 		id:        req.Name,
@@ -72,7 +68,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 			ID: req.Name, Runtime: req.Runtime, Labels: cloneMap(req.Labels),
 			Snapshot: snap.Name, Public: req.Public, CreatedAt: now, UpdatedAt: now,
 			LastActivityAt: now, AutoStopInterval: autoStop, AutoDeleteInterval: autoDelete,
-			AutoArchiveInterval: autoArchive, Resources: res,
+			Extensions: req.Extensions.clone(), Resources: res,
 		},
 	}
 	if err := move(&e.info, Starting); err != nil {
@@ -86,7 +82,7 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	}
 	if _, taken := s.sandboxes[req.Name]; taken {
 		s.mu.Unlock()
-		return Sandbox{}, fmt.Errorf("%w: %s (a stopped sandbox keeps its name until it is deleted: DELETE /v1/sandboxes/%s, or agent-control-plane rm %s)", ErrConflict, req.Name, req.Name, req.Name)
+		return Sandbox{}, fmt.Errorf("%w: %s (a sandbox keeps its name, also while stopped, until it is deleted)", ErrConflict, req.Name)
 	}
 	s.sandboxes[req.Name] = e
 	s.mu.Unlock()

@@ -8,7 +8,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
 )
 
-// Start starts a stopped sandbox again in place, as Daytona does: the same
+// Start starts a stopped sandbox again in place: the same
 // name, directory and workspace (its files kept), labels, snapshot,
 // variables and limits, with a fresh workload (a new marker, and a new
 // port where the runtime takes one). A sandbox that is starting or

@@ -20,7 +20,7 @@ func (s *Supervisor) ReplaceLabels(id string, labels map[string]string) (Sandbox
 	if err := ValidateLabels(labels); err != nil {
 		return Sandbox{}, err
 	}
-	return s.update(id, func(sb *Sandbox) { sb.Labels = cloneMap(labels) })
+	return s.update(id, func(sb *Sandbox) error { sb.Labels = cloneMap(labels); return nil })
 }
 
 // SetAutoDelete sets how long after its stop a sandbox is deleted: nil
@@ -30,35 +30,26 @@ func (s *Supervisor) SetAutoDelete(id string, after *time.Duration) (Sandbox, er
 	if after != nil && *after < 0 {
 		after = nil
 	}
-	return s.update(id, func(sb *Sandbox) {
+	return s.update(id, func(sb *Sandbox) error {
 		if after == nil {
 			sb.AutoDeleteInterval = nil
-			return
+			return nil
 		}
 		d := *after
 		sb.AutoDeleteInterval = &d
+		return nil
 	})
-}
-
-// SetAutoArchive records the auto-archive interval (0: the longest). It
-// is kept and shown, as Daytona does, but never acts: locally a stopped
-// sandbox keeps its files where they are, which is all an archive would
-// restore.
-func (s *Supervisor) SetAutoArchive(id string, interval time.Duration) (Sandbox, error) {
-	if interval < 0 {
-		return Sandbox{}, invalid("the auto-archive interval must be ≥ 0 minutes")
-	}
-	return s.update(id, func(sb *Sandbox) { sb.AutoArchiveInterval = interval })
 }
 
 // SetPublic sets whether the sandbox's previews need no token.
 func (s *Supervisor) SetPublic(id string, public bool) (Sandbox, error) {
-	return s.update(id, func(sb *Sandbox) { sb.Public = public })
+	return s.update(id, func(sb *Sandbox) error { sb.Public = public; return nil })
 }
 
 // update changes a sandbox's settings in whatever state it is, under its
-// operation lock, and persists them.
-func (s *Supervisor) update(id string, change func(*Sandbox)) (Sandbox, error) {
+// operation lock, and persists them; an error from change leaves the
+// sandbox as it was.
+func (s *Supervisor) update(id string, change func(*Sandbox) error) (Sandbox, error) {
 	e, err := s.lookup(id)
 	if err != nil {
 		return Sandbox{}, err
@@ -71,7 +62,9 @@ func (s *Supervisor) update(id string, change func(*Sandbox)) (Sandbox, error) {
 	if gone {
 		return Sandbox{}, fmt.Errorf("%w: %s", ErrNotFound, Clip(id, MaxQuoted))
 	}
-	change(&next)
+	if err := change(&next); err != nil {
+		return Sandbox{}, err
+	}
 	next.UpdatedAt = s.clock()
 	s.commit(e, next, "")
 	return next, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -64,12 +65,14 @@ type Record struct {
 	LaunchedAt   *time.Time `json:"launchedAt,omitempty"`
 	AutoStopMs   int64      `json:"autoStopIntervalMs"`
 	AutoDeleteMs *int64     `json:"autoDeleteIntervalMs,omitempty"`
-	// AutoArchiveMs: see Sandbox.AutoArchiveInterval (added within
-	// version 3: absent is 0).
-	AutoArchiveMs int64      `json:"autoArchiveIntervalMs,omitempty"`
-	ErrorReason   string     `json:"errorReason,omitempty"`
-	StopReason    StopReason `json:"stopReason,omitempty"`
-	StopGraceMs   int64      `json:"stopGraceMs"` // teardown parameters travel with the record
+	// Extensions: see Sandbox.Extensions (added within version 3).
+	Extensions Extensions `json:"extensions,omitempty"`
+	// LegacyArchiveMs is read from records written before Extensions and
+	// moved into them (see Extensions); it is never written.
+	LegacyArchiveMs int64      `json:"autoArchiveIntervalMs,omitempty"`
+	ErrorReason     string     `json:"errorReason,omitempty"`
+	StopReason      StopReason `json:"stopReason,omitempty"`
+	StopGraceMs     int64      `json:"stopGraceMs"` // teardown parameters travel with the record
 	// ReadyPath and StartupTimeoutMs are how the sandbox's readiness is
 	// probed, from its snapshot (added within version 3: absent means
 	// the daemon's defaults).
@@ -83,7 +86,24 @@ type Record struct {
 	Handle         *runtime.HandleState `json:"handle,omitempty"`
 	// Resources are the limits in force (added within version 3: absent
 	// means none).
-	Resources runtime.Resources `json:"resources,omitzero"`
+	Resources recordResources `json:"resources,omitzero"`
+}
+
+// recordResources are the limits a record keeps. Records written before
+// the cpu limit was kept in thousandths of a CPU hold it as "cpu", in
+// CPUs; reading such a record converts it (to the nearest thousandth,
+// which is what the kernel was given).
+type recordResources struct {
+	runtime.Resources
+	LegacyCPU float64 `json:"cpu,omitempty"`
+}
+
+func (r recordResources) current() runtime.Resources {
+	res := r.Resources
+	if res.MilliCPU == 0 && r.LegacyCPU > 0 {
+		res.MilliCPU = max(1, int64(math.Round(r.LegacyCPU*1000)))
+	}
+	return res
 }
 
 // toRecord is e's record with sb as its state.
@@ -92,10 +112,10 @@ func (s *Supervisor) toRecord(e *sandbox, sb Sandbox, handle runtime.HandleState
 		Version: recordVersion, ID: sb.ID, RootID: s.fs.id, Runtime: sb.Runtime, State: sb.State,
 		Labels: sb.Labels, Snapshot: sb.Snapshot, Public: sb.Public, Port: sb.Port, Endpoint: sb.Endpoint,
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, LastActivityAt: sb.LastActivityAt,
-		AutoStopMs: sb.AutoStopInterval.Milliseconds(), AutoArchiveMs: sb.AutoArchiveInterval.Milliseconds(), ErrorReason: sb.ErrorReason,
+		AutoStopMs: sb.AutoStopInterval.Milliseconds(), Extensions: sb.Extensions, ErrorReason: sb.ErrorReason,
 		StopReason: sb.StopReason, StopGraceMs: e.grace.Milliseconds(), Marker: e.marker,
 		ReadyPath: e.readyPath, StartupTimeoutMs: e.startup.Milliseconds(),
-		Resources: sb.Resources,
+		Resources: recordResources{Resources: sb.Resources},
 	}
 	if !handle.IsZero() {
 		r.Handle = &handle
@@ -124,10 +144,10 @@ func (r Record) sandbox() Sandbox {
 		ID: r.ID, Runtime: r.Runtime, State: r.State, Labels: r.Labels,
 		Snapshot: r.Snapshot, Public: r.Public, Port: r.Port, Endpoint: r.Endpoint,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, LastActivityAt: r.LastActivityAt,
-		AutoStopInterval:    time.Duration(r.AutoStopMs) * time.Millisecond,
-		AutoArchiveInterval: time.Duration(r.AutoArchiveMs) * time.Millisecond,
-		ErrorReason:         r.ErrorReason, StopReason: r.StopReason,
-		Resources: r.Resources,
+		AutoStopInterval: time.Duration(r.AutoStopMs) * time.Millisecond,
+		Extensions:       r.Extensions.clone(),
+		ErrorReason:      r.ErrorReason, StopReason: r.StopReason,
+		Resources: r.Resources.current(),
 	}
 	if r.StartedAt != nil {
 		sb.StartedAt = *r.StartedAt
@@ -144,6 +164,9 @@ func (r Record) sandbox() Sandbox {
 	}
 	if sb.Labels == nil {
 		sb.Labels = map[string]string{}
+	}
+	if _, ok := sb.Extensions[legacyExtension]; r.LegacyArchiveMs != 0 && !ok {
+		sb.Extensions = sb.Extensions.with(legacyExtension, fmt.Appendf(nil, `{"autoArchiveIntervalMs":%d}`, r.LegacyArchiveMs))
 	}
 	if sb.Endpoint.IsZero() && r.Port != 0 {
 		sb.Endpoint = runtime.Loopback(r.Port) // written before endpoints

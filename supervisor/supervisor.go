@@ -296,8 +296,8 @@ func (s *Supervisor) Runtimes() []string { return s.opts.Runtimes.Names() }
 // that can tell, within ctx.
 //
 // An answer is kept for UnavailableTTL and shared by the callers that ask
-// meanwhile: an unauthenticated GET /v1/info per request cannot make the
-// daemon ask a container engine as often.
+// meanwhile: a caller asking at every request (an unauthenticated one,
+// say) cannot make the daemon ask a container engine as often.
 func (s *Supervisor) Unavailable(ctx context.Context) map[string]string {
 	s.unavail.mu.Lock()
 	defer s.unavail.mu.Unlock()

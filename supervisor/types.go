@@ -9,6 +9,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/agent-control-plane/agent-control-plane/supervisor/field"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/limits"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
@@ -86,9 +87,8 @@ type Sandbox struct {
 	// AutoDeleteInterval: nil never deletes; 0 deletes right after stop;
 	// N deletes N after stop.
 	AutoDeleteInterval *time.Duration
-	// AutoArchiveInterval is kept and shown for Daytona's clients; it
-	// never acts (see SetAutoArchive). 0: the longest.
-	AutoArchiveInterval time.Duration
+	// Extensions are what faces keep with the sandbox (see Extensions).
+	Extensions Extensions
 
 	ErrorReason string
 	StopReason  StopReason // set once stopped
@@ -135,46 +135,39 @@ type CreateRequest struct {
 	AutoStopInterval *time.Duration
 	// AutoDeleteInterval nil or negative never deletes; see Sandbox.
 	AutoDeleteInterval *time.Duration
-	// AutoArchiveInterval: see Sandbox; nil is 0.
-	AutoArchiveInterval *time.Duration
+	// Extensions: see Sandbox.
+	Extensions Extensions
 }
 
-// Limits are resource limits in Daytona's units, as a request gives them:
-// a nil field leaves that limit as it is (at create: the daemon's
+// Limits are resource limits in the core's units, as a request gives
+// them: a nil field leaves that limit as it is (at create: the daemon's
 // default), zero lifts it.
 type Limits struct {
-	CPU       *float64 // CPUs
-	MemoryGiB *float64
-	Pids      *int64
+	MilliCPU    *int64 // thousandths of a CPU
+	MemoryBytes *int64
+	Pids        *int64
 }
 
-// over applies l to base, checking each value.
+// over applies l to base and checks the result (limits.Check).
 func (l Limits) over(base runtime.Resources) (runtime.Resources, error) {
-	cpu, mem, pids := base.CPU, limits.MemoryGiB(base), base.Pids
-	if l.CPU != nil {
-		cpu = *l.CPU
+	r := base
+	if l.MilliCPU != nil {
+		r.MilliCPU = *l.MilliCPU
 	}
-	if l.MemoryGiB != nil {
-		mem = *l.MemoryGiB
+	if l.MemoryBytes != nil {
+		r.MemoryBytes = *l.MemoryBytes
 	}
 	if l.Pids != nil {
-		pids = *l.Pids
+		r.Pids = *l.Pids
 	}
-	r, err := limits.New(cpu, mem, pids)
-	if err != nil {
-		return r, invalid(err.Error())
-	}
-	if l.MemoryGiB == nil {
-		r.MemoryBytes = base.MemoryBytes // exact, not through GiB and back
-	}
-	return r, nil
+	return limits.Check(r)
 }
 
 // Errors returned by the supervisor; check them with errors.Is.
 var (
 	ErrNotFound           = errors.New("sandbox not found")
 	ErrConflict           = errors.New("sandbox name in use")
-	ErrInvalid            = errors.New("invalid request")
+	ErrInvalid            = field.ErrInvalid
 	ErrUnsupportedRuntime = errors.New("unsupported runtime")
 	ErrPortsExhausted     = errors.New("port range exhausted")
 	ErrNotRunning         = errors.New("sandbox is not running")

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"unicode/utf8"
 
+	"github.com/agent-control-plane/agent-control-plane/supervisor/field"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
@@ -14,7 +15,7 @@ const (
 	MaxLabels        = 64
 	MaxLabelKeyLen   = 128
 	MaxLabelValueLen = 512
-	MaxEnvVars       = 256
+	MaxEnv       = 256
 	MaxEnvValueLen   = 32 << 10
 	MaxSnapshotLen   = 256
 )
@@ -29,49 +30,51 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
 }
 
-// ValidateName returns an ErrInvalid error if name is not a valid sandbox
+// ValidateName returns a *field.Error if name is not a valid sandbox
 // name.
 func ValidateName(name string) error {
 	if !validName(name) {
-		return invalid("name %q must match %s", Clip(name, MaxQuoted), nameRE)
+		return field.Errorf(field.Name, "%q must match %s", Clip(name, MaxQuoted), nameRE)
 	}
 	return nil
 }
 
-// ValidateLabels checks label count, key and value sizes.
+// ValidateLabels checks label count, key and value sizes; a fault is a
+// *field.Error.
 func ValidateLabels(labels map[string]string) error {
 	if len(labels) > MaxLabels {
-		return invalid("%d labels; at most %d", len(labels), MaxLabels)
+		return field.Errorf(field.Labels, "has %d entries; at most %d", len(labels), MaxLabels)
 	}
 	for k, v := range labels {
 		if k == "" || len(k) > MaxLabelKeyLen || !utf8.ValidString(k) {
-			return invalid("label key %q must be 1 to %d bytes of UTF-8", Clip(k, MaxQuoted), MaxLabelKeyLen)
+			return field.Errorf(field.Labels, "key %q must be 1 to %d bytes of UTF-8", Clip(k, MaxQuoted), MaxLabelKeyLen)
 		}
 		if len(v) > MaxLabelValueLen || !utf8.ValidString(v) {
-			return invalid("label %q: value must be at most %d bytes of UTF-8", Clip(k, MaxQuoted), MaxLabelValueLen)
+			return field.Errorf(field.Labels, "%q: value must be at most %d bytes of UTF-8", Clip(k, MaxQuoted), MaxLabelValueLen)
 		}
 	}
 	return nil
 }
 
-// ValidateEnv checks variables given as field (names, sizes, the
-// reserved ones), never echoing a value: it may be a secret.
-func ValidateEnv(field string, env map[string]string) error {
-	if len(env) > MaxEnvVars {
-		return invalid("%d %s; at most %d", len(env), field, MaxEnvVars)
+// ValidateEnv checks variables (names, sizes, the reserved ones), never
+// echoing a value: it may be a secret. A fault is a *field.Error for
+// field.Env, which each face renders with its own name for the field.
+func ValidateEnv(env map[string]string) error {
+	if len(env) > MaxEnv {
+		return field.Errorf(field.Env, "has %d variables; at most %d", len(env), MaxEnv)
 	}
 	for k, v := range env {
 		if !runtime.ValidEnvName(k) {
-			return invalid("%s key %q is not a valid variable name", field, Clip(k, MaxQuoted))
+			return field.Errorf(field.Env, "key %q is not a valid variable name", Clip(k, MaxQuoted))
 		}
 		if runtime.Reserved(k) {
-			return invalid("%s key %s is reserved: the runtime sets it as the workload sees it", field, k)
+			return field.Errorf(field.Env, "key %s is reserved: the runtime sets it as the workload sees it", k)
 		}
 		if len(v) > MaxEnvValueLen {
-			return invalid("%s %s: value longer than %d bytes", field, k, MaxEnvValueLen)
+			return field.Errorf(field.Env, "%s: value longer than %d bytes", k, MaxEnvValueLen)
 		}
 		if hasNUL(v) {
-			return invalid("%s %s: value contains a NUL byte", field, k)
+			return field.Errorf(field.Env, "%s: value contains a NUL byte", k)
 		}
 	}
 	return nil
@@ -79,7 +82,7 @@ func ValidateEnv(field string, env map[string]string) error {
 
 // Validate checks a create request against the supervisor's rules (name,
 // labels, env, bounds). Create calls it; it is exported for callers that
-// want to check before sending.
+// want to check before sending. A fault is a *field.Error.
 func (r *CreateRequest) Validate() error {
 	if err := ValidateName(r.Name); err != nil {
 		return err
@@ -87,19 +90,16 @@ func (r *CreateRequest) Validate() error {
 	if err := ValidateLabels(r.Labels); err != nil {
 		return err
 	}
-	if err := ValidateEnv("envVars", r.Env); err != nil {
+	if err := ValidateEnv(r.Env); err != nil {
 		return err
 	}
 	if len(r.Snapshot) > MaxSnapshotLen {
-		return invalid("snapshot longer than %d bytes", MaxSnapshotLen)
+		return field.Errorf(field.Snapshot, "longer than %d bytes", MaxSnapshotLen)
 	}
 	if r.AutoStopInterval != nil && *r.AutoStopInterval < 0 {
-		return invalid("autoStopInterval must be ≥ 0 minutes")
+		return field.Errorf(field.AutoStop, "must not be negative")
 	}
-	if r.AutoArchiveInterval != nil && *r.AutoArchiveInterval < 0 {
-		return invalid("autoArchiveInterval must be ≥ 0 minutes")
-	}
-	return nil
+	return r.Extensions.check()
 }
 
 // MaxQuoted is how much of a caller's input an error message quotes.

@@ -37,7 +37,7 @@ type Supervisor interface {
 	RefreshActivity(id string) error
 	SetAutoStop(id string, interval time.Duration) (supervisor.Sandbox, error)
 	SetAutoDelete(id string, after *time.Duration) (supervisor.Sandbox, error)
-	SetAutoArchive(id string, interval time.Duration) (supervisor.Sandbox, error)
+	SetExtension(id, key string, value json.RawMessage) (supervisor.Sandbox, error)
 	SetPublic(id string, public bool) (supervisor.Sandbox, error)
 	ReplaceLabels(id string, labels map[string]string) (supervisor.Sandbox, error)
 	Resize(ctx context.Context, id string, l supervisor.Limits) (supervisor.Sandbox, error)

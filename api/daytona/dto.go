@@ -142,7 +142,7 @@ func (a *API) item(sb supervisor.Sandbox, toolbox string) SandboxListItem {
 		Snapshot: sb.Snapshot, User: a.opts.User, ErrorReason: sb.ErrorReason, Public: sb.Public,
 		CPU: a.opts.Machine.CPU, Memory: a.opts.Machine.MemoryGiB, Disk: a.opts.Machine.DiskGiB,
 		Labels: sb.Labels, BackupState: "None",
-		AutoStopInterval: minutes(sb.AutoStopInterval), AutoArchiveInterval: minutes(sb.AutoArchiveInterval),
+		AutoStopInterval: minutes(sb.AutoStopInterval), AutoArchiveInterval: minutes(extensionOf(sb).autoArchive()),
 		AutoDeleteInterval: -1,
 		CreatedAt:          timeText(sb.CreatedAt), UpdatedAt: timeText(sb.UpdatedAt), LastActivityAt: timeText(sb.LastActivityAt),
 		DaemonVersion: a.opts.Version, ToolboxProxyURL: toolbox,
@@ -157,14 +157,20 @@ func (a *API) item(sb supervisor.Sandbox, toolbox string) SandboxListItem {
 	if sb.AutoDeleteInterval != nil {
 		it.AutoDeleteInterval = minutes(*sb.AutoDeleteInterval)
 	}
-	if sb.Resources.CPU > 0 {
-		it.CPU = sb.Resources.CPU
+	if sb.Resources.MilliCPU > 0 {
+		it.CPU = limits.CPUs(sb.Resources.MilliCPU)
 	}
 	if sb.Resources.MemoryBytes > 0 {
-		it.Memory = round2(limits.MemoryGiB(sb.Resources))
+		it.Memory = round2(limits.InGiB(sb.Resources.MemoryBytes))
 	}
 	return it
 }
 
 // Target is the one place sandboxes run here.
 const Target = "local"
+
+// toLimits converts Daytona's limits (CPUs and GiB) to the core's units.
+func toLimits(cpus, gib *float64) (supervisor.Limits, error) {
+	cpu, mem, err := limits.FromUnits(cpus, gib)
+	return supervisor.Limits{MilliCPU: cpu, MemoryBytes: mem}, err
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/field"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/redact"
 )
 
@@ -31,8 +32,12 @@ type createBody struct {
 
 // fail answers a supervisor error.
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error, code wire.ErrorCode) {
-	a.opts.Fail(w, r, err, code)
+	a.opts.Fail(w, r, fields.Wrap(err), code)
 }
+
+// fields are Daytona's names of the fields the core checks, where they
+// differ from the core's.
+var fields = field.Names{field.AutoStop: "autoStopInterval", field.AutoDelete: "autoDeleteInterval"}
 
 func badRequest(w http.ResponseWriter, r *http.Request, msg string) {
 	WriteError(w, r, http.StatusBadRequest, msg)
@@ -72,18 +77,23 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 	}
 	req := supervisor.CreateRequest{
 		Name: b.Name, Snapshot: b.Snapshot, Env: b.Env, Labels: b.Labels, Public: b.Public,
-		Limits: supervisor.Limits{CPU: b.CPU, MemoryGiB: b.Memory},
+	}
+	var err error
+	if req.Limits, err = toLimits(b.CPU, b.Memory); err != nil {
+		a.fail(w, r, err, wire.CodeInvalidRequest)
+		return
 	}
 	if req.Name == "" {
 		req.Name = newID()
 	}
+	var autoArchive *time.Duration
 	for _, iv := range []struct {
 		field string
 		m     *float64
 		dst   **time.Duration
 	}{
 		{"autoStopInterval", b.AutoStopInterval, &req.AutoStopInterval},
-		{"autoArchiveInterval", b.AutoArchiveInterval, &req.AutoArchiveInterval},
+		{"autoArchiveInterval", b.AutoArchiveInterval, &autoArchive},
 		{"autoDeleteInterval", b.AutoDeleteInterval, &req.AutoDeleteInterval},
 	} {
 		if iv.m == nil {
@@ -96,6 +106,9 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		*iv.dst = &d
+	}
+	if autoArchive != nil {
+		WithAutoArchive(&req, *autoArchive)
 	}
 	sb, err := a.sup.Create(r.Context(), req)
 	if err != nil {
@@ -234,7 +247,7 @@ func (a *API) autoArchive(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	sb, err := a.sup.SetAutoArchive(r.PathValue("id"), d)
+	sb, err := a.sup.SetExtension(r.PathValue("id"), extensionKey, extension{AutoArchiveMs: d.Milliseconds()}.raw())
 	if err != nil {
 		a.fail(w, r, err, wire.CodeInternal)
 		return
@@ -300,7 +313,12 @@ func (a *API) resize(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, r, err.Error())
 		return
 	}
-	sb, err := a.sup.Resize(r.Context(), r.PathValue("id"), supervisor.Limits{CPU: b.CPU, MemoryGiB: b.Memory})
+	l, err := toLimits(b.CPU, b.Memory)
+	if err != nil {
+		a.fail(w, r, err, wire.CodeResizeFailed)
+		return
+	}
+	sb, err := a.sup.Resize(r.Context(), r.PathValue("id"), l)
 	if err != nil {
 		a.fail(w, r, err, wire.CodeResizeFailed)
 		return

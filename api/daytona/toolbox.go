@@ -11,6 +11,7 @@ import (
 
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/field"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/logcap"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/redact"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
@@ -192,8 +193,8 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request) {
 			timeout = time.Duration(*b.Timeout) * time.Second
 		}
 	}
-	if err := supervisor.ValidateEnv("envs", b.Envs); err != nil {
-		badRequest(w, r, err.Error())
+	if err := supervisor.ValidateEnv(b.Envs); err != nil {
+		badRequest(w, r, field.Names{field.Env: "envs"}.Render(err))
 		return
 	}
 	var env []string

@@ -11,7 +11,7 @@ import (
 // any that asks for more than a local sandbox is, naming it and saying
 // why: never a silent success (a caller asking for no network must not
 // get the whole network). target is accepted as it is (there is one place
-// here); autoArchiveInterval is kept apart (see supervisor.SetAutoArchive).
+// here); autoArchiveInterval is kept apart (see daytona.WithAutoArchive).
 type DaytonaFields struct {
 	Target           string            `json:"target,omitempty"`
 	User             string            `json:"user,omitempty"`

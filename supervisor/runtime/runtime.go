@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
-	"math"
 	"net"
 	"slices"
 	"strconv"
@@ -236,28 +235,17 @@ const MarkerEnv = "AGENT_CONTROL_PLANE_MARKER"
 
 // Resources are limits for one workload. Zero means no limit.
 type Resources struct {
-	CPU         float64 `json:"cpu,omitempty"` // CPUs, fractions allowed
-	MemoryBytes int64   `json:"memoryBytes,omitempty"`
-	Pids        int64   `json:"pids,omitempty"`
+	MilliCPU    int64 `json:"milliCpu,omitempty"` // thousandths of a CPU
+	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	Pids        int64 `json:"pids,omitempty"`
 }
 
 // IsZero reports whether r sets no limit.
 func (r Resources) IsZero() bool { return r == Resources{} }
 
-// What the kernel can enforce, which every runtime on Linux shares: a cpu
-// limit is a quota of a period counted in whole microseconds (of a 100 ms
-// period: steps of 0.00001 CPU); memory is counted in whole pages.
-const (
-	PageSize = 4096
-	cpuSteps = 1e5 // per CPU
-)
-
-// Normalized rounds the CPU to its step so that a value read back from
-// the kernel and one computed compare equal.
-func (r Resources) Normalized() Resources {
-	r.CPU = math.Round(r.CPU*cpuSteps) / cpuSteps
-	return r
-}
+// PageSize is the unit in which the kernel counts memory: a memory limit
+// is a whole number of pages.
+const PageSize = 4096
 
 // Limiter is a Runtime that can enforce limits. A Runtime that is not one
 // enforces none.

@@ -1,7 +1,7 @@
 // Package shell keeps a shell running inside a sandbox and runs commands
 // in it one after another, so that what one command changes of the
-// shell's state (its directory, its variables) the next one sees: Daytona's
-// toolbox sessions. Each command's output is told apart by markers only
+// shell's state (its directory, its variables) the next one sees: the
+// toolbox's sessions. Each command's output is told apart by markers only
 // the daemon knows, and kept (its tail, bounded) for its logs.
 package shell
 

@@ -8,7 +8,7 @@ import "time"
 // Default names the snapshot a create runs when it names none.
 const Default = "default"
 
-// Snapshot is Daytona's word for what a sandbox runs: a named profile with
+// Snapshot is what a sandbox runs: a named profile with
 // its runtime, its program, how it is probed and how it is stopped. A
 // create names one; what a sandbox was created from is kept in its record,
 // so that a restart adopts and tears it down as it was made, whatever the

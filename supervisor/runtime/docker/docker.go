@@ -10,7 +10,7 @@
 // what the engine speaks (Debian 12's Docker 20.10 speaks 1.41), where
 // its successor module github.com/moby/moby/client is made for the newer
 // engines. It is the only Docker dependency, and it never runs the docker
-// CLI.
+// command.
 package docker
 
 import (
@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net/url"
 	goruntime "runtime"
 	"strconv"
@@ -128,8 +127,8 @@ func (r *Runtime) Capabilities() runtime.Capabilities {
 // Enforceable: the engine enforces cpu, memory and pids, a cpu limit up
 // to the CPUs of its machine (this one: the engine is local).
 func (r *Runtime) Enforceable(res runtime.Resources) (runtime.Resources, error) {
-	if n := goruntime.NumCPU(); res.CPU > float64(n) {
-		return runtime.Resources{}, fmt.Errorf("%w: cpu %g: the docker engine takes %g to %d CPUs (the CPUs of this machine)", runtime.ErrLimitsUnsupported, res.CPU, limits.MinCPU, n)
+	if n := goruntime.NumCPU(); res.MilliCPU > int64(n)*1000 {
+		return runtime.Resources{}, fmt.Errorf("%w: cpu %g: the docker engine takes %g to %d CPUs (the CPUs of this machine)", runtime.ErrLimitsUnsupported, limits.CPUs(res.MilliCPU), limits.CPUs(limits.MinMilliCPU), n)
 	}
 	return res, nil
 }
@@ -312,7 +311,7 @@ func (r *Runtime) config(ref string, spec runtime.Spec) (*container.Config, *con
 // resources maps limits to the engine's; zero lifts a limit.
 func resources(res runtime.Resources) container.Resources {
 	out := container.Resources{
-		NanoCPUs: int64(math.Round(res.CPU * 1e9)),
+		NanoCPUs: res.MilliCPU * 1e6,
 		Memory:   res.MemoryBytes,
 	}
 	if res.MemoryBytes > 0 {

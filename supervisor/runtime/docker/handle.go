@@ -111,7 +111,7 @@ func (h *handle) Limits(ctx context.Context) (runtime.Resources, error) {
 func limitsOf(info container.InspectResponse) runtime.Resources {
 	var res runtime.Resources
 	if hc := info.HostConfig; hc != nil {
-		res.CPU = runtime.Resources{CPU: float64(hc.NanoCPUs) / 1e9}.Normalized().CPU
+		res.MilliCPU = (hc.NanoCPUs + 5e5) / 1e6 // to the nearest thousandth
 		res.MemoryBytes = hc.Memory
 		if hc.PidsLimit != nil && *hc.PidsLimit > 0 {
 			res.Pids = *hc.PidsLimit

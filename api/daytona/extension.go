@@ -1,0 +1,57 @@
+package daytona
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
+)
+
+// extensionKey is where this face keeps, with each sandbox, what only
+// Daytona's API has (supervisor.Extensions); the core never reads it.
+const extensionKey = "daytona"
+
+// extension is what this face keeps with a sandbox: the auto-archive
+// interval, kept and shown as Daytona does but never acting (locally a
+// stopped sandbox keeps its files where they are, which is all an
+// archive would restore). 0 is the longest.
+type extension struct {
+	AutoArchiveMs int64 `json:"autoArchiveIntervalMs,omitempty"`
+}
+
+// extensionOf is what this face keeps with sb; a value it cannot read
+// (none was ever written by it) is the zero extension.
+func extensionOf(sb supervisor.Sandbox) extension {
+	var x extension
+	if raw, ok := sb.Extensions[extensionKey]; ok {
+		_ = json.Unmarshal(raw, &x)
+	}
+	return x
+}
+
+func (x extension) autoArchive() time.Duration {
+	return time.Duration(x.AutoArchiveMs) * time.Millisecond
+}
+
+// raw is x as kept: nil (nothing kept) when x is zero.
+func (x extension) raw() json.RawMessage {
+	if x == (extension{}) {
+		return nil
+	}
+	b, _ := json.Marshal(x)
+	return b
+}
+
+// WithAutoArchive sets the auto-archive interval a create asks for, for
+// Daytona's API to show: /v1 takes Daytona's create fields too.
+func WithAutoArchive(req *supervisor.CreateRequest, d time.Duration) {
+	raw := extension{AutoArchiveMs: d.Milliseconds()}.raw()
+	if raw == nil {
+		delete(req.Extensions, extensionKey)
+		return
+	}
+	if req.Extensions == nil {
+		req.Extensions = supervisor.Extensions{}
+	}
+	req.Extensions[extensionKey] = raw
+}
