@@ -15,7 +15,7 @@ const (
 	MaxLabels        = 64
 	MaxLabelKeyLen   = 128
 	MaxLabelValueLen = 512
-	MaxEnv       = 256
+	MaxEnv           = 256
 	MaxEnvValueLen   = 32 << 10
 	MaxSnapshotLen   = 256
 )
