@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agent-control-plane/agent-control-plane/api/daytona"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/conf"
 	"github.com/agent-control-plane/agent-control-plane/proc"
@@ -152,14 +154,61 @@ func (e *env) waitState(id, state string) wire.SandboxInfo {
 	return info
 }
 
-func TestRoutesSorted(t *testing.T) {
-	if !slices.IsSortedFunc(routes, func(a, b route) int {
-		if c := strings.Compare(a.path, b.path); c != 0 {
-			return c
+// Every route table of the host: each sorted by path then method as it
+// claims, each operation once, no GET logged as a change, and an
+// operation both faces offer logged and guarded alike.
+func TestRouteTables(t *testing.T) {
+	api := daytonaRoutes(&daytona.API{})
+	byPath := func(a, b route) int {
+		return cmp.Or(strings.Compare(a.path, b.path), strings.Compare(a.method, b.method))
+	}
+	all := map[string]route{}
+	for name, table := range map[string][]route{"/v1": routes, "/api": api} {
+		if !slices.IsSortedFunc(table, byPath) {
+			t.Errorf("the %s table is not sorted by path, then method", name)
 		}
-		return strings.Compare(a.method, b.method)
-	}) {
-		t.Fatal("routes table is not sorted by path, then method")
+		for _, rt := range table {
+			op := rt.method + " " + rt.path
+			if _, dup := all[op]; dup {
+				t.Errorf("%s is routed twice", op)
+			}
+			all[op] = rt
+			if rt.method == "GET" && rt.mutates {
+				t.Errorf("%s is logged as a change", op)
+			}
+		}
+	}
+	const tb = "/api/toolbox/{id}"
+	for _, same := range [][2]string{
+		{"GET /v1/sandboxes", "GET /api/sandbox"},
+		{"POST /v1/sandboxes", "POST /api/sandbox"},
+		{"GET /v1/sandboxes/{id}", "GET /api/sandbox/{id}"},
+		{"DELETE /v1/sandboxes/{id}", "DELETE /api/sandbox/{id}"},
+		{"POST /v1/sandboxes/{id}/start", "POST /api/sandbox/{id}/start"},
+		{"POST /v1/sandboxes/{id}/stop", "POST /api/sandbox/{id}/stop"},
+		{"POST /v1/sandboxes/{id}/resize", "POST /api/sandbox/{id}/resize"},
+		{"POST /v1/sandboxes/{id}/autostop/{interval}", "POST /api/sandbox/{id}/autostop/{interval}"},
+		{"POST /v1/sandboxes/{id}/refresh-activity", "POST /api/sandbox/{id}/last-activity"},
+		{"GET /v1/sandboxes/{id}/preview-url", "GET /api/sandbox/{id}/ports/{port}/preview-url"},
+		{"GET /v1/sandboxes/{id}/entrypoint-logs", "GET " + tb + "/process/session/entrypoint/logs"},
+		{"POST /v1/sandboxes/{id}/exec", "POST " + tb + "/process/execute"},
+		{"GET /v1/sandboxes/{id}/files", "GET " + tb + "/files"},
+		{"GET /v1/sandboxes/{id}/files/content", "GET " + tb + "/files/download"},
+		{"PUT /v1/sandboxes/{id}/files/content", "POST " + tb + "/files/upload"},
+		{"POST /v1/sandboxes/{id}/sessions", "POST " + tb + "/process/session"},
+		{"DELETE /v1/sandboxes/{id}/sessions/{session}", "DELETE " + tb + "/process/session/{sid}"},
+		{"POST /v1/sandboxes/{id}/sessions/{session}/exec", "POST " + tb + "/process/session/{sid}/exec"},
+	} {
+		a, okA := all[same[0]]
+		b, okB := all[same[1]]
+		switch {
+		case !okA || !okB:
+			t.Errorf("%s or %s is not routed", same[0], same[1])
+		case a.mutates != b.mutates:
+			t.Errorf("%s is logged as a change: %v, %s: %v", same[0], a.mutates, same[1], b.mutates)
+		case a.access != b.access:
+			t.Errorf("%s is guarded as %d, %s as %d", same[0], a.access, same[1], b.access)
+		}
 	}
 }
 

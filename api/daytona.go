@@ -37,13 +37,13 @@ func (s *Server) newDaytona() *daytona.API {
 
 // daytonaRoutes are /api's operations as the server's routes: the same
 // dispatch (metrics by pattern, logged mutations), any credential, but
-// the toolbox's, which reach inside a sandbox.
+// the operations that reach inside a sandbox.
 func daytonaRoutes(a *daytona.API) []route {
 	var out []route
 	for _, rt := range a.Routes() {
 		h := rt.Handler
 		acc := member
-		if strings.HasPrefix(rt.Path, daytona.ToolboxPath+"/") {
+		if rt.Inside {
 			acc = inside
 		}
 		out = append(out, route{rt.Method, rt.Path, func(_ *Server, w http.ResponseWriter, r *http.Request) { h(w, r) }, rt.Mutates, acc})

@@ -48,7 +48,7 @@ var routes = []route{
 	{"POST", "/v1/sandboxes/{id}/sessions", (*Server).createSession, true, inside},
 	{"DELETE", "/v1/sandboxes/{id}/sessions/{session}", (*Server).deleteSession, true, inside},
 	{"POST", "/v1/sandboxes/{id}/sessions/{session}/exec", (*Server).sessionExec, true, inside},
-	{"POST", "/v1/sandboxes/{id}/start", (*Server).start, false, member},
+	{"POST", "/v1/sandboxes/{id}/start", (*Server).start, true, member},
 	{"POST", "/v1/sandboxes/{id}/stop", (*Server).stop, true, member},
 	{"GET", "/v1/snapshots", (*Server).snapshots, false, member},
 }

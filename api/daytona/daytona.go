@@ -11,9 +11,12 @@
 package daytona
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
@@ -90,43 +93,50 @@ type Route struct {
 	Method, Path string
 	Handler      http.HandlerFunc
 	Mutates      bool // logged when it succeeds
+	// Inside: the operation reaches into the sandbox (its commands,
+	// files, sessions), which package api guards more closely.
+	Inside bool
 }
 
 // Routes lists every operation, sorted by path then method. Paths name
 // the sandbox {id}: Daytona's sandboxIdOrName and sandboxId are one here.
 func (a *API) Routes() []Route {
-	return append(a.sandboxRoutes(), a.toolboxRoutes()...)
+	out := append(a.sandboxRoutes(), a.toolboxRoutes()...)
+	slices.SortFunc(out, func(a, b Route) int {
+		return cmp.Or(strings.Compare(a.Path, b.Path), strings.Compare(a.Method, b.Method))
+	})
+	return out
 }
 
 func (a *API) sandboxRoutes() []Route {
 	return []Route{
-		{"GET", "/api/sandbox", a.list, false},
-		{"POST", "/api/sandbox", a.create, true},
-		{"DELETE", "/api/sandbox/{id}", a.delete, true},
-		{"GET", "/api/sandbox/{id}", a.get, false},
-		{"POST", "/api/sandbox/{id}/archive", unsupported("archive", "a stopped sandbox keeps its files on this machine; there is no archive storage"), false},
-		{"POST", "/api/sandbox/{id}/autoarchive/{interval}", a.autoArchive, true},
-		{"POST", "/api/sandbox/{id}/autodelete/{interval}", a.autoDelete, true},
-		{"POST", "/api/sandbox/{id}/autostop/{interval}", a.autoStop, true},
-		{"POST", "/api/sandbox/{id}/backup", unsupported("backups", "there is no backup storage here"), false},
-		{"POST", "/api/sandbox/{id}/fork", unsupported("forks", "a sandbox cannot be copied while it runs here"), false},
-		{"PUT", "/api/sandbox/{id}/labels", a.replaceLabels, true},
-		{"POST", "/api/sandbox/{id}/last-activity", a.lastActivity, false},
-		{"POST", "/api/sandbox/{id}/network-settings", unsupported("network settings", "this daemon cannot cut or filter a sandbox's network"), false},
-		{"POST", "/api/sandbox/{id}/pause", unsupported("pause", "sandboxes stop and start again here (their files kept); they do not pause"), false},
-		{"GET", "/api/sandbox/{id}/ports/{port}/preview-url", a.previewURL, false},
-		{"GET", "/api/sandbox/{id}/ports/{port}/signed-preview-url", unsupported("signed preview URLs", "previews are reached with the token of preview-url"), false},
-		{"POST", "/api/sandbox/{id}/public/{isPublic}", a.setPublic, true},
-		{"POST", "/api/sandbox/{id}/recover", a.recover, true},
-		{"POST", "/api/sandbox/{id}/resize", a.resize, true},
-		{"POST", "/api/sandbox/{id}/snapshot", unsupported("snapshots of a sandbox", "snapshots are configured in the daemon's config file"), false},
-		{"GET", "/api/sandbox/{id}/ssh-access", unsupported("ssh access", "there is no ssh gateway here; the sandbox runs on this machine"), false},
-		{"POST", "/api/sandbox/{id}/ssh-access", unsupported("ssh access", "there is no ssh gateway here; the sandbox runs on this machine"), false},
-		{"POST", "/api/sandbox/{id}/start", a.start, true},
-		{"POST", "/api/sandbox/{id}/stop", a.stop, true},
-		{"GET", "/api/sandbox/{id}/toolbox-proxy-url", a.toolboxProxyURL, false},
-		{"GET", "/api/volumes", unsupported("volumes", "there are no volumes here"), false},
-		{"POST", "/api/volumes", unsupported("volumes", "there are no volumes here"), false},
+		{"GET", "/api/sandbox", a.list, false, false},
+		{"POST", "/api/sandbox", a.create, true, false},
+		{"DELETE", "/api/sandbox/{id}", a.delete, true, false},
+		{"GET", "/api/sandbox/{id}", a.get, false, false},
+		{"POST", "/api/sandbox/{id}/archive", unsupported("archive", "a stopped sandbox keeps its files on this machine; there is no archive storage"), false, false},
+		{"POST", "/api/sandbox/{id}/autoarchive/{interval}", a.autoArchive, true, false},
+		{"POST", "/api/sandbox/{id}/autodelete/{interval}", a.autoDelete, true, false},
+		{"POST", "/api/sandbox/{id}/autostop/{interval}", a.autoStop, true, false},
+		{"POST", "/api/sandbox/{id}/backup", unsupported("backups", "there is no backup storage here"), false, false},
+		{"POST", "/api/sandbox/{id}/fork", unsupported("forks", "a sandbox cannot be copied while it runs here"), false, false},
+		{"PUT", "/api/sandbox/{id}/labels", a.replaceLabels, true, false},
+		{"POST", "/api/sandbox/{id}/last-activity", a.lastActivity, false, false},
+		{"POST", "/api/sandbox/{id}/network-settings", unsupported("network settings", "this daemon cannot cut or filter a sandbox's network"), false, false},
+		{"POST", "/api/sandbox/{id}/pause", unsupported("pause", "sandboxes stop and start again here (their files kept); they do not pause"), false, false},
+		{"GET", "/api/sandbox/{id}/ports/{port}/preview-url", a.previewURL, false, false},
+		{"GET", "/api/sandbox/{id}/ports/{port}/signed-preview-url", unsupported("signed preview URLs", "previews are reached with the token of preview-url"), false, false},
+		{"POST", "/api/sandbox/{id}/public/{isPublic}", a.setPublic, true, false},
+		{"POST", "/api/sandbox/{id}/recover", a.recover, true, false},
+		{"POST", "/api/sandbox/{id}/resize", a.resize, true, false},
+		{"POST", "/api/sandbox/{id}/snapshot", unsupported("snapshots of a sandbox", "snapshots are configured in the daemon's config file"), false, false},
+		{"GET", "/api/sandbox/{id}/ssh-access", unsupported("ssh access", "there is no ssh gateway here; the sandbox runs on this machine"), false, false},
+		{"POST", "/api/sandbox/{id}/ssh-access", unsupported("ssh access", "there is no ssh gateway here; the sandbox runs on this machine"), false, false},
+		{"POST", "/api/sandbox/{id}/start", a.start, true, false},
+		{"POST", "/api/sandbox/{id}/stop", a.stop, true, false},
+		{"GET", "/api/sandbox/{id}/toolbox-proxy-url", a.toolboxProxyURL, false, false},
+		{"GET", "/api/volumes", unsupported("volumes", "there are no volumes here"), false, false},
+		{"POST", "/api/volumes", unsupported("volumes", "there are no volumes here"), false, false},
 	}
 }
 
