@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/shell"
 )
@@ -34,15 +35,6 @@ const (
 // has ended.
 var ErrBusy = errors.New("too many commands at once")
 
-// NonInteractive is added to the environment of every command the
-// toolbox runs without a terminal: nothing waits on a prompt (git's
-// credential prompts, askpass helpers, ssh's password prompt, pagers) — a
-// command that would ask fails at once instead of hanging the call.
-var NonInteractive = []string{
-	"GIT_TERMINAL_PROMPT=0", "GCM_INTERACTIVE=never", "GIT_ASKPASS=", "SSH_ASKPASS=",
-	"GIT_SSH_COMMAND=ssh -o BatchMode=yes", "PAGER=cat", "GIT_PAGER=cat", "DEBIAN_FRONTEND=noninteractive",
-}
-
 // toolbox is the supervisor's count of running commands and the
 // sessions of each sandbox.
 type toolbox struct {
@@ -56,8 +48,8 @@ type toolbox struct {
 
 // Exec runs spec inside a running sandbox and counts as activity. The
 // command is bounded (ErrBusy past MaxExecsPerSandbox or MaxExecs), gets
-// NonInteractive unless spec asks for a terminal, and ends when ctx does,
-// after spec.Timeout, or when the sandbox stops. A runtime that cannot
+// childenv.NonInteractive unless spec asks for a terminal, and ends when
+// ctx does, after spec.Timeout, or when the sandbox stops. A runtime that cannot
 // run commands is ErrUnsupportedRuntime.
 func (s *Supervisor) Exec(ctx context.Context, id string, spec runtime.ExecSpec) (runtime.Process, error) {
 	e, h, err := s.liveHandle(id)
@@ -72,7 +64,7 @@ func (s *Supervisor) Exec(ctx context.Context, id string, spec runtime.ExecSpec)
 		return nil, err
 	}
 	if !spec.TTY {
-		spec.Env = append(slices.Clone(NonInteractive), spec.Env...)
+		spec.Env = append(childenv.List(childenv.NonInteractive), spec.Env...)
 	}
 	p, err := ex.Exec(ctx, spec)
 	if err != nil {

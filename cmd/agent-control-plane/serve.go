@@ -40,13 +40,6 @@ import (
 // needs to run, and nothing secret.
 var baseEnvKeys = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"}
 
-// nonInteractive keeps children from hanging on a prompt nobody can answer.
-var nonInteractive = map[string]string{
-	"GIT_TERMINAL_PROMPT": "0",
-	"GCM_INTERACTIVE":     "never",
-	"DEBIAN_FRONTEND":     "noninteractive",
-}
-
 // configFlags declares the flags that choose the daemon's configuration
 // (serve's and config's) on fs, and returns what reads them once parsed.
 func configFlags(fs *flag.FlagSet) func() conf.Sources {
@@ -335,9 +328,7 @@ func baseEnv() map[string]string {
 			env[k] = v
 		}
 	}
-	for k, v := range nonInteractive {
-		env[k] = v
-	}
+	maps.Copy(env, childenv.NonInteractive)
 	return env
 }
 

@@ -11,6 +11,22 @@ import (
 	"slices"
 )
 
+// NonInteractive keeps every child from waiting on a prompt nobody can
+// answer (git's credential prompts, askpass helpers, ssh's password
+// prompt, pagers, debconf): a program that would ask fails at once
+// instead of hanging. The daemon gives it to each entrypoint (in its
+// Base) and the toolbox to each command run without a terminal.
+var NonInteractive = map[string]string{
+	"GIT_TERMINAL_PROMPT": "0",
+	"GCM_INTERACTIVE":     "never",
+	"GIT_ASKPASS":         "",
+	"SSH_ASKPASS":         "",
+	"GIT_SSH_COMMAND":     "ssh -o BatchMode=yes",
+	"PAGER":               "cat",
+	"GIT_PAGER":           "cat",
+	"DEBIAN_FRONTEND":     "noninteractive",
+}
+
 // Policy builds environments. The zero Policy gives a child only the
 // request's variables and the daemon's own.
 type Policy struct {
