@@ -1,6 +1,7 @@
 # agent-control-plane — see README.md.
 GO      ?= go
 BIN     := bin/agent-control-plane
+TOOL    := bin/stub-exec
 VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 PKGS    := ./...
@@ -14,6 +15,10 @@ all: build
 # in an image FROM scratch. Tests still build with cgo, for -race.
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/agent-control-plane
+
+# The conformance suite's test tool: never part of the product.
+$(TOOL): build
+	$(GO) build -o $(TOOL) ./cmd/stub-exec
 
 # Install as a systemd user service and start it (agent-control-plane
 # install --now: the binary into ~/.local/bin, the units into
@@ -37,9 +42,11 @@ run: build
 # Every test, under the race detector, against the binary just built; then
 # the end-to-end tests again with cgroups off (process groups only), as on
 # a machine without them.
-test: build vet fmt-check
-	ACP_TEST_BINARY=$(abspath $(BIN)) $(GO) test -race -count=1 -timeout 12m $(PKGS)
-	AGENT_CONTROL_PLANE_CGROUPS=off ACP_TEST_BINARY=$(abspath $(BIN)) $(GO) test -race -count=1 -timeout 12m ./tests
+TESTBINS = ACP_TEST_BINARY=$(abspath $(BIN)) ACP_TEST_TOOL=$(abspath $(TOOL))
+
+test: build $(TOOL) vet fmt-check
+	$(TESTBINS) $(GO) test -race -count=1 -timeout 12m $(PKGS)
+	AGENT_CONTROL_PLANE_CGROUPS=off $(TESTBINS) $(GO) test -race -count=1 -timeout 12m ./tests
 
 vet:
 	$(GO) vet $(PKGS)

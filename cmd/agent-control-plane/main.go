@@ -81,7 +81,6 @@ func commands() []command {
 		uninstallCommand(),
 		statusCommand(),
 		stubCommand(),
-		stubExecCommand(),
 		configCommand(),
 		completionCommand(),
 		{name: "version", summary: "print the version", exec: func(_ context.Context, c *cli, _ []string) error {

@@ -14,8 +14,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/fake"
 )
 
 // runStub is a minimal agent-server: it listens on $HOST:$PORT (HOST
@@ -49,20 +47,6 @@ func stubCommand() command {
 		name: "stub-agent", summary: "run the bundled stub agent-server (the default child)",
 		exec: func(_ context.Context, c *cli, _ []string) error {
 			if code := runStub(c.stdout, c.stderr); code != exitOK {
-				return exitError(code)
-			}
-			return nil
-		},
-	}
-}
-
-// stubExecCommand runs the few commands the runtime conformance suite
-// execs inside a sandbox (see fake.Tool): a scratch image has no shell.
-func stubExecCommand() command {
-	return command{
-		name: "stub-exec", args: "OP [ARG]", summary: "run a conformance-suite command inside a sandbox (exit, env, pwd, cat, err, sleep)", maxArgs: -1,
-		exec: func(_ context.Context, _ *cli, args []string) error {
-			if code := fake.RunTool(args); code != exitOK {
 				return exitError(code)
 			}
 			return nil

@@ -28,38 +28,68 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/proc/probe"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+// A binary the tests run, built once per test process unless make test
+// names one it built.
+type binary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+var product, tool binary
 
 // Binary returns the path of an agent-control-plane binary: the one named
 // by $ACP_TEST_BINARY (make test builds it), or one built now into a
 // temporary directory, once per test process.
 func Binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		if p := os.Getenv("ACP_TEST_BINARY"); p != "" {
-			binPath, buildErr = filepath.Abs(p)
+	return product.get(t, "ACP_TEST_BINARY", "agent-control-plane")
+}
+
+// ToolArgv is the argv prefix that runs the conformance suite's test
+// tool (cmd/stub-exec: fake.Tool as a program) outside the fake runtime:
+// $ACP_TEST_TOOL, or one built now. The product binary does not have it.
+func ToolArgv(t testing.TB) []string {
+	t.Helper()
+	return []string{tool.get(t, "ACP_TEST_TOOL", "stub-exec")}
+}
+
+// BuildStatic builds ./cmd/NAME without cgo into dir/NAME, for an image
+// FROM scratch.
+func BuildStatic(dir, name string) (string, error) {
+	out := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/"+name)
+	cmd.Dir = moduleRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/%s: %v\n%s", name, err, b)
+	}
+	return out, nil
+}
+
+func (b *binary) get(t testing.TB, envKey, name string) string {
+	t.Helper()
+	b.once.Do(func() {
+		if p := os.Getenv(envKey); p != "" {
+			b.path, b.err = filepath.Abs(p)
 			return
 		}
 		dir, err := os.MkdirTemp("", "acp-test-bin-")
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
-		binPath = filepath.Join(dir, "agent-control-plane")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/agent-control-plane")
+		b.path = filepath.Join(dir, name)
+		cmd := exec.Command("go", "build", "-o", b.path, "./cmd/"+name)
 		cmd.Dir = moduleRoot()
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			b.err = fmt.Errorf("go build ./cmd/%s: %v\n%s", name, err, out)
 		}
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return binPath
+	return b.path
 }
 
 func moduleRoot() string {

@@ -60,7 +60,7 @@ func TestConformance(t *testing.T) {
 				spec.Vars = append(spec.Vars, k+"="+v)
 			}
 		},
-		Tool:  []string{"/agent-control-plane", "stub-exec"},
+		Tool:  dockertest.ToolArgv,
 		Forge: runtimetest.ForgeField("marker", "someone.else"),
 	})
 }

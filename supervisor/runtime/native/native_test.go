@@ -57,7 +57,7 @@ func TestConformance(t *testing.T) {
 						spec.Vars = append(spec.Vars, k+"="+v)
 					}
 				},
-				Tool:  []string{bin, "stub-exec"},
+				Tool:  testenv.ToolArgv(t),
 				Forge: runtimetest.ForgeField("marker", "someone.else"),
 			})
 		})
@@ -78,7 +78,7 @@ func TestExecEndsWithAdoptedSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := h.(runtime.Execer).Exec(context.Background(), runtime.ExecSpec{Argv: []string{bin, "stub-exec", "sleep", "120"}})
+	p, err := h.(runtime.Execer).Exec(context.Background(), runtime.ExecSpec{Argv: append(testenv.ToolArgv(t), "sleep", "120")})
 	if err != nil {
 		t.Fatal(err)
 	}

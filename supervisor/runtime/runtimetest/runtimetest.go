@@ -40,8 +40,8 @@ type Harness struct {
 	// Workload completes spec with what runs the stub agent (a command,
 	// an image) with knobs, the stub agent's STUB_AGENT_* variables.
 	Workload func(spec *runtime.Spec, knobs map[string]string)
-	// Tool is the argv prefix that runs fake.Tool inside a sandbox
-	// ("stub-exec" of the stub binary).
+	// Tool is the argv prefix that runs fake.Tool inside a sandbox (the
+	// test tool cmd/stub-exec; never the product binary).
 	Tool []string
 	// Forge, when set, returns a state that names something that is not
 	// this workload (Adopt must say ErrNotOurs).

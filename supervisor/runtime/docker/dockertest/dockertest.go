@@ -8,10 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -21,6 +19,8 @@ import (
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
+
+	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
 // BuildImage builds the image tag from a Dockerfile and the files beside
@@ -110,30 +110,34 @@ func Engine(t testing.TB) *client.Client {
 	return c
 }
 
+// buildStubImage builds StubImage: contrib's stub image (the product's
+// binary, static) with the conformance suite's test tool added as
+// /stub-exec (a scratch image has no shell to run its commands).
 func buildStubImage(c *client.Client) error {
 	dir, err := os.MkdirTemp("", "acp-stub-image-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	root := moduleRoot()
-	bin := filepath.Join(dir, "agent-control-plane")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/agent-control-plane")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	b, err := os.ReadFile(bin)
-	if err != nil {
-		return err
+	files := map[string][]byte{}
+	for _, name := range []string{"agent-control-plane", "stub-exec"} {
+		bin, err := testenv.BuildStatic(dir, name)
+		if err != nil {
+			return err
+		}
+		if files[name], err = os.ReadFile(bin); err != nil {
+			return err
+		}
 	}
 	df, err := StubDockerfile()
 	if err != nil {
 		return err
 	}
-	return BuildImage(context.Background(), c, StubImage, df, map[string][]byte{"agent-control-plane": b})
+	return BuildImage(context.Background(), c, StubImage, df+"COPY stub-exec /stub-exec\n", files)
 }
+
+// ToolArgv is the argv that runs the test tool in StubImage.
+var ToolArgv = []string{"/stub-exec"}
 
 // ShellImage is StubImage with a shell and the usual tools (a static
 // busybox, from Debian's busybox-static on this machine: nothing is
