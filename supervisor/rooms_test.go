@@ -54,6 +54,12 @@ var rooms = []room{
 		Why: "Daytona's API is a room beside /v1: it knows the supervisor and the wire shapes, and package api mounts it, not the other way"},
 	{Pkg: "api", Not: append([]string{"proc", "cgroup/...", "conf", "cmd/..."}, implementations...),
 		Why: "the API serves the supervisor; runtimes and configuration are the daemon's wiring"},
+	{Pkg: "cmd/agent-control-plane", Not: []string{"supervisor/runtime/fake", "supervisor/runtime/runtimetest"},
+		Why: "the product binary links no test tool"},
+	{Pkg: "cmd/agent-control-plane/internal/daemon", Not: []string{"cmd/...", "api/client"},
+		Why: "the daemon's start-up is handed its configuration; it reads no command line and is no client"},
+	{Pkg: "cmd/agent-control-plane/internal/stub", Not: []string{"..."},
+		Why: "the stub agent is a stand-alone program: standard library only"},
 }
 
 func withPkg(r room, pkg string) room { r.Pkg = pkg; return r }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -59,7 +59,7 @@ func TestPlural(t *testing.T) {
 func TestHelpShowsTwoDashes(t *testing.T) {
 	for _, cmd := range commands() {
 		var out, errb bytes.Buffer
-		run([]string{cmd.name, "-h"}, &out, &errb)
+		Run([]string{cmd.name, "-h"}, &out, &errb)
 		text := out.String() + errb.String()
 		for _, line := range strings.Split(text, "\n") {
 			if strings.HasPrefix(line, "  -") && !strings.HasPrefix(line, "  --") && len(strings.Fields(line)[0]) > 2 {

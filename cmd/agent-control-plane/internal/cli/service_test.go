@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ var update = flag.Bool("update", false, "rewrite the golden unit files in contri
 func TestUnitsGolden(t *testing.T) {
 	service, socket := renderUnits(unitParams{Binary: "/home/you/.local/bin/agent-control-plane", Listen: "127.0.0.1:4025"})
 	for name, got := range map[string][]byte{serviceUnit: service, socketUnit: socket} {
-		path := filepath.Join("..", "..", "contrib", "systemd", name)
+		path := filepath.Join("..", "..", "..", "..", "contrib", "systemd", name)
 		if *update {
 			os.WriteFile(path, got, 0o644)
 		}
@@ -113,7 +113,7 @@ func TestInstallUninstall(t *testing.T) {
 
 	// --dry-run touches nothing.
 	var out, errb bytes.Buffer
-	if code := run([]string{"install", "--dry-run", "--now", "--prefix", prefix}, &out, &errb); code != 0 {
+	if code := Run([]string{"install", "--dry-run", "--now", "--prefix", prefix}, &out, &errb); code != 0 {
 		t.Fatalf("install --dry-run: %d %s", code, errb.String())
 	}
 	if !strings.Contains(out.String(), "ExecStart="+filepath.Join(prefix, "bin", "agent-control-plane")+" serve") || len(*calls) != 0 {
@@ -124,7 +124,7 @@ func TestInstallUninstall(t *testing.T) {
 	}
 
 	out.Reset()
-	if code := run([]string{"install", "--now", "--prefix", prefix}, &out, &errb); code != 0 {
+	if code := Run([]string{"install", "--now", "--prefix", prefix}, &out, &errb); code != 0 {
 		t.Fatalf("install: %d %s", code, errb.String())
 	}
 	if !strings.Contains(out.String(), filepath.Join(prefix, "bin")+" is not on your PATH") {
@@ -154,7 +154,7 @@ func TestInstallUninstall(t *testing.T) {
 	os.MkdirAll(filepath.Join(root, "kept"), 0o700)
 	*calls = nil
 	out.Reset()
-	if code := run([]string{"uninstall", "--prefix", prefix}, &out, &errb); code != 0 {
+	if code := Run([]string{"uninstall", "--prefix", prefix}, &out, &errb); code != 0 {
 		t.Fatalf("uninstall: %d %s", code, errb.String())
 	}
 	for _, p := range []string{filepath.Join(unitDir, serviceUnit), filepath.Join(unitDir, socketUnit), filepath.Join(prefix, "bin", "agent-control-plane")} {
@@ -175,11 +175,11 @@ func TestInstallUninstall(t *testing.T) {
 	other := filepath.Join(home, "elsewhere")
 	os.MkdirAll(filepath.Join(other, "bin"), 0o755)
 	os.WriteFile(filepath.Join(other, "bin", "agent-control-plane"), []byte("#!/bin/sh\necho mine\n"), 0o755)
-	if code := run([]string{"install", "--prefix", prefix}, &out, &errb); code != 0 {
+	if code := Run([]string{"install", "--prefix", prefix}, &out, &errb); code != 0 {
 		t.Fatalf("install: %d %s", code, errb.String())
 	}
 	out.Reset()
-	if code := run([]string{"uninstall", "--prefix", other}, &out, &errb); code != 0 {
+	if code := Run([]string{"uninstall", "--prefix", other}, &out, &errb); code != 0 {
 		t.Fatalf("uninstall --prefix elsewhere: %d %s", code, errb.String())
 	}
 	if _, err := os.Stat(filepath.Join(other, "bin", "agent-control-plane")); err != nil || !strings.Contains(out.String(), "Left the binary alone") {
@@ -188,12 +188,12 @@ func TestInstallUninstall(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(prefix, "bin", "agent-control-plane")); !os.IsNotExist(err) {
 		t.Fatalf("the installed binary (named by the unit) stayed: %v", err)
 	}
-	if code := run([]string{"install", "--prefix", prefix}, &out, &errb); code != 0 {
+	if code := Run([]string{"install", "--prefix", prefix}, &out, &errb); code != 0 {
 		t.Fatalf("install: %d %s", code, errb.String())
 	}
 	os.WriteFile(filepath.Join(prefix, "bin", "agent-control-plane"), []byte("#!/bin/sh\necho rebuilt by hand\n"), 0o755)
 	out.Reset()
-	if code := run([]string{"uninstall", "--prefix", prefix}, &out, &errb); code != 0 {
+	if code := Run([]string{"uninstall", "--prefix", prefix}, &out, &errb); code != 0 {
 		t.Fatalf("uninstall: %d %s", code, errb.String())
 	}
 	if _, err := os.Stat(filepath.Join(prefix, "bin", "agent-control-plane")); err != nil || !strings.Contains(out.String(), "content changed") {
@@ -203,10 +203,10 @@ func TestInstallUninstall(t *testing.T) {
 	// A unit someone else wrote is neither replaced nor removed.
 	os.MkdirAll(unitDir, 0o755)
 	os.WriteFile(filepath.Join(unitDir, serviceUnit), []byte("[Service]\nExecStart=/bin/mine\n"), 0o644)
-	if code := run([]string{"install", "--prefix", prefix}, &out, &errb); code == 0 {
+	if code := Run([]string{"install", "--prefix", prefix}, &out, &errb); code == 0 {
 		t.Fatal("install replaced a foreign unit")
 	}
-	if code := run([]string{"uninstall", "--prefix", prefix}, &out, &errb); code == 0 {
+	if code := Run([]string{"uninstall", "--prefix", prefix}, &out, &errb); code == 0 {
 		t.Fatal("uninstall removed a foreign unit")
 	}
 	if b, _ := os.ReadFile(filepath.Join(unitDir, serviceUnit)); string(b) != "[Service]\nExecStart=/bin/mine\n" {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -34,7 +34,7 @@ func TestParseInterleavedFlags(t *testing.T) {
 // stdout and stderr.
 func runCLI(args ...string) (int, string, string) {
 	var out, errOut bytes.Buffer
-	code := run(args, &out, &errOut)
+	code := Run(args, &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 
@@ -76,7 +76,7 @@ func TestArgumentCounts(t *testing.T) {
 
 func TestTopLevel(t *testing.T) {
 	for _, args := range [][]string{{"--version"}, {"version"}} {
-		if code, out, _ := runCLI(args...); code != exitOK || out != version+"\n" {
+		if code, out, _ := runCLI(args...); code != exitOK || out != Version+"\n" {
 			t.Errorf("%q: exit %d, stdout %q", args, code, out)
 		}
 	}

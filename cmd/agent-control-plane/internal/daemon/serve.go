@@ -1,10 +1,13 @@
-package main
+// Package daemon is the daemon's start-up: it reads no command line (the
+// CLI's serve command does), wires the configured runtimes into a
+// supervisor (the only place that names one), serves the API, tells
+// systemd, reloads on SIGHUP and shuts down on SIGTERM.
+package daemon
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -40,56 +43,6 @@ import (
 // needs to run, and nothing secret.
 var baseEnvKeys = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"}
 
-// configFlags declares the flags that choose the daemon's configuration
-// (serve's and config's) on fs, and returns what reads them once parsed.
-func configFlags(fs *flag.FlagSet) func() conf.Sources {
-	// Only the flags set are passed on (conf applies the precedence);
-	// the defaults here are for the help text.
-	var configPath string
-	def := conf.Default(os.Getenv)
-	fs.StringVar(&configPath, "config", "", "TOML config `file` (default: $AGENT_CONTROL_PLANE_CONFIG, else "+displayPath(conf.DefaultFile(os.Getenv))+" when it exists)")
-	for _, f := range conf.Flags(def) {
-		fs.String(f.Name, f.Default, f.Usage)
-	}
-	return func() conf.Sources {
-		flags := map[string]string{}
-		fs.Visit(func(f *flag.Flag) {
-			if f.Name != "config" {
-				flags[f.Name] = f.Value.String()
-			}
-		})
-		return conf.Sources{File: configPath, Flags: flags}
-	}
-}
-
-// displayPath writes a path under $HOME with "~".
-func displayPath(p string) string {
-	if home, err := os.UserHomeDir(); err == nil && home != "/" {
-		if rest, ok := strings.CutPrefix(p, home+"/"); ok {
-			return "~/" + rest
-		}
-	}
-	return p
-}
-
-func serveCommand() command {
-	var sources func() conf.Sources
-	return command{
-		name: "serve", summary: "run the daemon in the foreground (precedence: flag > environment > config file > default)",
-		flags: func(fs *flag.FlagSet) { sources = configFlags(fs) },
-		exec: func(_ context.Context, c *cli, _ []string) error {
-			src := sources()
-			cfg, err := conf.Load(src)
-			if err != nil {
-				// A bad setting, wherever it came from: one line, exit 2.
-				fmt.Fprintln(c.stderr, "agent-control-plane:", err)
-				return exitError(exitUsage)
-			}
-			return serve(cfg, src, c.stderr)
-		},
-	}
-}
-
 func newLogger(cfg conf.Config, level *slog.LevelVar, w io.Writer) *slog.Logger {
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	opts := &slog.HandlerOptions{Level: level}
@@ -108,9 +61,10 @@ func newLogger(cfg conf.Config, level *slog.LevelVar, w io.Writer) *slog.Logger 
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// serve runs the daemon until SIGINT or SIGTERM; SIGHUP reloads what can
-// be changed safely (see reload).
-func serve(cfg conf.Config, src conf.Sources, logw io.Writer) error {
+// Serve runs the daemon until SIGINT or SIGTERM; SIGHUP reloads what can
+// be changed safely (see reload). version is the daemon's, as /v1/info
+// shows it.
+func Serve(cfg conf.Config, src conf.Sources, logw io.Writer, version string) error {
 	level := new(slog.LevelVar)
 	log := newLogger(cfg, level, logw)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

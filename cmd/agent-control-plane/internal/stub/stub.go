@@ -1,22 +1,5 @@
-package main
-
-import (
-	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"os/signal"
-	"strconv"
-	"strings"
-	"syscall"
-	"time"
-)
-
-// runStub is a minimal agent-server: it listens on $HOST:$PORT (HOST
+// Package stub is the bundled stub agent-server, the daemon's default
+// child (agent-control-plane stub-agent), a minimal agent-server: it listens on $HOST:$PORT (HOST
 // defaults to 127.0.0.1; in a container the daemon sets 0.0.0.0) and
 // answers GET /api/info with its sandbox id. It behaves like the real
 // agent-server at the points the daemon touches. Environment knobs, for
@@ -42,20 +25,33 @@ import (
 //	STUB_AGENT_EXTRA_PORT       also listen on $HOST:this port, answering
 //	                            every path with "stub-agent: port N of
 //	                            sandbox ID: PATH" (a second port to preview)
-func stubCommand() command {
-	return command{
-		name: "stub-agent", summary: "run the bundled stub agent-server (the default child)",
-		exec: func(_ context.Context, c *cli, _ []string) error {
-			if code := runStub(c.stdout, c.stderr); code != exitOK {
-				return exitError(code)
-			}
-			return nil
-		},
-	}
-}
+package stub
 
-// runStub serves until SIGTERM or SIGINT and returns the exit code.
-func runStub(stdout, stderr io.Writer) int {
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Exit codes of Run.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+// Run serves until SIGTERM or SIGINT and returns the exit code.
+func Run(stdout, stderr io.Writer) int {
 	id := os.Getenv("AGENT_SANDBOX_ID")
 	port, err := strconv.Atoi(os.Getenv("PORT"))
 	if err != nil || port <= 0 {

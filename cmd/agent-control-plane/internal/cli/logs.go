@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/agent-control-plane/agent-control-plane/api/client"
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
+)
+
+// The logs command: a sandbox's entrypoint output, followed or not.
+
+func logsCommand() command {
+	var (
+		follow, stamps, stdout, stderr bool
+		opts                           client.LogsOptions
+	)
+	return command{
+		name: "logs", args: "NAME", summary: "print a sandbox's entrypoint logs (redacted), both streams in write order; -f follows them", minArgs: 1, maxArgs: 1, client: true,
+		flags: func(fs *flag.FlagSet) {
+			fs.BoolVar(&follow, "f", false, "follow: print lines as they are written, until the sandbox stops (or Ctrl-C)")
+			fs.BoolVar(&follow, "follow", false, "same as -f")
+			fs.IntVar(&opts.Lines, "n", 0, "only the last `N` lines (of both streams)")
+			fs.IntVar(&opts.Lines, "tail", 0, "same as -n")
+			fs.StringVar(&opts.Since, "since", "", "only lines written since `WHEN`: a duration before now (90s, 10m, 1h30m) or a time (2026-12-01T15:04:05Z, 2026-12-01T15:04:05, 2026-12-01)")
+			fs.BoolVar(&stamps, "t", false, "print each line after the time it was written (RFC 3339, UTC)")
+			fs.BoolVar(&stamps, "timestamps", false, "same as -t")
+			fs.BoolVar(&stdout, "stdout", false, "only the sandbox's stdout")
+			fs.BoolVar(&stderr, "stderr", false, "only the sandbox's stderr")
+		},
+		exec: func(ctx context.Context, c *cli, args []string) error {
+			switch {
+			case stdout && stderr:
+				return usagef("logs", "--stdout and --stderr together are both streams: give neither")
+			case stdout:
+				opts.Stream = "stdout"
+			case stderr:
+				opts.Stream = "stderr"
+			}
+			if opts.Lines < 0 {
+				return usagef("logs", "-n takes a number of lines ≥ 1")
+			}
+			cl := c.client()
+			// Each stream's lines go to the same stream here; with -t a line
+			// starts with its time (a long line comes in pieces: only its
+			// first is stamped).
+			midLine := map[string]bool{}
+			print := func(stream, at, text string) error {
+				w := c.stdout
+				if stream == "stderr" {
+					w = c.stderr
+				}
+				if stamps && !midLine[stream] {
+					io.WriteString(w, at+" ")
+				}
+				midLine[stream] = !strings.HasSuffix(text, "\n")
+				_, err := io.WriteString(w, inertLog(text))
+				return err
+			}
+			if follow {
+				// With --json, one JSON object per chunk: {"stream","time","text"}.
+				enc := json.NewEncoder(c.stdout)
+				sb, err := cl.FollowLogs(ctx, args[0], opts, func(stream string, chunk wire.LogChunk) error {
+					if c.json {
+						return enc.Encode(wire.LogLine{Stream: stream, Time: chunk.Time, Text: chunk.Text})
+					}
+					return print(stream, chunk.Time, chunk.Text)
+				})
+				if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+					return nil // Ctrl-C: following ends, nothing failed
+				}
+				if err != nil {
+					return err
+				}
+				if !c.json {
+					how := ""
+					if sb.ErrorReason != nil && *sb.ErrorReason != "" {
+						how = ": " + inert(*sb.ErrorReason)
+					}
+					fmt.Fprintf(c.stderr, "Sandbox %s is %s%s.\n", inert(sb.ID), c.paint(sb.State), how)
+				}
+				return nil
+			}
+			opts.Timestamps = stamps
+			logs, err := cl.EntrypointLogs(ctx, args[0], opts)
+			if err != nil {
+				return err
+			}
+			if c.json {
+				c.printJSON(logs)
+				return nil
+			}
+			for _, l := range logs.Lines {
+				if err := print(l.Stream, l.Time, l.Text); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}
