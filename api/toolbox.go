@@ -13,7 +13,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/api/daytona"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
-	"github.com/agent-control-plane/agent-control-plane/supervisor/logcap"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/field"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/shell"
 )
@@ -22,12 +22,9 @@ import (
 // (no shell unless it names one), its input and its two outputs apart;
 // a directory's entries; a file's bytes, down and up.
 
-// Bounds of /v1's exec.
-const (
-	DefaultExecTimeout = 10 * time.Minute
-	MaxExecTimeout     = daytona.MaxExecTimeout
-	MaxExecArgs        = 4096
-)
+// DefaultExecTimeout is how long /v1's exec lets a command run when the
+// request does not say.
+const DefaultExecTimeout = 10 * time.Minute
 
 // uploadDeadline is how long an upload's body may take to arrive.
 const uploadDeadline = 30 * time.Minute
@@ -38,44 +35,31 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, wire.CodeInvalidRequest, err.Error())
 		return
 	}
-	if len(b.Argv) == 0 || len(b.Argv) > MaxExecArgs || b.Argv[0] == "" {
-		writeError(w, wire.CodeInvalidRequest, fmt.Sprintf("argv must hold 1 to %d words, the first the program", MaxExecArgs))
-		return
-	}
 	timeout := DefaultExecTimeout
-	if b.TimeoutMs < 0 || time.Duration(b.TimeoutMs)*time.Millisecond > MaxExecTimeout {
-		writeError(w, wire.CodeInvalidRequest, fmt.Sprintf("timeoutMs must be 0 to %d", MaxExecTimeout.Milliseconds()))
+	if b.TimeoutMs < 0 || time.Duration(b.TimeoutMs)*time.Millisecond > supervisor.MaxRunTimeout {
+		writeError(w, wire.CodeInvalidRequest, fmt.Sprintf("timeoutMs must be 0 to %d", supervisor.MaxRunTimeout.Milliseconds()))
 		return
 	} else if b.TimeoutMs > 0 {
 		timeout = time.Duration(b.TimeoutMs) * time.Millisecond
 	}
-	if err := supervisor.ValidateEnv(b.Env); err != nil {
-		writeError(w, wire.CodeInvalidRequest, err.Error())
-		return
-	}
-	env := make([]string, 0, len(b.Env))
-	for k, v := range b.Env {
-		env = append(env, k+"="+v)
-	}
-	spec := runtime.ExecSpec{Argv: b.Argv, Env: env, Dir: b.Dir, Timeout: timeout}
+	spec := supervisor.RunSpec{Argv: b.Argv, Env: b.Env, Dir: b.Dir, Timeout: timeout}
 	if b.Stdin != "" {
 		spec.Stdin = strings.NewReader(b.Stdin)
 	}
-	stdout, stderr := logcap.NewTail(daytona.MaxExecOutput), logcap.NewTail(daytona.MaxExecOutput)
-	spec.Stdout, spec.Stderr = stdout, stderr
-	p, err := s.sup.Exec(r.Context(), r.PathValue("id"), spec)
-	if err != nil {
-		s.writeSupervisorError(w, err, wire.CodeInternal)
-		return
-	}
-	x, err := p.Wait(r.Context())
-	if err != nil {
+	res, err := s.sup.Run(r.Context(), r.PathValue("id"), spec)
+	if r.Context().Err() != nil {
 		return // the client went away: the command ended with its request
 	}
-	red := s.sup.Redactor(r.PathValue("id"))
-	writeJSON(w, http.StatusOK, wire.ExecResponse{ExitCode: x.Code, Signal: int(x.Signal), Reason: x.Reason,
-		Stdout: red.Redact(stdout.String()), Stderr: red.Redact(stderr.String()), OutputCut: stdout.Cut() || stderr.Cut()})
+	if err != nil {
+		s.writeSupervisorError(w, execFields.Wrap(err), wire.CodeInternal)
+		return
+	}
+	writeJSON(w, http.StatusOK, wire.ExecResponse{ExitCode: res.Exit.Code, Signal: int(res.Exit.Signal), Reason: res.Exit.Reason,
+		Stdout: res.Stdout, Stderr: res.Stderr, OutputCut: res.Cut})
 }
+
+// execFields are the names /v1's exec gives the fields the core checks.
+var execFields = field.Names{field.Timeout: "timeoutMs", field.Env: "env", field.Argv: "argv"}
 
 // fileError maps a file operation's error.
 func (s *Server) fileError(w http.ResponseWriter, err error) {
@@ -198,7 +182,6 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
 		s.fileError(w, err)
 		return
 	}
-	_ = s.sup.RefreshActivity(r.PathValue("id"))
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -276,28 +259,21 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	sess, err := s.sup.Session(id, r.PathValue("session"))
+	c, err := s.sup.SessionRun(id, r.PathValue("session"), b.Command)
 	if err != nil {
 		s.sessionError(w, err)
 		return
 	}
-	c, err := sess.Run(b.Command)
-	if err != nil {
-		s.sessionError(w, err)
-		return
-	}
-	_ = s.sup.RefreshActivity(id)
 	select {
 	case <-c.Done():
 	case <-r.Context().Done():
 		return
 	}
-	stdout, stderr, _, cut := c.Logs()
-	red := s.sup.Redactor(id)
+	out := s.sup.CommandOutput(id, c)
 	code := -1
 	if x := c.ExitCode(); x != nil {
 		code = *x
 	}
 	writeJSON(w, http.StatusOK, wire.SessionExecResponse{ID: c.ID, ExitCode: code,
-		Stdout: red.Redact(stdout), Stderr: red.Redact(stderr), OutputCut: cut})
+		Stdout: out.Stdout, Stderr: out.Stderr, OutputCut: out.Cut})
 }

@@ -76,7 +76,7 @@ func TestToolboxExecute(t *testing.T) {
 	}
 	// Too much output keeps the tail and says so.
 	out, _ = e.execute(base, `{"command":"sh -c 'head -c 3000000 /dev/zero | tr \"\\\\0\" x; echo; echo last'"}`)
-	if !strings.HasPrefix(out.Result, "[output cut") || !strings.HasSuffix(out.Result, "\nlast\n") || len(out.Result) > daytona.MaxExecOutput+100 {
+	if !strings.HasPrefix(out.Result, "[output cut") || !strings.HasSuffix(out.Result, "\nlast\n") || len(out.Result) > supervisor.MaxRunOutput+100 {
 		t.Fatalf("big output: %d bytes, %q…", len(out.Result), out.Result[:min(40, len(out.Result))])
 	}
 }

@@ -213,7 +213,7 @@ func TestCheckLoopRuns(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go h.sup.Run(ctx)
+	go h.sup.RunChecks(ctx)
 	h.create("brief", nil, nil)
 	sb := h.waitState("brief", Stopped)
 	if sb.ErrorReason != ReasonAutoStopped {

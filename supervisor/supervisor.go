@@ -329,10 +329,10 @@ func (s *Supervisor) unavailable(ctx context.Context) map[string]string {
 
 func (s *Supervisor) clock() time.Time { return s.now().UTC().Truncate(time.Millisecond) }
 
-// Run does the periodic check (auto-stop, max lifetime, auto-delete)
+// RunChecks does the periodic check (auto-stop, max lifetime, auto-delete)
 // every check interval until ctx ends or the supervisor closes. Close
 // waits for it.
-func (s *Supervisor) Run(ctx context.Context) {
+func (s *Supervisor) RunChecks(ctx context.Context) {
 	if !s.track() {
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"slices"
 	"sync"
 
@@ -82,8 +83,11 @@ func (s *Supervisor) Exec(ctx context.Context, id string, spec runtime.ExecSpec)
 	return p, nil
 }
 
-// Files are the files of a running sandbox, as its workload sees them. A
-// runtime that cannot reach them is ErrUnsupportedRuntime.
+// Files are the files of a running sandbox, as its workload sees them,
+// for one operation of one caller: its first change (a write, mkdir,
+// remove, rename or chmod that succeeds) counts as activity, once;
+// reading does not. A runtime that cannot reach them is
+// ErrUnsupportedRuntime.
 func (s *Supervisor) Files(id string) (runtime.Files, error) {
 	e, h, err := s.liveHandle(id)
 	if err != nil {
@@ -93,7 +97,42 @@ func (s *Supervisor) Files(id string) (runtime.Files, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: the %s runtime cannot reach its sandboxes' files", ErrUnsupportedRuntime, e.info.Runtime)
 	}
-	return f, nil
+	return &activeFiles{Files: f, touch: func() { _ = s.RefreshActivity(id) }}, nil
+}
+
+// activeFiles are a sandbox's files whose first change is activity.
+type activeFiles struct {
+	runtime.Files
+	once  sync.Once
+	touch func()
+}
+
+func (f *activeFiles) changed(err error) error {
+	if err == nil {
+		f.once.Do(f.touch)
+	}
+	return err
+}
+
+func (f *activeFiles) Write(ctx context.Context, name string, r io.Reader, perm fs.FileMode) (int64, error) {
+	n, err := f.Files.Write(ctx, name, r, perm)
+	return n, f.changed(err)
+}
+
+func (f *activeFiles) Mkdir(ctx context.Context, name string, perm fs.FileMode) error {
+	return f.changed(f.Files.Mkdir(ctx, name, perm))
+}
+
+func (f *activeFiles) Remove(ctx context.Context, name string, recursive bool) error {
+	return f.changed(f.Files.Remove(ctx, name, recursive))
+}
+
+func (f *activeFiles) Rename(ctx context.Context, from, to string) error {
+	return f.changed(f.Files.Rename(ctx, from, to))
+}
+
+func (f *activeFiles) Chmod(ctx context.Context, name string, perm fs.FileMode) error {
+	return f.changed(f.Files.Chmod(ctx, name, perm))
 }
 
 // liveHandle is a running sandbox's entry and handle.
@@ -239,7 +278,8 @@ func (s *Supervisor) Session(id, sid string) (*shell.Session, error) {
 	return sess, nil
 }
 
-// DeleteSession ends a session and what runs in it.
+// DeleteSession ends a session and what runs in it; it counts as
+// activity.
 func (s *Supervisor) DeleteSession(id, sid string) error {
 	sess, err := s.Session(id, sid)
 	if err != nil {
@@ -251,7 +291,62 @@ func (s *Supervisor) DeleteSession(id, sid string) error {
 		s.tools.dropLocked(id, sid)
 	}
 	s.tools.mu.Unlock()
+	_ = s.RefreshActivity(id)
 	return nil
+}
+
+// SessionRun runs line in session sid of sandbox id, in the shell that
+// ran the lines before it; it counts as activity. Its output is read with
+// CommandOutput or FollowCommand, redacted.
+func (s *Supervisor) SessionRun(id, sid, line string) (*shell.Command, error) {
+	sess, err := s.Session(id, sid)
+	if err != nil {
+		return nil, err
+	}
+	c, err := sess.Run(line)
+	if err != nil {
+		return nil, err
+	}
+	_ = s.RefreshActivity(id)
+	return c, nil
+}
+
+// SessionInput sends data to the input of command cid in session sid;
+// it counts as activity.
+func (s *Supervisor) SessionInput(id, sid, cid, data string) error {
+	sess, err := s.Session(id, sid)
+	if err != nil {
+		return err
+	}
+	if err := sess.Input(cid, data); err != nil {
+		return err
+	}
+	_ = s.RefreshActivity(id)
+	return nil
+}
+
+// CommandOutput is what a session's command has written so far.
+type CommandOutput struct {
+	// Stdout, Stderr and Merged (both, in the order read) are tails,
+	// redacted as the sandbox's logs are.
+	Stdout, Stderr, Merged string
+	Cut                    bool // a tail was cut
+}
+
+// CommandOutput is what command c of a session of sandbox id has
+// written so far, redacted.
+func (s *Supervisor) CommandOutput(id string, c *shell.Command) CommandOutput {
+	red := s.Redactor(id)
+	o, e, m, cut := c.Logs()
+	return CommandOutput{Stdout: red.Redact(o), Stderr: red.Redact(e), Merged: red.Redact(m), Cut: cut}
+}
+
+// FollowCommand passes emit what command c of a session of sandbox id has
+// written and writes next, each piece redacted, until it has ended or
+// ctx ends.
+func (s *Supervisor) FollowCommand(ctx context.Context, id string, c *shell.Command, emit func(stderr bool, text string) error) error {
+	red := s.Redactor(id)
+	return c.Follow(ctx, func(stderr bool, text string) error { return emit(stderr, red.Redact(text)) })
 }
 
 // liveLocked is the sessions of sandbox id (nil for one that starts),

@@ -12,32 +12,28 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/field"
-	"github.com/agent-control-plane/agent-control-plane/supervisor/logcap"
-	"github.com/agent-control-plane/agent-control-plane/supervisor/redact"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/shell"
 )
 
 // Toolbox is what the toolbox needs of the supervisor.
 type Toolbox interface {
-	Exec(ctx context.Context, id string, spec runtime.ExecSpec) (runtime.Process, error)
+	Run(ctx context.Context, id string, spec supervisor.RunSpec) (supervisor.RunResult, error)
 	Files(id string) (runtime.Files, error)
 	CreateSession(id, sid string) (*shell.Session, error)
 	Sessions(id string) ([]*shell.Session, error)
 	Session(id, sid string) (*shell.Session, error)
 	DeleteSession(id, sid string) error
+	SessionRun(id, sid, line string) (*shell.Command, error)
+	SessionInput(id, sid, cid, data string) error
+	CommandOutput(id string, c *shell.Command) supervisor.CommandOutput
+	FollowCommand(ctx context.Context, id string, c *shell.Command, emit func(stderr bool, text string) error) error
 	EntrypointLogs(ctx context.Context, id string, q supervisor.LogQuery) (supervisor.Logs, error)
-	Redactor(id string) *redact.Redactor
 }
 
-// Toolbox bounds and defaults (Daytona's document: a command's timeout
-// defaults to 10 seconds).
-const (
-	DefaultExecTimeout = 10 * time.Second
-	MaxExecTimeout     = 24 * time.Hour
-	// MaxExecOutput is the tail of a command's output kept (combined).
-	MaxExecOutput = 1 << 20
-)
+// DefaultExecTimeout is how long execute lets a command run when the
+// request does not say (Daytona's document: 10 seconds).
+const DefaultExecTimeout = 10 * time.Second
 
 // toolboxRoutes are Daytona's toolbox, relative to toolboxProxyUrl/{id}.
 func (a *API) toolboxRoutes() []Route {
@@ -189,43 +185,38 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request) {
 	}
 	timeout := DefaultExecTimeout
 	if b.Timeout != nil {
-		if *b.Timeout < 0 || time.Duration(*b.Timeout)*time.Second > MaxExecTimeout {
-			badRequest(w, r, fmt.Sprintf("timeout must be 0 to %d seconds", int(MaxExecTimeout.Seconds())))
+		if *b.Timeout < 0 || time.Duration(*b.Timeout)*time.Second > supervisor.MaxRunTimeout {
+			badRequest(w, r, fmt.Sprintf("timeout must be 0 to %d seconds", int(supervisor.MaxRunTimeout.Seconds())))
 			return
 		}
 		if *b.Timeout > 0 {
 			timeout = time.Duration(*b.Timeout) * time.Second
 		}
 	}
-	if err := supervisor.ValidateEnv(b.Envs); err != nil {
-		badRequest(w, r, field.Names{field.Env: "envs"}.Render(err))
-		return
-	}
-	var env []string
-	for k, v := range b.Envs {
-		env = append(env, k+"="+v)
-	}
-	out := logcap.NewTail(MaxExecOutput) // one writer: the output is merged, and read after Wait
-	p, err := a.sup.Exec(r.Context(), r.PathValue("id"), runtime.ExecSpec{Argv: argv, Env: env, Dir: b.Cwd, Stdout: out, Merged: true, Timeout: timeout})
-	if errors.Is(err, runtime.ErrExecStart) {
+	res, err := a.sup.Run(r.Context(), r.PathValue("id"), supervisor.RunSpec{Argv: argv, Env: b.Envs, Dir: b.Cwd, Merged: true, Timeout: timeout})
+	switch {
+	case r.Context().Err() != nil:
+		return // the client went away; the command was killed with its request
+	case errors.Is(err, runtime.ErrExecStart):
 		writeJSON(w, http.StatusOK, ExecuteResponse{Result: err.Error(), ExitCode: -1})
 		return
-	}
-	if err != nil {
+	case errors.Is(err, supervisor.ErrInvalid):
+		badRequest(w, r, execFields.Render(err))
+		return
+	case err != nil:
 		a.fail(w, r, err, wire.CodeInternal)
 		return
-	}
-	x, err := p.Wait(r.Context())
-	if err != nil {
-		return // the client went away; the command was killed with its request
-	}
-	if x.Reason == runtime.ReasonTimeout {
+	case res.Exit.Reason == runtime.ReasonTimeout:
 		WriteError(w, r, http.StatusRequestTimeout, fmt.Sprintf("command execution timeout: killed after %s", timeout))
 		return
 	}
-	res := a.sup.Redactor(r.PathValue("id")).Redact(out.String())
-	if out.Cut() {
-		res = fmt.Sprintf("[output cut: the last %d bytes]\n", MaxExecOutput) + res
+	out := res.Stdout
+	if res.Cut {
+		out = fmt.Sprintf("[output cut: the last %d bytes]\n", supervisor.MaxRunOutput) + out
 	}
-	writeJSON(w, http.StatusOK, ExecuteResponse{Result: res, ExitCode: x.Code})
+	writeJSON(w, http.StatusOK, ExecuteResponse{Result: out, ExitCode: res.Exit.Code})
 }
+
+// execFields are the names Daytona's execute gives the fields the core
+// checks.
+var execFields = field.Names{field.Env: "envs", field.Argv: "command"}

@@ -174,7 +174,6 @@ func (a *API) upload(w http.ResponseWriter, r *http.Request) {
 			a.uploadError(w, r, err)
 			return
 		}
-		a.touched(r)
 		writeJSON(w, http.StatusOK, map[string]any{}) // Daytona's gin.H: an object of objects
 		return
 	}
@@ -277,9 +276,6 @@ func (a *API) bulkUpload(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	committed = true
-	if len(done) > 0 {
-		a.touched(r)
-	}
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -350,7 +346,6 @@ func (a *API) deleteFile(w http.ResponseWriter, r *http.Request) {
 		a.fileError(w, r, err)
 		return
 	}
-	a.touched(r)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -386,7 +381,6 @@ func (a *API) createFolder(w http.ResponseWriter, r *http.Request) {
 		a.fileError(w, r, err)
 		return
 	}
-	a.touched(r)
 	w.WriteHeader(http.StatusCreated)
 }
 
@@ -403,7 +397,6 @@ func (a *API) moveFile(w http.ResponseWriter, r *http.Request) {
 		a.fileError(w, r, err)
 		return
 	}
-	a.touched(r)
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -436,7 +429,6 @@ func (a *API) setPermissions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	a.touched(r)
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -564,12 +556,5 @@ func (a *API) replaceInFiles(w http.ResponseWriter, r *http.Request) {
 		changed = changed || n > 0
 		out = append(out, res)
 	}
-	if changed {
-		a.touched(r)
-	}
 	writeJSON(w, http.StatusOK, out)
 }
-
-// touched counts a change of the sandbox's files as activity (as
-// Daytona's toolbox does); reads do not.
-func (a *API) touched(r *http.Request) { _ = a.sup.RefreshActivity(r.PathValue("id")) }

@@ -115,7 +115,6 @@ func (a *API) deleteSession(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err, wire.CodeInternal)
 		return
 	}
-	a.touched(r)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -138,16 +137,11 @@ func (a *API) sessionExec(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, r, "command is required")
 		return
 	}
-	s, ok := a.session(w, r)
-	if !ok {
-		return
-	}
-	c, err := s.Run(b.Command)
+	c, err := a.sup.SessionRun(r.PathValue("id"), r.PathValue("sid"), b.Command)
 	if err != nil {
 		a.sessionError(w, r, err)
 		return
 	}
-	a.touched(r)
 	if b.Async || b.RunAsync {
 		writeJSON(w, http.StatusAccepted, SessionExecuteResponse{CmdID: c.ID})
 		return
@@ -176,9 +170,8 @@ func (a *API) command(w http.ResponseWriter, r *http.Request) (*shell.Command, b
 
 // logsOf is a command's output, redacted as the sandbox's logs are.
 func (a *API) logsOf(r *http.Request, c *shell.Command) (stdout, stderr, output string) {
-	red := a.sup.Redactor(r.PathValue("id"))
-	o, e, b, _ := c.Logs()
-	return red.Redact(o), red.Redact(e), red.Redact(b)
+	out := a.sup.CommandOutput(r.PathValue("id"), c)
+	return out.Stdout, out.Stderr, out.Merged
 }
 
 func (a *API) getCommand(w http.ResponseWriter, r *http.Request) {
@@ -195,15 +188,10 @@ func (a *API) sendInput(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, r, err.Error())
 		return
 	}
-	s, ok := a.session(w, r)
-	if !ok {
-		return
-	}
-	if err := s.Input(r.PathValue("cid"), b.Data); err != nil {
+	if err := a.sup.SessionInput(r.PathValue("id"), r.PathValue("sid"), r.PathValue("cid"), b.Data); err != nil {
 		a.sessionError(w, r, err)
 		return
 	}
-	a.touched(r)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -228,9 +216,8 @@ func (a *API) commandLogs(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{})
-	red := a.sup.Redactor(r.PathValue("id"))
-	c.Follow(r.Context(), func(_ bool, text string) error {
-		if _, err := w.Write([]byte(red.Redact(text))); err != nil {
+	a.sup.FollowCommand(r.Context(), r.PathValue("id"), c, func(_ bool, text string) error {
+		if _, err := w.Write([]byte(text)); err != nil {
 			return err
 		}
 		return rc.Flush()

@@ -26,6 +26,8 @@ const (
 	Pids       = "pids"
 	Port       = "port"
 	Extension  = "extension"
+	Argv       = "argv"
+	Timeout    = "timeout"
 )
 
 // Error is one field at fault and why. Reason reads after the field's
@@ -51,13 +53,14 @@ type Names map[string]string
 
 // Render is err's message with the field named as the face names it
 // (also when the *Error is wrapped), or err's own message when it holds
-// no *Error.
+// no *Error or was named already (Wrap).
 func (n Names) Render(err error) string {
 	if err == nil {
 		return ""
 	}
 	var fe *Error
-	if !errors.As(err, &fe) {
+	var done *renamed
+	if !errors.As(err, &fe) || errors.As(err, &done) {
 		return err.Error()
 	}
 	name, ok := n[fe.Field]
@@ -67,13 +70,17 @@ func (n Names) Render(err error) string {
 	return strings.Replace(err.Error(), fe.Error(), ErrInvalid.Error()+": "+name+" "+fe.Reason, 1)
 }
 
-// Wrap is err with its message rendered as Render renders it; errors.Is
-// and errors.As see through it to err.
+// Wrap is err named as Render names it, for good: a later Render or Wrap
+// (the host's, with its face's names) leaves it as it is. errors.Is and
+// errors.As see through it to err. An err that holds no *Error is
+// returned as it is.
 func (n Names) Wrap(err error) error {
-	if msg := n.Render(err); err != nil && msg != err.Error() {
-		return &renamed{msg: msg, err: err}
+	var fe *Error
+	var done *renamed
+	if !errors.As(err, &fe) || errors.As(err, &done) {
+		return err
 	}
-	return err
+	return &renamed{msg: n.Render(err), err: err}
 }
 
 type renamed struct {

@@ -29,6 +29,10 @@ func TestRenderNamesTheFace(t *testing.T) {
 			t.Errorf("Wrap with %v = %q (%T)", c.names, w, w)
 		}
 	}
+	once := field.Names{field.Env: "env"}.Wrap(err)
+	if got := (field.Names{field.Env: "envVars"}).Wrap(once).Error(); got != `create x: invalid request: env key "1A" is not a valid variable name` {
+		t.Errorf("a name given once is renamed again: %q", got)
+	}
 	plain := errors.New("not a field")
 	if got := (field.Names{field.Env: "x"}).Wrap(plain); got != plain {
 		t.Errorf("Wrap of a plain error = %v", got)

@@ -51,6 +51,8 @@ var (
 	ErrBusy     = errors.New("too many commands are waiting in this session")
 	ErrNoSuch   = errors.New("no such command in this session")
 	ErrFinished = errors.New("the command has finished")
+	// ErrNotStarted: input for a command that still waits its turn.
+	ErrNotStarted = errors.New("the command has not started yet")
 	// ErrInputFull: the command has not read the input sent before.
 	ErrInputFull = fmt.Errorf("the command has not read its input yet (at most %d bytes wait for it)", MaxPendingInput)
 )
@@ -288,7 +290,7 @@ func (s *Session) Input(id string, data string) error {
 	case c.Finished():
 		return ErrFinished
 	case !started:
-		return errors.New("the command has not started yet")
+		return ErrNotStarted
 	case s.pending.Load()+int64(len(data)) > MaxPendingInput || len(s.writes) >= maxWrites-2:
 		return ErrInputFull
 	}

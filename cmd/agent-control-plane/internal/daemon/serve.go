@@ -182,7 +182,7 @@ func Serve(cfg conf.Config, src conf.Sources, logw io.Writer, version string) er
 			}
 		}
 	}()
-	go sup.Run(ctx)
+	go sup.RunChecks(ctx)
 	// The supervisor has rehydrated and the listener is bound, so
 	// connections queue until Run accepts them: the API answers.
 	sd := notifier{log}

@@ -1,0 +1,94 @@
+package supervisor
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/field"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/logcap"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+)
+
+// Bounds of Run: a command's words, how long it may run, and the tail of
+// each of its outputs kept for the answer.
+const (
+	MaxRunArgs    = 4096
+	MaxRunTimeout = 24 * time.Hour
+	MaxRunOutput  = 1 << 20
+)
+
+// RunSpec is a command to run in a sandbox to its end, its output kept.
+type RunSpec struct {
+	Argv []string
+	// Env is added to the workload's environment; it is checked as a
+	// create's is (ValidateEnv), never echoed.
+	Env map[string]string
+	// Dir is the working directory as the workload sees it; empty: its
+	// workspace.
+	Dir   string
+	Stdin io.Reader
+	// Timeout kills the command this long after it started; 0 is
+	// MaxRunTimeout.
+	Timeout time.Duration
+	// Merged keeps one output, both streams in the order written, in
+	// RunResult.Stdout.
+	Merged bool
+}
+
+// RunResult is how a command ended and what it wrote.
+type RunResult struct {
+	Exit runtime.Exit
+	// Stdout and Stderr are the tails (MaxRunOutput each) of what it
+	// wrote, redacted as the sandbox's logs are; with Merged, Stdout
+	// holds both.
+	Stdout, Stderr string
+	// Cut: an output passed MaxRunOutput; its tail is kept.
+	Cut bool
+}
+
+// check refuses a spec outside Run's bounds with a *field.Error.
+func (r *RunSpec) check() error {
+	switch {
+	case len(r.Argv) == 0 || len(r.Argv) > MaxRunArgs || r.Argv[0] == "":
+		return field.Errorf(field.Argv, "must hold 1 to %d words, the first the program", MaxRunArgs)
+	case r.Timeout < 0 || r.Timeout > MaxRunTimeout:
+		return field.Errorf(field.Timeout, "must be 0 (the longest) to %s", MaxRunTimeout)
+	}
+	return ValidateEnv(r.Env)
+}
+
+// Run runs a command in a running sandbox to its end and returns its exit
+// and its output, redacted: the toolbox's one-shot command, for every
+// face. It is Exec with its bounds (ErrBusy past them), so it counts as
+// activity. A command that cannot start is an error wrapping
+// runtime.ErrExecStart; when ctx ends first the command is killed and
+// ctx's error returned.
+func (s *Supervisor) Run(ctx context.Context, id string, spec RunSpec) (RunResult, error) {
+	if err := spec.check(); err != nil {
+		return RunResult{}, err
+	}
+	env := make([]string, 0, len(spec.Env))
+	for k, v := range spec.Env {
+		env = append(env, k+"="+v)
+	}
+	timeout := spec.Timeout
+	if timeout == 0 {
+		timeout = MaxRunTimeout
+	}
+	stdout, stderr := logcap.NewTail(MaxRunOutput), logcap.NewTail(MaxRunOutput)
+	x := runtime.ExecSpec{Argv: spec.Argv, Env: env, Dir: spec.Dir, Stdin: spec.Stdin, Stdout: stdout, Stderr: stderr, Merged: spec.Merged, Timeout: timeout}
+	if spec.Merged {
+		x.Stderr = nil
+	}
+	p, err := s.Exec(ctx, id, x)
+	if err != nil {
+		return RunResult{}, err
+	}
+	exit, err := p.Wait(ctx)
+	if err != nil {
+		return RunResult{}, err // ctx ended: the command was killed with it
+	}
+	red := s.Redactor(id)
+	return RunResult{Exit: exit, Stdout: red.Redact(stdout.String()), Stderr: red.Redact(stderr.String()), Cut: stdout.Cut() || stderr.Cut()}, nil
+}
