@@ -83,7 +83,7 @@ func startEnv(t *testing.T, real bool, tweak func(*supervisor.Options)) *env {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	s, err := New(sup, Options{Version: "test", Registry: reg, Heartbeat: 50 * time.Millisecond, Token: testToken})
+	s, err := New(sup, Options{Daytona: sup, Version: "test", Registry: reg, Heartbeat: 50 * time.Millisecond, Token: testToken})
 	if err != nil {
 		t.Fatal(err)
 	}

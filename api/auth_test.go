@@ -94,7 +94,7 @@ func TestMetricsAuth(t *testing.T) {
 	if r := rawDo(t, "GET", e.srv.URL+"/metrics"); r.code != http.StatusOK {
 		t.Fatalf("metrics without metrics_auth: %d", r.code)
 	}
-	s, err := New(e.sup, Options{Token: testToken, MetricsAuth: true, Registry: prometheus.NewRegistry()})
+	s, err := New(e.sup, Options{Daytona: e.sup, Token: testToken, MetricsAuth: true, Registry: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestDashboardSessionLifetime(t *testing.T) {
 	// Kept as the daemon keeps them: in its root, through the supervisor.
 	file := filepath.Join(e.sup.Root(), supervisor.SessionsFile)
 	start := func(token string) (*Server, string) {
-		s, err := New(e.sup, Options{Token: token, Sessions: e.sup, SessionTTL: time.Hour, Now: clock})
+		s, err := New(e.sup, Options{Daytona: e.sup, Token: token, Sessions: e.sup, SessionTTL: time.Hour, Now: clock})
 		if err != nil {
 			t.Fatal(err)
 		}

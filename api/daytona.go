@@ -17,10 +17,10 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 )
 
-// newDaytona builds Daytona's API at /api over the server's supervisor,
-// with the server's error mapping, token and machine.
-func (s *Server) newDaytona() *daytona.API {
-	return daytona.New(s.sup, daytona.Options{
+// newDaytona builds Daytona's API at /api over sup (the supervisor as its
+// face declares it), with the server's error mapping, token and machine.
+func (s *Server) newDaytona(sup daytona.Supervisor) *daytona.API {
+	return daytona.New(sup, daytona.Options{
 		Version: s.opts.Version, Root: s.sup.Root(), User: currentUser(), Machine: machine(s.sup.Root()),
 		Fail: func(w http.ResponseWriter, r *http.Request, err error, fail wire.ErrorCode) {
 			code, msg := s.codeOf(err, fail)

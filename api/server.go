@@ -32,13 +32,24 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/field"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/shell"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
 )
 
-// Supervisor is what the API needs from the sandbox supervisor. Each
-// method's contract is the one documented on supervisor.Supervisor.
+// Supervisor is what /v1, its event feed, its metrics and the dashboard
+// call of the sandbox supervisor, and nothing more (Daytona's face
+// declares its own: Options.Daytona). Each method's contract is the one
+// documented on supervisor.Supervisor.
 type Supervisor interface {
-	daytona.Supervisor // what /api needs, which /v1 needs too
+	Create(ctx context.Context, req supervisor.CreateRequest) (supervisor.Sandbox, error)
+	Get(id string) (supervisor.Sandbox, error)
+	ListPage(o supervisor.ListOptions) (page []supervisor.Sandbox, more bool)
+	Stop(ctx context.Context, id string, force bool) (supervisor.Sandbox, error)
+	Start(ctx context.Context, id string) (supervisor.Sandbox, error)
+	Delete(ctx context.Context, id string) error
+	RefreshActivity(id string) error
+	SetAutoStop(id string, interval time.Duration) (supervisor.Sandbox, error)
+	Resize(ctx context.Context, id string, l supervisor.Limits) (supervisor.Sandbox, error)
 	EnvKeys(id string) ([]string, error)
 	EntrypointLogs(ctx context.Context, id string, q supervisor.LogQuery) (supervisor.Logs, error)
 	FollowLogs(ctx context.Context, id string, q supervisor.LogQuery, emit func(supervisor.LogChunk) error) (supervisor.Sandbox, error)
@@ -53,10 +64,20 @@ type Supervisor interface {
 	Snapshots() []snapshot.Snapshot
 	Confined(id string) (bool, error)
 	SetCredentials(values ...string)
+	// The toolbox.
+	Run(ctx context.Context, id string, spec supervisor.RunSpec) (supervisor.RunResult, error)
+	Files(id string) (runtime.Files, error)
+	CreateSession(id, sid string) (*shell.Session, error)
+	DeleteSession(id, sid string) error
+	SessionRun(id, sid, line string) (*shell.Command, error)
+	CommandOutput(id string, c *shell.Command) supervisor.CommandOutput
 }
 
 // Options configure a Server.
 type Options struct {
+	// Daytona is what Daytona's face calls of the supervisor; nil
+	// serves no /api.
+	Daytona   daytona.Supervisor
 	Version   string
 	Logger    *slog.Logger
 	Registry  *prometheus.Registry // metrics are registered here; nil: none
@@ -142,8 +163,13 @@ func New(sup Supervisor, opts Options) (*Server, error) {
 	for _, f := range uiAssets() {
 		mux.Handle("GET /ui/"+f, http.HandlerFunc(uiAsset))
 	}
-	dt := s.newDaytona()
-	for path, methods := range routesByPath(slices.Concat(routes, daytonaRoutes(dt))) {
+	all := routes
+	var dt *daytona.API
+	if opts.Daytona != nil {
+		dt = s.newDaytona(opts.Daytona)
+		all = slices.Concat(routes, daytonaRoutes(dt))
+	}
+	for path, methods := range routesByPath(all) {
 		mux.Handle(path, s.dispatch(path, methods))
 	}
 	if opts.Registry != nil {
@@ -164,9 +190,11 @@ func New(sup Supervisor, opts Options) (*Server, error) {
 		s.fail(w, r, wire.CodeNotFound, "no route "+quote(r.URL.Path))
 	}))
 	top := http.NewServeMux()
-	preview := s.previewHandler(dt)
-	top.Handle(daytona.PreviewPath+"/{id}/{port}", preview)
-	top.Handle(daytona.PreviewPath+"/{id}/{port}/{rest...}", preview)
+	if dt != nil {
+		preview := s.previewHandler(dt)
+		top.Handle(daytona.PreviewPath+"/{id}/{port}", preview)
+		top.Handle(daytona.PreviewPath+"/{id}/{port}/{rest...}", preview)
+	}
 	top.Handle("/", s.guard(mux))
 	s.handler = top
 	return s, nil

@@ -231,7 +231,7 @@ func TestToolboxFiles(t *testing.T) {
 
 func newRealEnvWith(t *testing.T, maxUpload int64) *env {
 	e := newRealEnv(t, nil)
-	s, err := New(e.sup, Options{Version: "test", Token: testToken, MaxUpload: maxUpload})
+	s, err := New(e.sup, Options{Daytona: e.sup, Version: "test", Token: testToken, MaxUpload: maxUpload})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -151,7 +151,7 @@ func Serve(cfg conf.Config, src conf.Sources, logw io.Writer, version string) er
 	if host, _, _ := net.SplitHostPort(cfg.Listen); !auth.IsLoopbackHost(host) {
 		allow = append(allow, host)
 	}
-	srv, err := api.New(sup, api.Options{Version: version, Logger: log, Registry: reg, Heartbeat: cfg.EventHeartbeat, AllowHosts: allow,
+	srv, err := api.New(sup, api.Options{Daytona: sup, Version: version, Logger: log, Registry: reg, Heartbeat: cfg.EventHeartbeat, AllowHosts: allow,
 		Token: token, MetricsAuth: cfg.MetricsAuth, BodyTimeout: cfg.BodyTimeout, MaxConns: cfg.MaxConnections, MaxUpload: cfg.MaxUploadBytes,
 		ReadyPath: cfg.ReadyPath, StartupTimeout: cfg.StartupTimeout, StopGrace: cfg.StopGrace,
 		Sessions: sup,
