@@ -285,9 +285,13 @@ func (s *Supervisor) stopHoldingOp(e *sandbox, why StopReason, errorReason strin
 	s.mu.Lock()
 	live, h, port := e.info.State.Live(), e.handle, e.info.Port
 	if live {
-		e.ending = EndingStop
+		to := TeardownStop
 		if why == StopDeleted {
-			e.ending = EndingDelete
+			to = TeardownDelete
+		}
+		if err := setTeardown(&e.teardown, to); err != nil {
+			s.mu.Unlock()
+			return false, fmt.Errorf("stop %s: %w", e.id, err)
 		}
 	}
 	s.mu.Unlock()
@@ -296,8 +300,8 @@ func (s *Supervisor) stopHoldingOp(e *sandbox, why StopReason, errorReason strin
 	}
 	defer func() { // a delete goes on being one until it is done
 		s.mu.Lock()
-		if e.ending == EndingStop || err != nil {
-			e.ending = ""
+		if e.teardown == TeardownStop || err != nil {
+			_ = setTeardown(&e.teardown, NoTeardown) // none stays none
 		}
 		s.mu.Unlock()
 	}()
@@ -388,11 +392,14 @@ func (s *Supervisor) delete(e *sandbox) error {
 		s.mu.Unlock()
 		return fmt.Errorf("delete %s: %w", e.id, err)
 	}
-	e.ending = EndingDelete
+	if err := setTeardown(&e.teardown, TeardownDelete); err != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("delete %s: %w", e.id, err)
+	}
 	s.mu.Unlock()
 	if err := s.fs.removeAll(e.id); err != nil {
 		s.mu.Lock()
-		e.ending = ""
+		_ = setTeardown(&e.teardown, NoTeardown)
 		s.mu.Unlock()
 		return fmt.Errorf("remove sandbox directory: %w", err)
 	}

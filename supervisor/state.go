@@ -54,3 +54,34 @@ func move(sb *Sandbox, to State) error {
 	sb.State = to
 	return nil
 }
+
+// Teardown is what is being done to a sandbox while a stop or a delete of
+// it is under way: its State stays what it was until the stop is done.
+// Get and ListPage show it (Sandbox.Teardown); it is never persisted.
+type Teardown string
+
+const (
+	NoTeardown     Teardown = ""
+	TeardownStop   Teardown = "stopping"
+	TeardownDelete Teardown = "destroying"
+)
+
+// teardowns are its moves: a stop or a delete begins from none and ends
+// in none (done, or failed); a delete stops its sandbox first and goes on
+// being a delete until it is done, so it may begin again over itself,
+// while a stop never replaces a delete.
+var teardowns = map[Teardown][]Teardown{
+	NoTeardown:     {TeardownStop, TeardownDelete},
+	TeardownStop:   {NoTeardown},
+	TeardownDelete: {NoTeardown, TeardownDelete},
+}
+
+// setTeardown moves *cur to to, or refuses with a *MoveError (its states
+// the teardowns') and leaves it as it was.
+func setTeardown(cur *Teardown, to Teardown) error {
+	if !slices.Contains(teardowns[*cur], to) {
+		return &MoveError{From: State(*cur), To: State(to)}
+	}
+	*cur = to
+	return nil
+}

@@ -45,3 +45,34 @@ func TestStateMachine(t *testing.T) {
 		}
 	}
 }
+
+// The teardown table, walked whole: a stop or a delete begins from none
+// and ends in none, a delete may begin again over itself, and every other
+// move is refused with a *MoveError, leaving the teardown as it was.
+func TestTeardownMoves(t *testing.T) {
+	all := []Teardown{NoTeardown, TeardownStop, TeardownDelete}
+	legal := map[[2]Teardown]bool{
+		{NoTeardown, TeardownStop}: true, {NoTeardown, TeardownDelete}: true,
+		{TeardownStop, NoTeardown}:   true,
+		{TeardownDelete, NoTeardown}: true, {TeardownDelete, TeardownDelete}: true,
+	}
+	for _, from := range all {
+		for _, to := range all {
+			cur := from
+			err := setTeardown(&cur, to)
+			switch {
+			case legal[[2]Teardown{from, to}] && (err != nil || cur != to):
+				t.Errorf("%q → %q, legal: %v, now %q", from, to, err, cur)
+			case !legal[[2]Teardown{from, to}] && (!errors.Is(err, ErrIllegalMove) || cur != from):
+				t.Errorf("%q → %q, illegal: %v, now %q", from, to, err, cur)
+			}
+		}
+	}
+	for from, tos := range teardowns {
+		for _, to := range tos {
+			if !legal[[2]Teardown{from, to}] {
+				t.Errorf("the table has %q → %q, which this test does not", from, to)
+			}
+		}
+	}
+}

@@ -141,9 +141,9 @@ type sandbox struct {
 	// changed is closed when info changes (log followers wait on it);
 	// nil until one asks.
 	changed chan struct{}
-	// ending is what is being done to the sandbox while a stop or a
-	// delete is under way (Sandbox.Ending).
-	ending string
+	// teardown is a stop or a delete under way (Sandbox.Teardown),
+	// changed only by setTeardown.
+	teardown Teardown
 
 	// Fixed at creation.
 	id     string
@@ -173,7 +173,7 @@ func (e *sandbox) changesLocked() <-chan struct{} {
 // viewLocked is the sandbox as readers see it.
 func (e *sandbox) viewLocked() Sandbox {
 	sb := e.info
-	sb.Ending = e.ending
+	sb.Teardown = e.teardown
 	sb.Workspace = filepath.Join(e.dir, WorkspaceDir)
 	return sb
 }

@@ -28,12 +28,6 @@ const (
 // Live reports whether a workload may be running in this state.
 func (s State) Live() bool { return s == Starting || s == Started }
 
-// What Sandbox.Ending says.
-const (
-	EndingStop   = "stopping"
-	EndingDelete = "destroying"
-)
-
 // StopReason is the closed set of reasons a sandbox stops, for metrics.
 type StopReason string
 
@@ -92,10 +86,8 @@ type Sandbox struct {
 
 	ErrorReason string
 	StopReason  StopReason // set once stopped
-	// Ending is EndingStop or EndingDelete while a stop or a delete of
-	// the sandbox is under way (State is still what it was), "" otherwise.
-	// Get and ListPage say it; it is never persisted.
-	Ending string
+	// Teardown is a stop or a delete under way (see Teardown).
+	Teardown Teardown
 	// Workspace is the workspace directory on this machine (Get and
 	// ListPage fill it).
 	Workspace string

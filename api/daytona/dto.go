@@ -91,10 +91,10 @@ var States = []string{"creating", "restoring", "destroyed", "destroying", "start
 // became ready (it exited during startup, or its startup timed out) is
 // Daytona's error, recoverable by a start; /v1 calls it stopped.
 func stateOf(sb supervisor.Sandbox) (state, desired string) {
-	switch sb.Ending {
-	case supervisor.EndingStop:
+	switch sb.Teardown {
+	case supervisor.TeardownStop:
 		return StateStopping, StateStopped
-	case supervisor.EndingDelete:
+	case supervisor.TeardownDelete:
 		return StateDestroying, StateDestroyed
 	}
 	switch sb.State {

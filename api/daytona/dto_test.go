@@ -15,16 +15,16 @@ func TestStateOf(t *testing.T) {
 	}{
 		{supervisor.Sandbox{State: supervisor.Starting}, StateStarting, StateStarted},
 		{supervisor.Sandbox{State: supervisor.Started}, StateStarted, StateStarted},
-		{supervisor.Sandbox{State: supervisor.Started, Ending: supervisor.EndingStop}, StateStopping, StateStopped},
-		{supervisor.Sandbox{State: supervisor.Started, Ending: supervisor.EndingDelete}, StateDestroying, StateDestroyed},
-		{supervisor.Sandbox{State: supervisor.Stopped, Ending: supervisor.EndingDelete}, StateDestroying, StateDestroyed},
+		{supervisor.Sandbox{State: supervisor.Started, Teardown: supervisor.TeardownStop}, StateStopping, StateStopped},
+		{supervisor.Sandbox{State: supervisor.Started, Teardown: supervisor.TeardownDelete}, StateDestroying, StateDestroyed},
+		{supervisor.Sandbox{State: supervisor.Stopped, Teardown: supervisor.TeardownDelete}, StateDestroying, StateDestroyed},
 		{supervisor.Sandbox{State: supervisor.Stopped, StopReason: supervisor.StopExplicit}, StateStopped, StateStopped},
 		{supervisor.Sandbox{State: supervisor.Stopped, StopReason: supervisor.StopCrashed}, StateStopped, StateStopped},
 		{supervisor.Sandbox{State: supervisor.Stopped, StopReason: supervisor.StopStartupFailed}, StateError, StateStarted},
 		{supervisor.Sandbox{State: supervisor.Destroyed}, StateDestroyed, StateDestroyed},
 	} {
 		if state, desired := stateOf(c.sb); state != c.state || desired != c.desired {
-			t.Errorf("%s (ending %q, %s): %s/%s, want %s/%s", c.sb.State, c.sb.Ending, c.sb.StopReason, state, desired, c.state, c.desired)
+			t.Errorf("%s (teardown %q, %s): %s/%s, want %s/%s", c.sb.State, c.sb.Teardown, c.sb.StopReason, state, desired, c.state, c.desired)
 		}
 	}
 }
