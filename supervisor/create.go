@@ -30,21 +30,84 @@ func newMarker(id string) string {
 func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox, err error) {
 	tr := runtime.NewTrace()
 	defer func() { s.stats.created(err, tr) }()
-	if err := req.Validate(); err != nil {
+	e, snap, rt, err := s.prepare(req)
+	if err != nil {
 		return Sandbox{}, err
+	}
+	if err := s.reserve(e); err != nil {
+		return Sandbox{}, err
+	}
+	e.op.Lock()
+	defer e.op.Unlock()
+	tr.Mark(StepCheck)
+
+	var undo undoList
+	defer func() {
+		if err != nil {
+			undo.run()
+			s.mu.Lock()
+			delete(s.sandboxes, e.id)
+			s.mu.Unlock()
+		}
+	}()
+	caps := rt.Capabilities()
+	if caps.LocalPort {
+		port, err := s.ports.lease(e.id)
+		if err != nil {
+			return Sandbox{}, err
+		}
+		undo.add(func() { s.ports.release(port, e.id) })
+		e.info.Port = port
+	}
+	tr.Mark(StepLease)
+	env, err := s.makeDirectory(e, req.Env, snap, caps, &undo)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	tr.Mark(StepDirectory)
+	h, err := rt.Start(runtime.WithTrace(context.WithoutCancel(ctx), tr), s.spec(e, e.marker, e.info.Port, childenv.List(env), snap, req.Labels, e.info.Resources))
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("start workload: %w", err)
+	}
+	undo.add(func() { s.abandon(e.id, h) })
+	tr.Mark(StepStart)
+	e.info.Endpoint = h.Endpoint()
+	if err := s.writeRecord(e.id, s.toRecord(e, e.info, h.State()), true); err != nil {
+		return Sandbox{}, fmt.Errorf("write %s: %w", RecordFile, err)
+	}
+	tr.Mark(StepRecord)
+
+	s.mu.Lock()
+	e.handle = h
+	e.launched = e.info.CreatedAt
+	e.pending = false
+	info := e.info
+	s.events.publish(Event{Type: EventCreated, Time: info.CreatedAt, Sandbox: info})
+	s.mu.Unlock()
+	s.log.Info("sandbox created", "sandbox", e.id, "runtime", info.Runtime, "port", info.Port, "labels", info.Labels)
+	s.watch(e, h, e.startup)
+	tr.Mark(StepPublish)
+	return info, nil
+}
+
+// prepare checks req and returns the entry it asks for (pending, in
+// state starting), the snapshot it runs and its runtime; nothing is
+// reserved yet.
+func (s *Supervisor) prepare(req CreateRequest) (*sandbox, snapshot.Snapshot, runtime.Runtime, error) {
+	if err := req.Validate(); err != nil {
+		return nil, snapshot.Snapshot{}, nil, err
 	}
 	snap, err := s.resolve(req)
 	if err != nil {
-		return Sandbox{}, err
+		return nil, snapshot.Snapshot{}, nil, err
 	}
-	req.Runtime = snap.Runtime
-	rt, _ := s.opts.Runtimes.Get(req.Runtime)
+	rt, _ := s.opts.Runtimes.Get(snap.Runtime)
 	res, err := req.Limits.over(s.opts.Limits)
 	if err != nil {
-		return Sandbox{}, err
+		return nil, snapshot.Snapshot{}, nil, err
 	}
-	if res, err = s.enforceable(rt, req.Runtime, res); err != nil {
-		return Sandbox{}, err
+	if res, err = s.enforceable(rt, snap.Runtime, res); err != nil {
+		return nil, snapshot.Snapshot{}, nil, err
 	}
 	now := s.clock()
 	autoStop := time.Duration(s.autoStop.Load())
@@ -65,76 +128,58 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 		readyPath: snap.ReadyPath,
 		startup:   snap.StartupTimeout,
 		info: Sandbox{
-			ID: req.Name, Runtime: req.Runtime, Labels: cloneMap(req.Labels),
+			ID: req.Name, Runtime: snap.Runtime, Labels: cloneMap(req.Labels),
 			Snapshot: snap.Name, Public: req.Public, CreatedAt: now, UpdatedAt: now,
 			LastActivityAt: now, AutoStopInterval: autoStop, AutoDeleteInterval: autoDelete,
 			Extensions: req.Extensions.clone(), Resources: res,
 		},
 	}
 	if err := move(&e.info, Starting); err != nil {
-		return Sandbox{}, err
+		return nil, snapshot.Snapshot{}, nil, err
 	}
-	// Reserve the name.
+	return e, snap, rt, nil
+}
+
+// reserve takes e's name in the registry, e invisible while pending.
+func (s *Supervisor) reserve(e *sandbox) error {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
-		s.mu.Unlock()
-		return Sandbox{}, ErrClosed
+		return ErrClosed
 	}
-	if _, taken := s.sandboxes[req.Name]; taken {
-		s.mu.Unlock()
-		return Sandbox{}, fmt.Errorf("%w: %s (a sandbox keeps its name, also while stopped, until it is deleted)", ErrConflict, req.Name)
+	if _, taken := s.sandboxes[e.id]; taken {
+		return fmt.Errorf("%w: %s (a sandbox keeps its name, also while stopped, until it is deleted)", ErrConflict, e.id)
 	}
-	s.sandboxes[req.Name] = e
-	s.mu.Unlock()
-	e.op.Lock()
-	defer e.op.Unlock()
-	tr.Mark(StepCheck)
+	s.sandboxes[e.id] = e
+	return nil
+}
 
-	var undo []func()
-	defer func() {
-		if err != nil {
-			for i := len(undo) - 1; i >= 0; i-- {
-				undo[i]()
-			}
-			s.mu.Lock()
-			delete(s.sandboxes, req.Name)
-			s.mu.Unlock()
-		}
-	}()
-
-	caps := rt.Capabilities()
-	port := 0
-	if caps.LocalPort {
-		if port, err = s.ports.lease(req.Name); err != nil {
-			return Sandbox{}, err
-		}
-		undo = append(undo, func() { s.ports.release(port, req.Name) })
-		e.info.Port = port
-	}
-	tr.Mark(StepLease)
-
-	// The directory is built under a staging name that proves it is ours
-	// (see rootFS.tempName) and appears under its own name, complete with
-	// its intent record, in one rename that never replaces anything: a
-	// daemon that dies on the way leaves either a staging directory it
-	// can prove it made, or a sandbox directory with a record.
+// makeDirectory makes e's directory with its variables (the snapshot's,
+// then the request's, through the daemon's policy) and its intent
+// record, and returns the variables. The directory is built under a
+// staging name that proves it is ours (see rootFS.tempName) and appears
+// under its own name, complete with its intent record, in one rename
+// that never replaces anything: a daemon that dies on the way leaves
+// either a staging directory it can prove it made, or a sandbox
+// directory with a record.
+func (s *Supervisor) makeDirectory(e *sandbox, reqEnv map[string]string, snap snapshot.Snapshot, caps runtime.Capabilities, undo *undoList) (map[string]string, error) {
 	made, err := s.takeSpare()
 	if err != nil {
-		return Sandbox{}, fmt.Errorf("create sandbox directory: %w", err)
+		return nil, fmt.Errorf("create sandbox directory: %w", err)
 	}
-	undo = append(undo, func() {
+	undo.add(func() {
 		if err := s.fs.removeAll(made); err != nil {
-			s.log.Error("remove directory of a failed create", "sandbox", req.Name, "err", err)
+			s.log.Error("remove directory of a failed create", "sandbox", e.id, "err", err)
 		}
 	})
 	policy := s.opts.Env
 	if caps.Isolation {
 		policy.Base = nil // the host's PATH, HOME, … mean nothing there
 	}
-	reqEnv := req.Env
 	if len(snap.Env) > 0 {
-		reqEnv = maps.Clone(snap.Env)
-		maps.Copy(reqEnv, req.Env)
+		withSnap := maps.Clone(snap.Env)
+		maps.Copy(withSnap, reqEnv)
+		reqEnv = withSnap
 	}
 	// The variables only: the runtime adds the sandbox's facts (its id,
 	// port, workspace) as its workload sees them.
@@ -142,54 +187,47 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	// The env file and the intent record are not fsynced: they must exist
 	// before the workload does, so that a daemon that dies mid-create
 	// leaves a record whose marker finds the child. Durability against
-	// power loss comes with the committed record below, whose directory
-	// fsync covers them too; a power loss kills the child anyway.
+	// power loss comes with the committed record, whose directory fsync
+	// covers them too; a power loss kills the child anyway.
 	if err := withIndented(env, func(b []byte) error { return s.fs.fill(made+"/"+EnvFile, b) }); err != nil {
-		return Sandbox{}, fmt.Errorf("write %s: %w", EnvFile, err)
+		return nil, fmt.Errorf("write %s: %w", EnvFile, err)
 	}
 	if err := withIndented(s.toRecord(e, e.info, runtime.HandleState{}), func(b []byte) error { return s.fs.fill(made+"/"+RecordFile, b) }); err != nil {
-		return Sandbox{}, fmt.Errorf("write %s: %w", RecordFile, err)
+		return nil, fmt.Errorf("write %s: %w", RecordFile, err)
 	}
-	if err := s.fs.RenameNoReplace(made, req.Name); err != nil {
+	if err := s.fs.RenameNoReplace(made, e.id); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return Sandbox{}, fmt.Errorf("%w: %s: the root holds an entry of that name that is not a sandbox; it is left alone", ErrConflict, req.Name)
+			return nil, fmt.Errorf("%w: %s: the root holds an entry of that name that is not a sandbox; it is left alone", ErrConflict, e.id)
 		}
-		return Sandbox{}, fmt.Errorf("create sandbox directory: %w", err)
+		return nil, fmt.Errorf("create sandbox directory: %w", err)
 	}
-	made = req.Name
-	tr.Mark(StepDirectory)
-	h, err := rt.Start(runtime.WithTrace(context.WithoutCancel(ctx), tr), s.spec(e, e.marker, port, childenv.List(env), snap, req.Labels, res))
-	if err != nil {
-		return Sandbox{}, fmt.Errorf("start workload: %w", err)
-	}
-	undo = append(undo, func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := h.Stop(stopCtx, 0); err != nil {
-			s.log.Error("stop the workload of a failed create", "sandbox", req.Name, "err", err)
-		}
-		if err := h.Delete(stopCtx); err != nil {
-			s.log.Error("runtime delete after a failed create", "sandbox", req.Name, "err", err)
-		}
-	})
-	tr.Mark(StepStart)
-	e.info.Endpoint = h.Endpoint()
-	if err := s.writeRecord(e.id, s.toRecord(e, e.info, h.State()), true); err != nil {
-		return Sandbox{}, fmt.Errorf("write %s: %w", RecordFile, err)
-	}
-	tr.Mark(StepRecord)
+	made = e.id // the undo removes it under its own name now
+	return env, nil
+}
 
-	s.mu.Lock()
-	e.handle = h
-	e.launched = now
-	e.pending = false
-	info := e.info
-	s.events.publish(Event{Type: EventCreated, Time: now, Sandbox: info})
-	s.mu.Unlock()
-	s.log.Info("sandbox created", "sandbox", req.Name, "runtime", req.Runtime, "port", port, "labels", req.Labels)
-	s.watch(e, h, e.startup)
-	tr.Mark(StepPublish)
-	return info, nil
+// abandon stops and releases the workload of a create that failed after
+// it started.
+func (s *Supervisor) abandon(id string, h runtime.Handle) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.Stop(ctx, 0); err != nil {
+		s.log.Error("stop the workload of a failed create", "sandbox", id, "err", err)
+	}
+	if err := h.Delete(ctx); err != nil {
+		s.log.Error("runtime delete after a failed create", "sandbox", id, "err", err)
+	}
+}
+
+// undoList is what a create has done so far, undone last first when it
+// fails.
+type undoList []func()
+
+func (u *undoList) add(f func()) { *u = append(*u, f) }
+
+func (u undoList) run() {
+	for i := len(u) - 1; i >= 0; i-- {
+		u[i]()
+	}
 }
 
 // spec is what runtime gets to start e's workload under marker: the
