@@ -29,36 +29,55 @@ type listQuery struct {
 	match []func(SandboxListItem) bool
 }
 
+// parseList decodes a listSandboxes query: the page, then each kind of
+// filter Daytona's document has, then the order it asks for.
 func parseList(q url.Values) (listQuery, error) {
 	lq := listQuery{opts: supervisor.ListOptions{Limit: DefaultListLimit}}
+	for _, parse := range []func(url.Values) error{lq.page, lq.states, lq.prefixes, lq.oneOf, lq.flags, lq.bounds, lq.times, checkOrder} {
+		if err := parse(q); err != nil {
+			return lq, err
+		}
+	}
+	return lq, nil
+}
+
+// page reads the page's size and where it starts, and the labels the
+// supervisor filters on.
+func (lq *listQuery) page(q url.Values) error {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.ParseFloat(v, 64)
 		if err != nil || n != float64(int(n)) || n < 1 || n > MaxListLimit {
-			return lq, fmt.Errorf("limit must be a whole number from 1 to %d", MaxListLimit)
+			return fmt.Errorf("limit must be a whole number from 1 to %d", MaxListLimit)
 		}
 		lq.opts.Limit = int(n)
 	}
 	if v := q.Get("cursor"); v != "" {
 		c, err := supervisor.ParseCursor(v)
 		if err != nil {
-			return lq, err
+			return err
 		}
 		lq.opts.After = &c
 	}
 	if v := q.Get("labels"); v != "" {
 		var m map[string]string
 		if err := json.Unmarshal([]byte(v), &m); err != nil {
-			return lq, errors.New(`labels must be a JSON object of strings, e.g. {"origin":"cli"}`)
+			return errors.New(`labels must be a JSON object of strings, e.g. {"origin":"cli"}`)
 		}
 		if err := supervisor.ValidateLabels(m); err != nil {
-			return lq, err
+			return err
 		}
 		lq.opts.Labels = m
 	}
+	return nil
+}
+
+// states keeps the sandboxes in the states given; the supervisor narrows
+// first where its states and Daytona's agree.
+func (lq *listQuery) states(q url.Values) error {
 	if states := q["states"]; len(states) > 0 {
 		for _, st := range states {
 			if !slices.Contains(States, st) {
-				return lq, fmt.Errorf("states: %q is not one of Daytona's sandbox states", st)
+				return fmt.Errorf("states: %q is not one of Daytona's sandbox states", st)
 			}
 		}
 		lq.match = append(lq.match, func(it SandboxListItem) bool { return slices.Contains(states, it.State) })
@@ -84,6 +103,11 @@ func parseList(q url.Values) (listQuery, error) {
 			lq.opts.Limit = -1
 		}
 	}
+	return nil
+}
+
+// prefixes keeps the sandboxes whose id or name starts as given (any case).
+func (lq *listQuery) prefixes(q url.Values) error {
 	for _, p := range []struct {
 		name string
 		of   func(SandboxListItem) string
@@ -92,6 +116,11 @@ func parseList(q url.Values) (listQuery, error) {
 			lq.match = append(lq.match, func(it SandboxListItem) bool { return strings.HasPrefix(strings.ToLower(p.of(it)), v) })
 		}
 	}
+	return nil
+}
+
+// oneOf keeps the sandboxes whose snapshot, region or class is one of those given.
+func (lq *listQuery) oneOf(q url.Values) error {
 	for _, f := range []struct {
 		name string
 		of   func(SandboxListItem) string
@@ -104,6 +133,11 @@ func parseList(q url.Values) (listQuery, error) {
 			lq.match = append(lq.match, func(it SandboxListItem) bool { return slices.Contains(vals, f.of(it)) })
 		}
 	}
+	return nil
+}
+
+// flags keeps the sandboxes public, or recoverable, as asked.
+func (lq *listQuery) flags(q url.Values) error {
 	for _, f := range []struct {
 		name string
 		of   func(SandboxListItem) bool
@@ -114,11 +148,16 @@ func parseList(q url.Values) (listQuery, error) {
 		if v := q.Get(f.name); v != "" {
 			want, err := strconv.ParseBool(v)
 			if err != nil {
-				return lq, fmt.Errorf("%s must be true or false", f.name)
+				return fmt.Errorf("%s must be true or false", f.name)
 			}
 			lq.match = append(lq.match, func(it SandboxListItem) bool { return f.of(it) == want })
 		}
 	}
+	return nil
+}
+
+// bounds keeps the sandboxes whose cpu, memory or disk is within the bounds given.
+func (lq *listQuery) bounds(q url.Values) error {
 	for _, f := range []struct {
 		name  string
 		of    func(SandboxListItem) float64
@@ -134,7 +173,7 @@ func parseList(q url.Values) (listQuery, error) {
 		if v := q.Get(f.name); v != "" {
 			n, err := strconv.ParseFloat(v, 64)
 			if err != nil || !(n >= 1) || math.IsInf(n, 1) { // NaN is not ≥ 1
-				return lq, fmt.Errorf("%s must be a number ≥ 1", f.name)
+				return fmt.Errorf("%s must be a number ≥ 1", f.name)
 			}
 			lq.match = append(lq.match, func(it SandboxListItem) bool {
 				if f.below {
@@ -144,6 +183,11 @@ func parseList(q url.Values) (listQuery, error) {
 			})
 		}
 	}
+	return nil
+}
+
+// times keeps the sandboxes created, or changed last, before or after the times given.
+func (lq *listQuery) times(q url.Values) error {
 	for _, f := range []struct {
 		name   string
 		of     func(SandboxListItem) string
@@ -157,7 +201,7 @@ func parseList(q url.Values) (listQuery, error) {
 		if v := q.Get(f.name); v != "" {
 			t, err := time.Parse(time.RFC3339Nano, v)
 			if err != nil {
-				return lq, fmt.Errorf("%s must be a date-time such as 2024-01-01T00:00:00Z", f.name)
+				return fmt.Errorf("%s must be a date-time such as 2024-01-01T00:00:00Z", f.name)
 			}
 			lq.match = append(lq.match, func(it SandboxListItem) bool {
 				at, _ := time.Parse(time.RFC3339Nano, f.of(it))
@@ -165,18 +209,23 @@ func parseList(q url.Values) (listQuery, error) {
 			})
 		}
 	}
+	return nil
+}
+
+// checkOrder refuses an order other than the one sandboxes are listed in.
+func checkOrder(q url.Values) error {
 	if v := q.Get("sort"); v != "" && v != "createdAt" {
-		return lq, fmt.Errorf("sort: %q is not supported here; sandboxes are listed in creation order (sort=createdAt)", v)
+		return fmt.Errorf("sort: %q is not supported here; sandboxes are listed in creation order (sort=createdAt)", v)
 	}
 	if v := q.Get("order"); v != "" && v != "asc" {
-		return lq, fmt.Errorf("order: %q is not supported here; sandboxes are listed oldest first (order=asc)", v)
+		return fmt.Errorf("order: %q is not supported here; sandboxes are listed oldest first (order=asc)", v)
 	}
 	if v := q.Get("includeErroredDeleted"); v != "" {
 		if _, err := strconv.ParseBool(v); err != nil {
-			return lq, errors.New("includeErroredDeleted must be true or false")
+			return errors.New("includeErroredDeleted must be true or false")
 		}
 	}
-	return lq, nil
+	return nil
 }
 
 // list answers one page. Filters the supervisor cannot apply are applied
