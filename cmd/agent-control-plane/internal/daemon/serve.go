@@ -80,27 +80,12 @@ func Serve(cfg conf.Config, src conf.Sources, logw io.Writer, version string) er
 		return err
 	}
 
-	// A listener passed by socket activation keeps the port open across
-	// restarts; without one, the daemon binds the address itself.
-	ln, err := passedListener(cfg)
+	ln, err := apiListener(cfg)
 	if err != nil {
 		return err
 	}
-	if ln == nil {
-		if ln, err = listen(cfg.Listen); err != nil {
-			return err
-		}
-	}
 	defer ln.Close()
 
-	argv := cfg.NativeCommand
-	if len(argv) == 0 {
-		self, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("find own executable for the stub agent: %w", err)
-		}
-		argv = []string{self, "stub-agent"}
-	}
 	watcher, err := proc.NewWatcher()
 	if err != nil {
 		return err
@@ -112,32 +97,12 @@ func Serve(cfg conf.Config, src conf.Sources, logw io.Writer, version string) er
 	}
 	cgroups, cgInfo := cgroup.Detect(cgroup.Options{Name: conf.InstanceName(cfg.Root), Off: cfg.Cgroups == "off", Log: log})
 	defer cgroups.Close()
-	// Every runtime this daemon offers is registered here, and only here.
-	runtimes := &runtime.Registry{}
-	if err := runtimes.Register("native", &native.Runtime{Watcher: watcher, Argv: argv, Cgroups: cgroups}); err != nil {
-		return err
-	}
-	dockerRT, err := newDocker(cfg, log)
+	runtimes, closeRuntimes, err := newRuntimes(cfg, log, watcher, cgroups)
 	if err != nil {
 		return err
 	}
-	defer dockerRT.Close()
-	if err := runtimes.Register("docker", dockerRT); err != nil {
-		return err
-	}
-	sup, err := supervisor.New(ctx, supervisor.Options{
-		Root: cfg.Root, PortLo: cfg.Ports.Lo, PortHi: cfg.Ports.Hi,
-		Runtimes: runtimes, Snapshots: slices.Collect(maps.Values(cfg.Snapshots)),
-		ReadyPath: cfg.ReadyPath, StartupTimeout: cfg.StartupTimeout, StopGrace: cfg.StopGrace,
-		CheckInterval: cfg.ReapInterval, AutoStop: cfg.AutoStop, MaxLifetime: cfg.MaxLifetime,
-		EventBuffer: cfg.EventBuffer, StopOnClose: cfg.ReapOnExit, LogMaxBytes: cfg.LogMaxBytes,
-		Limits: cfg.Limits, IgnoreUnsupportedLimits: cfg.LimitsUnsupported == "ignore",
-		Env: childenv.Policy{Base: baseEnv(), Forward: forward, ForwardUnless: cfg.EnvForwardUnless},
-		// A burst leaves its garbage and spent stacks in the heap, which
-		// the runtime would return to the OS over minutes: return it now.
-		OnQuiet: releaseAfterBursts(),
-		Logger:  log,
-	})
+	defer closeRuntimes()
+	sup, err := newSupervisor(ctx, cfg, runtimes, forward, log)
 	if err != nil {
 		return err
 	}
@@ -145,17 +110,7 @@ func Serve(cfg conf.Config, src conf.Sources, logw io.Writer, version string) er
 	// cgroup subtree is too.
 	logCgroups(log, cgroups, cgInfo, cfg.Limits)
 	defer cgroups.Prune()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	var allow []string
-	if host, _, _ := net.SplitHostPort(cfg.Listen); !auth.IsLoopbackHost(host) {
-		allow = append(allow, host)
-	}
-	srv, err := api.New(sup, api.Options{Daytona: sup, Version: version, Logger: log, Registry: reg, Heartbeat: cfg.EventHeartbeat, AllowHosts: allow,
-		Token: token, MetricsAuth: cfg.MetricsAuth, BodyTimeout: cfg.BodyTimeout, MaxConns: cfg.MaxConnections, MaxUpload: cfg.MaxUploadBytes,
-		ReadyPath: cfg.ReadyPath, StartupTimeout: cfg.StartupTimeout, StopGrace: cfg.StopGrace,
-		Sessions: sup,
-		Cgroups:  &wire.Cgroups{Mode: string(cgInfo.Mode), Path: cgInfo.Path, Limits: append([]string{}, cgInfo.Limits...), Note: cgInfo.Note}})
+	srv, err := newServer(cfg, sup, token, cgInfo, version, log)
 	if err != nil {
 		sup.Close(context.Background())
 		return err
@@ -172,16 +127,7 @@ func Serve(cfg conf.Config, src conf.Sources, logw io.Writer, version string) er
 		tokenAttrs = append(tokenAttrs, "tokenFile", cfg.TokenFile)
 	}
 	log.Info("agent-control-plane serving", append([]any{"version", version, "listen", "http://" + ln.Addr().String(), "root", sup.Root(), "portRange", cfg.Ports.String(), "pid", os.Getpid()}, tokenAttrs...)...)
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				cfg = reload(log, cfg, src, level, sup, srv)
-			}
-		}
-	}()
+	reloads := reloadOnHangup(ctx, hup, cfg, func(cur conf.Config) conf.Config { return reload(log, cur, src, level, sup, srv) })
 	go sup.RunChecks(ctx)
 	// The supervisor has rehydrated and the listener is bound, so
 	// connections queue until Run accepts them: the API answers.
@@ -189,11 +135,103 @@ func Serve(cfg conf.Config, src conf.Sources, logw io.Writer, version string) er
 	go sd.ready(ctx, sup)
 	context.AfterFunc(ctx, sd.stopping) // at SIGTERM, before the shutdown's wait
 	err = srv.Run(ctx, ln)
+	stop()
+	cfg = <-reloads
 	closeCtx, cancel := context.WithTimeout(context.Background(), cfg.StopGrace+30*time.Second)
 	defer cancel()
 	sup.Close(closeCtx)
 	log.Info("agent-control-plane stopped", "reapedChildren", cfg.ReapOnExit)
 	return err
+}
+
+// reloadOnHangup calls reload with the configuration in force at each
+// SIGHUP until ctx ends, and then sends the configuration in force on the
+// channel it returns.
+func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, cfg conf.Config, reload func(conf.Config) conf.Config) <-chan conf.Config {
+	out := make(chan conf.Config, 1)
+	go func() {
+		defer func() { out <- cfg }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				cfg = reload(cfg)
+			}
+		}
+	}()
+	return out
+}
+
+// apiListener is the API's listener: the one passed by socket activation,
+// which keeps the port open across restarts, or the address bound now.
+func apiListener(cfg conf.Config) (net.Listener, error) {
+	ln, err := passedListener(cfg)
+	if err != nil || ln != nil {
+		return ln, err
+	}
+	return listen(cfg.Listen)
+}
+
+// newSupervisor is the supervisor of cfg's root over runtimes, giving
+// standalone sandboxes the forwarded credentials.
+func newSupervisor(ctx context.Context, cfg conf.Config, runtimes *runtime.Registry, forward map[string]string, log *slog.Logger) (*supervisor.Supervisor, error) {
+	return supervisor.New(ctx, supervisor.Options{
+		Root: cfg.Root, PortLo: cfg.Ports.Lo, PortHi: cfg.Ports.Hi,
+		Runtimes: runtimes, Snapshots: slices.Collect(maps.Values(cfg.Snapshots)),
+		ReadyPath: cfg.ReadyPath, StartupTimeout: cfg.StartupTimeout, StopGrace: cfg.StopGrace,
+		CheckInterval: cfg.ReapInterval, AutoStop: cfg.AutoStop, MaxLifetime: cfg.MaxLifetime,
+		EventBuffer: cfg.EventBuffer, StopOnClose: cfg.ReapOnExit, LogMaxBytes: cfg.LogMaxBytes,
+		Limits: cfg.Limits, IgnoreUnsupportedLimits: cfg.LimitsUnsupported == "ignore",
+		Env: childenv.Policy{Base: baseEnv(), Forward: forward, ForwardUnless: cfg.EnvForwardUnless},
+		// A burst leaves its garbage and spent stacks in the heap, which
+		// the runtime would return to the OS over minutes: return it now.
+		OnQuiet: releaseAfterBursts(),
+		Logger:  log,
+	})
+}
+
+// newRuntimes registers every runtime this daemon offers: here, and
+// only here. closeRuntimes releases what they hold.
+func newRuntimes(cfg conf.Config, log *slog.Logger, watcher *proc.Watcher, cgroups *cgroup.Manager) (_ *runtime.Registry, closeRuntimes func(), err error) {
+	argv := cfg.NativeCommand
+	if len(argv) == 0 {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, nil, fmt.Errorf("find own executable for the stub agent: %w", err)
+		}
+		argv = []string{self, "stub-agent"}
+	}
+	runtimes := &runtime.Registry{}
+	if err := runtimes.Register("native", &native.Runtime{Watcher: watcher, Argv: argv, Cgroups: cgroups}); err != nil {
+		return nil, nil, err
+	}
+	dockerRT, err := newDocker(cfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := runtimes.Register("docker", dockerRT); err != nil {
+		dockerRT.Close()
+		return nil, nil, err
+	}
+	return runtimes, dockerRT.Close, nil
+}
+
+// newServer is the API over sup as cfg configures it, with its metrics
+// registry (the Go runtime's and the process's collectors beside the
+// daemon's own).
+func newServer(cfg conf.Config, sup *supervisor.Supervisor, token string, cgInfo cgroup.Info, version string, log *slog.Logger) (*api.Server, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var allow []string
+	if host, _, _ := net.SplitHostPort(cfg.Listen); !auth.IsLoopbackHost(host) {
+		allow = append(allow, host)
+	}
+	return api.New(sup, api.Options{Daytona: sup, Version: version, Logger: log, Registry: reg, Heartbeat: cfg.EventHeartbeat, AllowHosts: allow,
+		Token: token, MetricsAuth: cfg.MetricsAuth, BodyTimeout: cfg.BodyTimeout, MaxConns: cfg.MaxConnections, MaxUpload: cfg.MaxUploadBytes,
+		ReadyPath: cfg.ReadyPath, StartupTimeout: cfg.StartupTimeout, StopGrace: cfg.StopGrace,
+		Sessions: sup,
+		Cgroups:  &wire.Cgroups{Mode: string(cgInfo.Mode), Path: cgInfo.Path, Limits: append([]string{}, cgInfo.Limits...), Note: cgInfo.Note}})
 }
 
 // reload applies SIGHUP: it reads the configuration again and changes
