@@ -235,6 +235,9 @@ func TestDashboardSignIn(t *testing.T) {
 // Sessions end at their expiry and at a token rotation; codes after a
 // minute; they survive a restart with the same token, and the file keeps
 // no secret; what an outsider can make the store keep is bounded.
+//
+// It is long because it is one scenario whose steps build on each other:
+// split, each part would need the state the one before left.
 func TestDashboardSessionLifetime(t *testing.T) {
 	e := newEnv(t, nil)
 	var mu sync.Mutex

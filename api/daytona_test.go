@@ -1,3 +1,6 @@
+// This file is long because its tests of Daytona's face share the
+// requests and shapes declared here.
+
 package api
 
 import (
@@ -274,6 +277,9 @@ func TestDaytonaListPages(t *testing.T) {
 // daemon's) unless the sandbox is public, keeps the daemon's credentials
 // from the workload, runs the page in an origin of its own, and is no
 // activity.
+//
+// It is long because it is one scenario whose steps build on each other:
+// split, each part would need the state the one before left.
 func TestDaytonaPreviewProxy(t *testing.T) {
 	e := newEnv(t, nil)
 	e.do("POST", "/api/sandbox", `{"name":"pv","autoStopInterval":30}`)

@@ -19,6 +19,8 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
+// TestCompatibilityRoutes is long because it walks every compatibility
+// route against one sandbox, in the order a client calls them.
 func TestCompatibilityRoutes(t *testing.T) {
 	e := newRealEnv(t, nil)
 	e.do("POST", "/v1/sandboxes", `{"name":"c1","autoStopInterval":5}`)
@@ -162,6 +164,8 @@ func TestSecretsNeverInAnswers(t *testing.T) {
 	}
 }
 
+// TestMetricsAfterScenario is long because the metrics it reads are
+// those of the whole scenario it runs first.
 func TestMetricsAfterScenario(t *testing.T) {
 	e := newRealEnv(t, nil)
 	e.do("POST", "/v1/sandboxes", `{"name":"m1","labels":{"origin":"cli"}}`)

@@ -1,3 +1,6 @@
+// This file is long because it holds /v1's route table and its sandbox
+// handlers together; the host and face split issue 41 plans divides it.
+
 package api
 
 import (

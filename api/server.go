@@ -2,6 +2,10 @@
 // event feed and /metrics over a Supervisor interface it declares itself.
 // It owns the wire shapes, the browser guard and input decoding; the
 // supervisor owns every decision about sandboxes.
+//
+// This file is long because it is the host (listener, guard, dispatch,
+// error mapping) and /v1's server at once; the host and face split issue
+// 41 plans divides it.
 package api
 
 import (

@@ -140,6 +140,9 @@ func (e *env) upload(url, ctype string, body io.Reader) resp {
 	return resp{res.StatusCode, res.Header, b}
 }
 
+// TestToolboxFiles is long because it is one scenario whose steps build
+// on each other: split, each part would need the state the one before
+// left.
 func TestToolboxFiles(t *testing.T) {
 	e := newRealEnv(t, nil)
 	base := e.toolbox("f1")

@@ -125,6 +125,13 @@ func Detect(o Options) (*Manager, Info) {
 	return m, m.info
 }
 
+// detect finds the hierarchies native sandboxes can be contained in (the
+// unified one, and on a hybrid machine the v1 controllers beside it), or
+// says why there are none.
+//
+// It is long because it is one walk over the machine's mounts, the
+// unified hierarchy first and the v1 controllers after, each step on what
+// the one before found.
 func detect(o Options) (*Manager, error) {
 	mounts, err := readMounts()
 	if err != nil {

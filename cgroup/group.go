@@ -1,3 +1,7 @@
+// This file is long because one sandbox's group lives on both
+// hierarchies (the v1 controllers and the unified one), and each step
+// (make, enforce, read, kill, remove) does both.
+
 package cgroup
 
 import (

@@ -314,6 +314,9 @@ func ParseMinutes(v string) (time.Duration, error) {
 }
 
 // Validate checks the whole configuration.
+//
+// It is long because it is every cross-key rule of the configuration in
+// one place, each with its own message.
 func (c *Config) Validate() error {
 	host, port, err := net.SplitHostPort(c.Listen)
 	if err != nil {

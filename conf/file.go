@@ -77,6 +77,10 @@ func (d *duration) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// applyFile sets what the file at path gives over c.
+//
+// It is long because it is one assignment per key of the file, in the
+// file's order.
 func (c *Config) applyFile(path string) error {
 	var f fileConfig
 	b, err := readRegular(path)

@@ -1,3 +1,6 @@
+// This file is long because its tests share the real children, pidfds
+// and helpers declared here.
+
 package proc
 
 import (

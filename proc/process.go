@@ -1,3 +1,6 @@
+// This file is long because one process's identity, pinning, signalling
+// and waiting all go through the same pidfd and marker checks.
+
 package proc
 
 import (

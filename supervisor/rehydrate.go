@@ -189,6 +189,10 @@ func (s *Supervisor) removeAbandoned() {
 
 // rehydrateOne loads one record. It returns a runtime and a marker when
 // whatever still carries that marker must be swept.
+//
+// It is long because each way a record can be found (live, gone, half-
+// made, interrupted start, foreign) is decided here, in order, so that
+// no case is handled twice.
 func (s *Supervisor) rehydrateOne(ctx context.Context, name string) (rtName, marker string) {
 	log := s.log.With("sandbox", name)
 	dir := filepath.Join(s.opts.Root, name)

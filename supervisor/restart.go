@@ -15,6 +15,10 @@ import (
 // started is returned as it is. Readiness is probed in the background, as
 // after a create. On error the sandbox stays stopped and nothing of the
 // new workload remains.
+//
+// It is long because a start is one ordered sequence under the op lock
+// (intent, lease, workload, record, commit), each step undone if a later
+// one fails.
 func (s *Supervisor) Start(ctx context.Context, id string) (Sandbox, error) {
 	e, err := s.lookup(id)
 	if err != nil {

@@ -187,8 +187,11 @@ func (e *sandbox) setInfoLocked(next Sandbox) {
 }
 
 // New locks the root, rehydrates every sandbox recorded under it and
-// returns the running supervisor. Call Run for periodic work and Close when
-// done.
+// returns the running supervisor. Call RunChecks for periodic work and
+// Close when done.
+//
+// It is long because start-up is one ordered sequence: lock the root,
+// sweep, rehydrate, clear interrupted starts, then serve.
 func New(ctx context.Context, opts Options) (*Supervisor, error) {
 	if opts.ReadyPath == "" {
 		opts.ReadyPath = "/api/info"

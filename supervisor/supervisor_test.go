@@ -1,3 +1,6 @@
+// This file is long because its tests share the sandboxes and helpers
+// declared here.
+
 package supervisor
 
 import (
@@ -25,6 +28,8 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
+// TestLifecycle is long because it is one scenario whose steps build on
+// each other: split, each part would need the state the one before left.
 func TestLifecycle(t *testing.T) {
 	h := newHarness(t, nil)
 	sb := h.create("alpha", map[string]string{"FOO": "bar"}, map[string]string{"origin": "cli", "team": "a"})

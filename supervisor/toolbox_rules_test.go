@@ -19,6 +19,9 @@ import (
 // input or deletion, a change of its files) counts; what only reads
 // (listing, reading a file, a command's output) does not; a change that
 // fails does not.
+//
+// It is long because its table is every operation of the toolbox, on one
+// sandbox, each on what the one before made.
 func TestToolboxActivityRule(t *testing.T) {
 	clock := &fakeClock{t: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}
 	h := realHarness(t, func(o *Options) { o.Now = clock.Now })

@@ -185,6 +185,9 @@ func rssBytes(t *testing.T, pid int) int64 {
 // A multi-megabyte list read by 30 clients that stop reading costs the
 // daemon far less than 30 copies of it: the answer is written in pages as
 // it goes. The full answer equals a cursor walk.
+//
+// It is long because it is one scenario whose steps build on each other:
+// split, each part would need the state the one before left.
 func TestSlowReadersOfABigList(t *testing.T) {
 	lo, hi := portBlock.Next()
 	// Children that exit at once: 300 stopped sandboxes, no processes.
@@ -279,6 +282,9 @@ func TestSlowReadersOfABigList(t *testing.T) {
 // go-sse's default buffer, like r3labs/sse's, bounds a whole event (64 KB),
 // not a line, so it is raised here: a snapshot of 800 sandboxes is about
 // 400 KB however it is split into lines.
+//
+// It is long because it is one scenario whose steps build on each other:
+// split, each part would need the state the one before left.
 func TestSSEAt800Sandboxes(t *testing.T) {
 	lo, hi := portBlock.Next()
 	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi,

@@ -1,3 +1,6 @@
+// This file is long because its tests share the machine's cgroup checks
+// and helpers declared here.
+
 package tests
 
 import (

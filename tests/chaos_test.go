@@ -310,6 +310,9 @@ func daemonGauges(t *testing.T, d *testenv.Daemon) (goroutines, fds int) {
 
 // 200 concurrent clients on list, get, refresh-activity and event streams
 // while sandboxes churn: no 5xx, and no goroutines or fds left behind.
+//
+// It is long because its rounds of kills and restarts share the load it
+// keeps running and the checks after each.
 func TestChaosLoad(t *testing.T) {
 	d := startDaemon(t)
 	for i := range 5 {

@@ -1,3 +1,6 @@
+// This file is long because its tests share one daemon per test and the
+// CLI runner declared here.
+
 package tests
 
 import (

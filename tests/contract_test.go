@@ -1,3 +1,6 @@
+// This file is long because its scenario is driven by two clients and
+// checked against the OpenAPI document, all declared here.
+
 package tests
 
 import (
@@ -213,6 +216,10 @@ func (cc *contractClient) state(id string) string {
 }
 
 // runScenario drives every route of the running daemon.
+//
+// It is long because it is the one scenario the generated client and the
+// hand-written one both drive, step by step, each on the sandbox the one
+// before left.
 func runScenario(t *testing.T, cc *contractClient) {
 	// Watch events from the start; every frame is checked.
 	evReq, _ := http.NewRequest("GET", cc.url+"/v1/events?label=suite%3Dcontract", nil)
@@ -438,6 +445,8 @@ func mapValues(m map[string]bool) []bool {
 
 var contractPorts = testenv.PortBlock{Base: 29600, Size: 20}
 
+// TestOpenAPIConformance is long because it sets up the validator and
+// the recorded traffic it checks in one place.
 func TestOpenAPIConformance(t *testing.T) {
 	c := loadContract(t, api.OpenAPI, nil)
 	lo, hi := contractPorts.Next()

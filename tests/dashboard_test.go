@@ -88,6 +88,9 @@ func rowState(id string) string {
 // across a daemon restart; Stop and Delete act on the daemon; the logs
 // drawer shows what a sandbox printed; a browser without the link sees no
 // sandbox.
+//
+// It is long because it drives one browser session through the whole
+// dashboard, each step on the page the one before left.
 func TestDashboardInABrowser(t *testing.T) {
 	exe := chromium(t)
 	d := startDaemon(t)

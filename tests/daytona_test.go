@@ -206,6 +206,9 @@ type daytonaFlow struct {
 // every ~100 ms until started, get by name, list by label, replace
 // labels, set intervals, last-activity, preview the agent's port and a
 // second one, stop, start (the workspace kept), delete, 404.
+//
+// It is long because it is Daytona's client driving one sandbox's whole
+// life, each call on what the one before did.
 func runDaytonaFlow(t *testing.T, d *testenv.Daemon, f daytonaFlow) {
 	ctx := testenv.Context(t)
 	dc, chk := daytonaClient(t, d)

@@ -1,3 +1,6 @@
+// This file is long because its tests share the engine, the stub image
+// and the helpers declared here.
+
 package tests
 
 import (
@@ -120,6 +123,9 @@ func ourContainers(t *testing.T, c *client.Client, d *testenv.Daemon) int {
 // port (loopback only), limits and labels on the container, env rewritten
 // and nothing of the daemon's own, logs, resize, a restart, and a stop
 // that leaves no container.
+//
+// It is long because it is one scenario whose steps build on each other:
+// split, each part would need the state the one before left.
 func TestDockerLifecycle(t *testing.T) {
 	c := engine(t)
 	d := dockerDaemon(t, c)

@@ -42,6 +42,9 @@ func ticks(t *testing.T, d *testenv.Daemon, id, q string) ([]wire.LogLine, []int
 // stream, and followed in that order too. (The order is what the daemon
 // sees, within its event latency: writes much closer together than that
 // on a loaded machine can come back swapped, so the ticks are not.)
+//
+// It is long because it writes, rotates and reads one log, checking the
+// order at each step.
 func logsInWriteOrder(t *testing.T, d *testenv.Daemon, id string) {
 	testenv.Eventually(t, "40 ticks written", func() bool {
 		_, ns := ticks(t, d, id, "")

@@ -59,6 +59,9 @@ func fetch(t *testing.T, port int, path string) string {
 // server, and a real Node.js one where node is installed, each answering on
 // its own port. The snapshot survives a restart with a config that no
 // longer has it.
+//
+// It is long because it is one scenario whose steps build on each other:
+// split, each part would need the state the one before left.
 func TestSnapshotsSideBySide(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 is not installed: the test runs contrib/snapshots/python-http.toml for real")
@@ -151,6 +154,9 @@ func TestSnapshotsSideBySide(t *testing.T) {
 // The CLI: config shows the file it found and where each value came from;
 // snapshots lists them; create --snapshot runs one; logs -f shows a line
 // written after it started, and ends when the sandbox stops.
+//
+// It is long because it is one scenario whose steps build on each other:
+// split, each part would need the state the one before left.
 func TestCLISnapshotsConfigAndFollow(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 is not installed: the test runs contrib/snapshots/python-http.toml for real")

@@ -119,6 +119,10 @@ func sortedLines(s string) string {
 }
 
 // runToolbox drives a running sandbox's toolbox as Daytona's SDKs do.
+//
+// It is long because it is the toolbox's whole surface driven against
+// one sandbox (native or docker), each step on the files and sessions
+// the one before made.
 func runToolbox(t *testing.T, d *testenv.Daemon, id string, s toolboxSuite) {
 	tc := newToolboxClient(t, d, id)
 

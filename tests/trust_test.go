@@ -23,6 +23,9 @@ import (
 // The cheap denial-of-service paths of the toolbox, against the real
 // daemon one after another: each is refused or bounded, the daemon stays
 // under 256 MiB resident through all of them, and it never exits.
+//
+// It is long because its table of bombs shares one sandbox and the
+// checks that the daemon stayed bounded after each.
 func TestToolboxBombs(t *testing.T) {
 	d := startDaemon(t)
 	pid := d.Cmd.Process.Pid

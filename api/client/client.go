@@ -1,6 +1,10 @@
 // Package client is the Go client of the agent-control-plane /v1 API. Every
 // call has a short deadline, so a dead or hung daemon fails fast and
 // closed; errors from the daemon carry its code.
+//
+// This file is long because it is the Go client's surface, one short
+// method per route of the API; split by route, one type's methods would
+// be scattered.
 package client
 
 import (

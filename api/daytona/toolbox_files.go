@@ -1,3 +1,6 @@
+// This file is long because it is every files route of Daytona's
+// toolbox, which share the form and path handling declared here.
+
 package daytona
 
 import (
@@ -185,6 +188,9 @@ func (a *API) upload(w http.ResponseWriter, r *http.Request) {
 // hidden name beside its place, and they are moved into place only once
 // the whole form has arrived and every one was written; a refusal or a
 // cut form removes what was staged.
+//
+// It is long because the form is read once, as a stream, and the bounds,
+// the staging and the clean-up all act on the part being read.
 func (a *API) bulkUpload(w http.ResponseWriter, r *http.Request) {
 	f, ok := a.files(w, r)
 	if !ok {

@@ -84,6 +84,9 @@ func createStarted(d *daemon, id string, env map[string]string) error {
 // both daemons' plain and grandchild cases, in random order; then, the
 // same for children re-adopted after a SIGKILL of their daemons, against
 // a floor of stubs spawned with them (agedFloor).
+//
+// It is long because its three cases share the daemons and the event
+// streams it sets up, rounds interleaved.
 func benchCrash(c config, b *bench, r *results) error {
 	var floor, floorAdopted []time.Duration
 	type job struct {

@@ -276,6 +276,8 @@ func (b *bench) eachArm(r *results, f func(d *daemon, a *arm) error) error {
 	return nil
 }
 
+// run is long because it is the benchmark's one plan: each step's
+// daemons, floors and order.
 func run(c config) (*results, error) {
 	r := &results{}
 	r.Machine.CPUs = runtime.NumCPU()

@@ -21,6 +21,9 @@ import (
 // both daemons, beside the floor: the same stub spawned directly and
 // polled the same way. Each round runs the three in random order. Each
 // create's steps are read from the daemon's metrics around it.
+//
+// It is long because its rounds interleave the floor and both daemons in
+// random order, and each round reads its three timings together.
 func benchReady(c config, b *bench, r *results) error {
 	var floor []time.Duration
 	var floorChild []proc.SchedStat

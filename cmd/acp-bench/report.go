@@ -15,6 +15,8 @@ func goal(ok bool) string {
 	return "**not met**"
 }
 
+// markdown is long because it writes the report's tables in the order
+// BENCHMARKS.md shows them.
 func (r *results) markdown(w io.Writer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	p("Machine: %d CPUs (%s), Linux %s, %s. Medians over interleaved rounds (%d; bulk: %d stubs).\n\n", r.Machine.CPUs, r.Machine.Model, r.Machine.Kernel, r.Machine.Go, r.Rounds, r.Bulk)

@@ -1,3 +1,6 @@
+// This file is long because its scanners are one algorithm: each stays
+// linear by sharing the spans the others found.
+
 package redact
 
 import (

@@ -7,6 +7,9 @@
 // a link planted where a file should be is refused, never followed. Files
 // are opened non-blocking and read only when regular: a FIFO or a device
 // planted there can neither block a reader nor be read.
+//
+// This file is long because every no-follow operation beneath the root
+// shares the openat2 and fallback plumbing declared here.
 package securefs
 
 import (
@@ -547,6 +550,10 @@ type level struct {
 // removeTree removes directory name of p and everything beneath it,
 // depth first, reaching each entry beneath its directory and never
 // through a link, with at most MaxOpenInRemove directories open.
+//
+// It is long because it keeps its own stack of open directories (no
+// recursion, a bound on what is open), and each level's reopen and check
+// is part of that one walk.
 func removeTree(p *os.File, rel, name string) error {
 	open := func(dir *os.File, n string) (*level, error) {
 		fd, err := unix.Openat(int(dir.Fd()), n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)

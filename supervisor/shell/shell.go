@@ -3,6 +3,10 @@
 // shell's state (its directory, its variables) the next one sees: the
 // toolbox's sessions. Each command's output is told apart by markers only
 // the daemon knows, and kept (its tail, bounded) for its logs.
+//
+// This file is long because a session's markers, its input and the
+// framing of its output are one protocol, each part relying on the
+// others.
 package shell
 
 import (

@@ -2,6 +2,9 @@
 // process and starts real daemons for tests: each on its own root, listen
 // port and sandbox port range, killed (with its children) when the test
 // ends.
+//
+// This file is long because it is every test's way to a daemon
+// (binaries, ports, roots, start, stop, clean-up), used by all packages.
 package testenv
 
 import (

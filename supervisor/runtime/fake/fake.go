@@ -122,6 +122,9 @@ type state struct {
 }
 
 // Start runs the workload.
+//
+// It is long because it plays a workload's whole life in memory (ready,
+// exit, signals) as the real runtimes do, from the one spec.
 func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle, error) {
 	if r.FailStart != nil {
 		return nil, r.FailStart

@@ -5,6 +5,9 @@
 //
 // A runtime's test calls Run with a Harness that knows how to make the
 // runtime and what a spec of the stub agent looks like for it.
+//
+// This file is long because it is the whole conformance suite, kept in
+// one place so that every runtime's test is judged by all of it.
 package runtimetest
 
 import (

@@ -15,6 +15,11 @@ import (
 
 // The logs command: a sandbox's entrypoint output, followed or not.
 
+// logsCommand prints a sandbox's entrypoint output, followed or not.
+//
+// It is long because its flags, their conflicts and the two ways of
+// reading (once, followed) are declared with the command, as every
+// command's are.
 func logsCommand() command {
 	var (
 		follow, stamps, stdout, stderr bool

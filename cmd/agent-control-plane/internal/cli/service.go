@@ -165,6 +165,9 @@ type installOptions struct {
 }
 
 // install copies this binary to DIR/bin and installs the user units.
+//
+// It is long because an install is one ordered sequence (binary, units,
+// manager, start, check), each step reported as it is done.
 func (c *cli) install(ctx context.Context, o installOptions) error {
 	p, err := pathsFor(o.prefix)
 	if err != nil {

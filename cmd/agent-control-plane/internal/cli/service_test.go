@@ -102,6 +102,9 @@ func useFakeManager(t *testing.T) *[]string {
 
 // install and uninstall against a temporary XDG_CONFIG_HOME and prefix,
 // with the D-Bus step faked.
+//
+// It is long because it is one scenario whose steps build on each other:
+// split, each part would need the state the one before left.
 func TestInstallUninstall(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)

@@ -23,6 +23,9 @@ import (
 // runtime whose usage call blocks (a slow engine) and a scrape's metering
 // in flight all along, the pings keep coming, and none of them asked a
 // runtime for usage.
+//
+// It is long because it builds its own blocking meter and watchdog
+// socket around the one behaviour it checks.
 func TestWatchdogKeepsItsRateWhileUsageBlocks(t *testing.T) {
 	block := make(chan struct{})
 	defer close(block)

@@ -51,6 +51,10 @@ const (
 )
 
 // Run serves until SIGTERM or SIGINT and returns the exit code.
+//
+// It is long because each of the stub's knobs is a few lines at the
+// point of its life it changes (before listening, at start, once
+// serving).
 func Run(stdout, stderr io.Writer) int {
 	id := os.Getenv("AGENT_SANDBOX_ID")
 	port, err := strconv.Atoi(os.Getenv("PORT"))
