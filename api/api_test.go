@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agent-control-plane/agent-control-plane/api/daytona"
+	"github.com/agent-control-plane/agent-control-plane/api/host"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/conf"
 	"github.com/agent-control-plane/agent-control-plane/proc"
@@ -158,22 +159,28 @@ func (e *env) waitState(id, state string) wire.SandboxInfo {
 // claims, each operation once, no GET logged as a change, and an
 // operation both faces offer logged and guarded alike.
 func TestRouteTables(t *testing.T) {
-	api := daytonaRoutes(&daytona.API{})
-	byPath := func(a, b route) int {
-		return cmp.Or(strings.Compare(a.path, b.path), strings.Compare(a.method, b.method))
+	s := &Server{}
+	byPath := func(a, b host.Route) int {
+		return cmp.Or(strings.Compare(a.Path, b.Path), strings.Compare(a.Method, b.Method))
 	}
-	all := map[string]route{}
-	for name, table := range map[string][]route{"/v1": routes, "/api": api} {
-		if !slices.IsSortedFunc(table, byPath) {
+	all := map[string]host.Route{}
+	if !slices.IsSortedFunc(routes, func(a, b route) int {
+		return cmp.Or(strings.Compare(a.path, b.path), strings.Compare(a.method, b.method))
+	}) {
+		t.Errorf("the /v1 table is not sorted by path, then method")
+	}
+	for name, face := range map[string]host.Face{"/v1": s.v1Face(), "/api": s.daytonaFace(&daytona.API{})} {
+		table := face.Routes
+		if name == "/api" && !slices.IsSortedFunc(table, byPath) {
 			t.Errorf("the %s table is not sorted by path, then method", name)
 		}
 		for _, rt := range table {
-			op := rt.method + " " + rt.path
+			op := rt.Method + " " + rt.Path
 			if _, dup := all[op]; dup {
 				t.Errorf("%s is routed twice", op)
 			}
 			all[op] = rt
-			if rt.method == "GET" && rt.mutates {
+			if rt.Method == "GET" && rt.Mutates {
 				t.Errorf("%s is logged as a change", op)
 			}
 		}
@@ -204,10 +211,10 @@ func TestRouteTables(t *testing.T) {
 		switch {
 		case !okA || !okB:
 			t.Errorf("%s or %s is not routed", same[0], same[1])
-		case a.mutates != b.mutates:
-			t.Errorf("%s is logged as a change: %v, %s: %v", same[0], a.mutates, same[1], b.mutates)
-		case a.access != b.access:
-			t.Errorf("%s is guarded as %d, %s as %d", same[0], a.access, same[1], b.access)
+		case a.Mutates != b.Mutates:
+			t.Errorf("%s is logged as a change: %v, %s: %v", same[0], a.Mutates, same[1], b.Mutates)
+		case a.Access != b.Access:
+			t.Errorf("%s is guarded as %d, %s as %d", same[0], a.Access, same[1], b.Access)
 		}
 	}
 }

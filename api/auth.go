@@ -1,97 +1,16 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"html/template"
 	"net/http"
 	"net/url"
 	"strings"
 
+	"github.com/agent-control-plane/agent-control-plane/api/host"
 	"github.com/agent-control-plane/agent-control-plane/api/session"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
-	"github.com/agent-control-plane/agent-control-plane/conf/auth"
 )
-
-// open reports whether r may pass without a credential: the routes the
-// table marks open (GET /v1/info, so that probes and `ensure` can tell
-// the daemon is there; the dashboard's code exchange), the dashboard page
-// and its files (they hold no data), and /metrics unless MetricsAuth.
-func (s *Server) open(r *http.Request) bool {
-	get := r.Method == http.MethodGet || r.Method == http.MethodHead
-	switch p := r.URL.Path; {
-	case p == "/", strings.HasPrefix(p, "/ui/"):
-		return get
-	case p == "/metrics":
-		return !s.opts.MetricsAuth
-	}
-	m := r.Method
-	if m == http.MethodHead {
-		m = http.MethodGet
-	}
-	return openRoutes[m+" "+r.URL.Path]
-}
-
-// openRoutes are the routes the table marks open, by "METHOD path" (none
-// has a path parameter).
-var openRoutes = func() map[string]bool {
-	out := map[string]bool{}
-	for _, rt := range routes {
-		if rt.access == open {
-			out[rt.method+" "+rt.path] = true
-		}
-	}
-	return out
-}()
-
-// caller is who made a request: the holder of the token, or a dashboard
-// session.
-type caller struct {
-	token   bool
-	session string // the session's id
-}
-
-func (c caller) String() string {
-	switch {
-	case c.token:
-		return "token"
-	case c.session != "":
-		return "session " + c.session
-	}
-	return "anonymous"
-}
-
-type callerKey struct{}
-
-func withCaller(ctx context.Context, c caller) context.Context {
-	return context.WithValue(ctx, callerKey{}, c)
-}
-
-func callerOf(ctx context.Context) caller {
-	c, _ := ctx.Value(callerKey{}).(caller)
-	return c
-}
-
-// authorize reads the request's bearer credential: the daemon's token, or
-// a dashboard session's secret. Both are compared in constant time (a
-// session is looked up by the hash of what was presented). Nothing else
-// counts: no cookie, whatever headers come with it, because a cookie for
-// 127.0.0.1 reaches every port of it.
-func (s *Server) authorize(r *http.Request) (caller, bool) {
-	h := r.Header.Get("Authorization")
-	scheme, presented, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return caller{}, false
-	}
-	presented = strings.TrimSpace(presented)
-	if auth.Equal(presented, *s.token.Load()) {
-		return caller{token: true}, true
-	}
-	if sess, ok := s.sessions.Check(presented); ok {
-		return caller{session: sess.ID}, true
-	}
-	return caller{}, false
-}
 
 // home serves the dashboard's page. It holds no data, so it is served to
 // anyone; the page signs itself in with the code in its URL's fragment
@@ -135,7 +54,7 @@ func (s *Server) page(w http.ResponseWriter, code int, d pageData) {
 // newLink makes a one-time sign-in code (token only: a session must not
 // extend itself).
 func (s *Server) newLink(w http.ResponseWriter, r *http.Request) {
-	l, err := s.sessions.NewLink()
+	l, err := s.host.Sessions().NewLink()
 	if err != nil {
 		writeError(w, wire.CodeTooManyLinks, err.Error())
 		return
@@ -158,7 +77,7 @@ func (s *Server) redeem(w http.ResponseWriter, r *http.Request) {
 		writeError(w, wire.CodeInvalidRequest, err.Error())
 		return
 	}
-	sess, secret, err := s.sessions.Redeem(req.Code, r.UserAgent())
+	sess, secret, err := s.host.Sessions().Redeem(req.Code, r.UserAgent())
 	switch {
 	case errors.Is(err, session.ErrBadCode):
 		writeError(w, wire.CodeInvalidCode, err.Error())
@@ -179,16 +98,16 @@ func wireSession(sess session.Session, current string) wire.DashboardSession {
 }
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
-	me := callerOf(r.Context()).session
+	me := host.CallerOf(r.Context()).Session
 	out := wire.DashboardSessionList{Items: []wire.DashboardSession{}}
-	for _, sess := range s.sessions.List() {
+	for _, sess := range s.host.Sessions().List() {
 		out.Items = append(out.Items, wireSession(sess, me))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) revokeSession(w http.ResponseWriter, r *http.Request) {
-	err := s.sessions.Revoke(r.PathValue("id"))
+	err := s.host.Sessions().Revoke(r.PathValue("id"))
 	switch {
 	case errors.Is(err, session.ErrNotFound):
 		writeError(w, wire.CodeNotFound, "no dashboard session "+quote(r.PathValue("id")))
@@ -200,7 +119,7 @@ func (s *Server) revokeSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) revokeSessions(w http.ResponseWriter, r *http.Request) {
-	if err := s.sessions.RevokeAll(); err != nil {
+	if err := s.host.Sessions().RevokeAll(); err != nil {
 		s.log.Warn("dashboard sessions: the file could not be rewritten", "err", err)
 	}
 	w.WriteHeader(http.StatusNoContent)

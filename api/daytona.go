@@ -12,7 +12,7 @@ import (
 	"syscall"
 
 	"github.com/agent-control-plane/agent-control-plane/api/daytona"
-	"github.com/agent-control-plane/agent-control-plane/api/session"
+	"github.com/agent-control-plane/agent-control-plane/api/host"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 )
@@ -23,61 +23,58 @@ func (s *Server) newDaytona(sup daytona.Supervisor) *daytona.API {
 	return daytona.New(sup, daytona.Options{
 		Version: s.opts.Version, Root: s.sup.Root(), User: currentUser(), Machine: machine(s.sup.Root()),
 		Fail: func(w http.ResponseWriter, r *http.Request, err error, fail wire.ErrorCode) {
-			code, msg := s.codeOf(err, fail)
+			code, msg := s.host.CodeOf(err, fail)
 			daytona.WriteError(w, r, code.Status(), msg)
 		},
 		PreviewToken: s.previewToken, MaxUpload: s.opts.MaxUpload,
 		Authorized: func(r *http.Request) bool {
-			who, ok := s.authorize(r)
-			return ok && who.token
+			who, ok := s.host.Authorize(r)
+			return ok && who.Token
 		},
-		Credential: s.holdsCredential,
+		Credential: func(v string) bool { return s.host.HoldsCredential(v) },
 	})
 }
 
-// daytonaRoutes are /api's operations as the server's routes: the same
-// dispatch (metrics by pattern, logged mutations), any credential, but
-// the operations that reach inside a sandbox.
-func daytonaRoutes(a *daytona.API) []route {
-	var out []route
+// daytonaFace is Daytona's /api (and its previews) for the host: its
+// routes as Daytona's face declares them, in Daytona's error shape; a
+// preview is served outside the guard (a workload's traffic is not the
+// API's: any method, any body), but only to loopback hosts like the rest.
+func (s *Server) daytonaFace(a *daytona.API) host.Face {
+	var out []host.Route
 	for _, rt := range a.Routes() {
-		h := rt.Handler
-		acc := member
+		hr := host.Route{Method: rt.Method, Path: rt.Path, Handler: rt.Handler, Mutates: rt.Mutates, Access: host.Member}
 		if rt.Inside {
-			acc = inside
+			hr.Access = host.Inside
 		}
-		out = append(out, route{rt.Method, rt.Path, func(_ *Server, w http.ResponseWriter, r *http.Request) { h(w, r) }, rt.Mutates, acc})
+		if rt.Upload {
+			hr.Body = host.Multipart
+		}
+		out = append(out, hr)
 	}
-	return out
+	fail := func(w http.ResponseWriter, r *http.Request, code wire.ErrorCode, msg string) {
+		daytona.WriteError(w, r, code.Status(), msg)
+	}
+	preview := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		daytona.SetPreviewCSP(w)
+		if !s.host.AllowedHost(r.Host) {
+			fail(w, r, wire.CodeForbiddenHost, "host "+quote(r.Host)+" is not allowed; use 127.0.0.1 or localhost")
+			return
+		}
+		a.Preview(w, r)
+	})
+	return host.Face{
+		Prefixes: []string{daytona.Prefix, daytona.PreviewPath}, Routes: out, Fail: fail,
+		Raw: map[string]http.Handler{daytona.PreviewPath + "/{id}/{port}": preview, daytona.PreviewPath + "/{id}/{port}/{rest...}": preview},
+	}
 }
 
 // previewToken is a sandbox's preview token: an HMAC under the daemon's
 // token of the sandbox's id and creation time, so a rotation ends every
 // preview token and a new sandbox of the same name has another.
 func (s *Server) previewToken(sb supervisor.Sandbox) string {
-	m := hmac.New(sha256.New, []byte(*s.token.Load()))
+	m := hmac.New(sha256.New, []byte(s.host.Token()))
 	m.Write([]byte("agent-control-plane preview\x00" + sb.ID + "\x00" + strconv.FormatInt(sb.CreatedAt.UnixNano(), 10)))
 	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(m.Sum(nil)[:20]))
-}
-
-// previewHandler serves previews: outside the guard (a workload's
-// traffic is not the API's: any method, any body), but only to loopback
-// hosts like the rest.
-func (s *Server) previewHandler(a *daytona.API) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		daytona.SetPreviewCSP(w)
-		if !s.allowedHost(r.Host) {
-			s.fail(w, r, wire.CodeForbiddenHost, "host "+quote(r.Host)+" is not allowed; use 127.0.0.1 or localhost")
-			return
-		}
-		a.Preview(w, r)
-	})
-}
-
-// holdsCredential reports whether v holds the daemon's token or a
-// dashboard session's secret (which all begin session.SecretPrefix).
-func (s *Server) holdsCredential(v string) bool {
-	return strings.Contains(v, *s.token.Load()) || strings.Contains(v, session.SecretPrefix)
 }
 
 func currentUser() string {

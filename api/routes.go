@@ -1,5 +1,5 @@
-// This file is long because it holds /v1's route table and its sandbox
-// handlers together; the host and face split issue 41 plans divides it.
+// This file is long because it holds /v1's route table beside the
+// handlers of its sandbox routes, which share the decoding declared here.
 
 package api
 
@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/api/daytona"
+	"github.com/agent-control-plane/agent-control-plane/api/host"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
@@ -26,34 +27,34 @@ import (
 
 // routes is the whole API, sorted by path then method (a test keeps it so).
 var routes = []route{
-	{"POST", "/v1/dashboard/links", (*Server).newLink, true, tokenOnly},
-	{"DELETE", "/v1/dashboard/sessions", (*Server).revokeSessions, true, member},
-	{"GET", "/v1/dashboard/sessions", (*Server).listSessions, false, member},
-	{"POST", "/v1/dashboard/sessions", (*Server).redeem, true, open},
-	{"DELETE", "/v1/dashboard/sessions/{id}", (*Server).revokeSession, true, member},
-	{"GET", "/v1/events", (*Server).events, false, member},
-	{"GET", "/v1/info", (*Server).info, false, open},
-	{"GET", "/v1/openapi.yaml", (*Server).openapi, false, member},
-	{"GET", "/v1/sandboxes", (*Server).list, false, member},
-	{"POST", "/v1/sandboxes", (*Server).create, true, member},
-	{"DELETE", "/v1/sandboxes/{id}", (*Server).delete, true, member},
-	{"GET", "/v1/sandboxes/{id}", (*Server).get, false, member},
-	{"POST", "/v1/sandboxes/{id}/autostop", (*Server).autostop, true, member},
-	{"POST", "/v1/sandboxes/{id}/autostop/{interval}", (*Server).autostop, true, member},
-	{"GET", "/v1/sandboxes/{id}/entrypoint-logs", (*Server).logs, false, member},
-	{"POST", "/v1/sandboxes/{id}/exec", (*Server).exec, true, inside},
-	{"GET", "/v1/sandboxes/{id}/files", (*Server).listFiles, false, inside},
-	{"GET", "/v1/sandboxes/{id}/files/content", (*Server).readFile, false, inside},
-	{"PUT", "/v1/sandboxes/{id}/files/content", (*Server).writeFile, true, inside},
-	{"GET", "/v1/sandboxes/{id}/preview-url", (*Server).previewURL, false, member},
-	{"POST", "/v1/sandboxes/{id}/refresh-activity", (*Server).refreshActivity, false, member},
-	{"POST", "/v1/sandboxes/{id}/resize", (*Server).resize, true, member},
-	{"POST", "/v1/sandboxes/{id}/sessions", (*Server).createSession, true, inside},
-	{"DELETE", "/v1/sandboxes/{id}/sessions/{session}", (*Server).deleteSession, true, inside},
-	{"POST", "/v1/sandboxes/{id}/sessions/{session}/exec", (*Server).sessionExec, true, inside},
-	{"POST", "/v1/sandboxes/{id}/start", (*Server).start, true, member},
-	{"POST", "/v1/sandboxes/{id}/stop", (*Server).stop, true, member},
-	{"GET", "/v1/snapshots", (*Server).snapshots, false, member},
+	{"POST", "/v1/dashboard/links", (*Server).newLink, true, tokenOnly, jsonBody},
+	{"DELETE", "/v1/dashboard/sessions", (*Server).revokeSessions, true, member, jsonBody},
+	{"GET", "/v1/dashboard/sessions", (*Server).listSessions, false, member, jsonBody},
+	{"POST", "/v1/dashboard/sessions", (*Server).redeem, true, open, jsonBody},
+	{"DELETE", "/v1/dashboard/sessions/{id}", (*Server).revokeSession, true, member, jsonBody},
+	{"GET", "/v1/events", (*Server).events, false, member, jsonBody},
+	{"GET", "/v1/info", (*Server).info, false, open, jsonBody},
+	{"GET", "/v1/openapi.yaml", (*Server).openapi, false, member, jsonBody},
+	{"GET", "/v1/sandboxes", (*Server).list, false, member, jsonBody},
+	{"POST", "/v1/sandboxes", (*Server).create, true, member, jsonBody},
+	{"DELETE", "/v1/sandboxes/{id}", (*Server).delete, true, member, jsonBody},
+	{"GET", "/v1/sandboxes/{id}", (*Server).get, false, member, jsonBody},
+	{"POST", "/v1/sandboxes/{id}/autostop", (*Server).autostop, true, member, jsonBody},
+	{"POST", "/v1/sandboxes/{id}/autostop/{interval}", (*Server).autostop, true, member, jsonBody},
+	{"GET", "/v1/sandboxes/{id}/entrypoint-logs", (*Server).logs, false, member, jsonBody},
+	{"POST", "/v1/sandboxes/{id}/exec", (*Server).exec, true, inside, jsonBody},
+	{"GET", "/v1/sandboxes/{id}/files", (*Server).listFiles, false, inside, jsonBody},
+	{"GET", "/v1/sandboxes/{id}/files/content", (*Server).readFile, false, inside, jsonBody},
+	{"PUT", "/v1/sandboxes/{id}/files/content", (*Server).writeFile, true, inside, fileBody},
+	{"GET", "/v1/sandboxes/{id}/preview-url", (*Server).previewURL, false, member, jsonBody},
+	{"POST", "/v1/sandboxes/{id}/refresh-activity", (*Server).refreshActivity, false, member, jsonBody},
+	{"POST", "/v1/sandboxes/{id}/resize", (*Server).resize, true, member, jsonBody},
+	{"POST", "/v1/sandboxes/{id}/sessions", (*Server).createSession, true, inside, jsonBody},
+	{"DELETE", "/v1/sandboxes/{id}/sessions/{session}", (*Server).deleteSession, true, inside, jsonBody},
+	{"POST", "/v1/sandboxes/{id}/sessions/{session}/exec", (*Server).sessionExec, true, inside, jsonBody},
+	{"POST", "/v1/sandboxes/{id}/start", (*Server).start, true, member, jsonBody},
+	{"POST", "/v1/sandboxes/{id}/stop", (*Server).stop, true, member, jsonBody},
+	{"GET", "/v1/snapshots", (*Server).snapshots, false, member, jsonBody},
 }
 
 // OpenAPI is the /v1 contract, api/openapi.yaml, served at
@@ -375,7 +376,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, wire.CodeInvalidRequest, v1Fields.Render(err))
 		return
 	}
-	if len(req.Env) > 0 && callerOf(r.Context()).session != "" {
+	if len(req.Env) > 0 && host.CallerOf(r.Context()).Session != "" {
 		writeError(w, wire.CodeTokenRequired, wire.SessionEnvRefused)
 		return
 	}

@@ -26,9 +26,6 @@ import (
 // request does not say.
 const DefaultExecTimeout = 10 * time.Minute
 
-// uploadDeadline is how long an upload's body may take to arrive.
-const uploadDeadline = 30 * time.Minute
-
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	var b wire.ExecRequest
 	if err := decodeJSON(r, &b); err != nil {
@@ -190,18 +187,6 @@ func (s *Server) maxUpload() int64 {
 		return s.opts.MaxUpload
 	}
 	return daytona.DefaultUpload
-}
-
-// uploadType is the body a route takes instead of JSON, or "": Daytona's
-// uploads are multipart forms, /v1's a file's bytes.
-func uploadType(r *http.Request) string {
-	switch {
-	case daytona.IsUpload(r.URL.Path):
-		return "multipart/form-data"
-	case r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/v1/sandboxes/") && strings.HasSuffix(r.URL.Path, "/files/content"):
-		return "application/octet-stream"
-	}
-	return ""
 }
 
 func sessionInfo(sess *shell.Session) wire.Session {

@@ -56,6 +56,8 @@ var rooms = []room{
 	{Pkg: "api/wire", Not: []string{"..."}, Why: "the wire shapes are shared with every client: standard library only"},
 	{Pkg: "api/daytona", Not: append([]string{"api", "api/client", "api/session", "proc/...", "cgroup/...", "conf/...", "cmd/..."}, implementations...), But: []string{"proc/probe"},
 		Why: "Daytona's API is a room beside /v1: it knows the supervisor and the wire shapes, and package api mounts it, not the other way"},
+	{Pkg: "api/host", Not: append([]string{"api", "api/daytona", "api/client", "proc", "cgroup/...", "conf", "cmd/..."}, implementations...),
+		Why: "the host serves faces it is given and imports none: each face declares its routes, their access, body and error shape"},
 	{Pkg: "api", Not: append([]string{"proc", "cgroup/...", "conf", "cmd/..."}, implementations...),
 		Why: "the API serves the supervisor; runtimes and configuration are the daemon's wiring"},
 	{Pkg: "cmd/agent-control-plane", Not: []string{"supervisor/runtime/fake", "supervisor/runtime/runtimetest"},

@@ -94,8 +94,11 @@ type Route struct {
 	Handler      http.HandlerFunc
 	Mutates      bool // logged when it succeeds
 	// Inside: the operation reaches into the sandbox (its commands,
-	// files, sessions), which package api guards more closely.
+	// files, sessions), which the host guards more closely.
 	Inside bool
+	// Upload: the body is a multipart form its handler bounds
+	// (Options.MaxUpload), not JSON.
+	Upload bool
 }
 
 // Routes lists every operation, sorted by path then method. Paths name
@@ -110,33 +113,33 @@ func (a *API) Routes() []Route {
 
 func (a *API) sandboxRoutes() []Route {
 	return []Route{
-		{"GET", "/api/sandbox", a.list, false, false},
-		{"POST", "/api/sandbox", a.create, true, false},
-		{"DELETE", "/api/sandbox/{id}", a.delete, true, false},
-		{"GET", "/api/sandbox/{id}", a.get, false, false},
-		{"POST", "/api/sandbox/{id}/archive", unsupported("archive", "a stopped sandbox keeps its files on this machine; there is no archive storage"), false, false},
-		{"POST", "/api/sandbox/{id}/autoarchive/{interval}", a.autoArchive, true, false},
-		{"POST", "/api/sandbox/{id}/autodelete/{interval}", a.autoDelete, true, false},
-		{"POST", "/api/sandbox/{id}/autostop/{interval}", a.autoStop, true, false},
-		{"POST", "/api/sandbox/{id}/backup", unsupported("backups", "there is no backup storage here"), false, false},
-		{"POST", "/api/sandbox/{id}/fork", unsupported("forks", "a sandbox cannot be copied while it runs here"), false, false},
-		{"PUT", "/api/sandbox/{id}/labels", a.replaceLabels, true, false},
-		{"POST", "/api/sandbox/{id}/last-activity", a.lastActivity, false, false},
-		{"POST", "/api/sandbox/{id}/network-settings", unsupported("network settings", "this daemon cannot cut or filter a sandbox's network"), false, false},
-		{"POST", "/api/sandbox/{id}/pause", unsupported("pause", "sandboxes stop and start again here (their files kept); they do not pause"), false, false},
-		{"GET", "/api/sandbox/{id}/ports/{port}/preview-url", a.previewURL, false, false},
-		{"GET", "/api/sandbox/{id}/ports/{port}/signed-preview-url", unsupported("signed preview URLs", "previews are reached with the token of preview-url"), false, false},
-		{"POST", "/api/sandbox/{id}/public/{isPublic}", a.setPublic, true, false},
-		{"POST", "/api/sandbox/{id}/recover", a.recover, true, false},
-		{"POST", "/api/sandbox/{id}/resize", a.resize, true, false},
-		{"POST", "/api/sandbox/{id}/snapshot", unsupported("snapshots of a sandbox", "snapshots are configured in the daemon's config file"), false, false},
-		{"GET", "/api/sandbox/{id}/ssh-access", unsupported("ssh access", "there is no ssh gateway here; the sandbox runs on this machine"), false, false},
-		{"POST", "/api/sandbox/{id}/ssh-access", unsupported("ssh access", "there is no ssh gateway here; the sandbox runs on this machine"), false, false},
-		{"POST", "/api/sandbox/{id}/start", a.start, true, false},
-		{"POST", "/api/sandbox/{id}/stop", a.stop, true, false},
-		{"GET", "/api/sandbox/{id}/toolbox-proxy-url", a.toolboxProxyURL, false, false},
-		{"GET", "/api/volumes", unsupported("volumes", "there are no volumes here"), false, false},
-		{"POST", "/api/volumes", unsupported("volumes", "there are no volumes here"), false, false},
+		{"GET", "/api/sandbox", a.list, false, false, false},
+		{"POST", "/api/sandbox", a.create, true, false, false},
+		{"DELETE", "/api/sandbox/{id}", a.delete, true, false, false},
+		{"GET", "/api/sandbox/{id}", a.get, false, false, false},
+		{"POST", "/api/sandbox/{id}/archive", unsupported("archive", "a stopped sandbox keeps its files on this machine; there is no archive storage"), false, false, false},
+		{"POST", "/api/sandbox/{id}/autoarchive/{interval}", a.autoArchive, true, false, false},
+		{"POST", "/api/sandbox/{id}/autodelete/{interval}", a.autoDelete, true, false, false},
+		{"POST", "/api/sandbox/{id}/autostop/{interval}", a.autoStop, true, false, false},
+		{"POST", "/api/sandbox/{id}/backup", unsupported("backups", "there is no backup storage here"), false, false, false},
+		{"POST", "/api/sandbox/{id}/fork", unsupported("forks", "a sandbox cannot be copied while it runs here"), false, false, false},
+		{"PUT", "/api/sandbox/{id}/labels", a.replaceLabels, true, false, false},
+		{"POST", "/api/sandbox/{id}/last-activity", a.lastActivity, false, false, false},
+		{"POST", "/api/sandbox/{id}/network-settings", unsupported("network settings", "this daemon cannot cut or filter a sandbox's network"), false, false, false},
+		{"POST", "/api/sandbox/{id}/pause", unsupported("pause", "sandboxes stop and start again here (their files kept); they do not pause"), false, false, false},
+		{"GET", "/api/sandbox/{id}/ports/{port}/preview-url", a.previewURL, false, false, false},
+		{"GET", "/api/sandbox/{id}/ports/{port}/signed-preview-url", unsupported("signed preview URLs", "previews are reached with the token of preview-url"), false, false, false},
+		{"POST", "/api/sandbox/{id}/public/{isPublic}", a.setPublic, true, false, false},
+		{"POST", "/api/sandbox/{id}/recover", a.recover, true, false, false},
+		{"POST", "/api/sandbox/{id}/resize", a.resize, true, false, false},
+		{"POST", "/api/sandbox/{id}/snapshot", unsupported("snapshots of a sandbox", "snapshots are configured in the daemon's config file"), false, false, false},
+		{"GET", "/api/sandbox/{id}/ssh-access", unsupported("ssh access", "there is no ssh gateway here; the sandbox runs on this machine"), false, false, false},
+		{"POST", "/api/sandbox/{id}/ssh-access", unsupported("ssh access", "there is no ssh gateway here; the sandbox runs on this machine"), false, false, false},
+		{"POST", "/api/sandbox/{id}/start", a.start, true, false, false},
+		{"POST", "/api/sandbox/{id}/stop", a.stop, true, false, false},
+		{"GET", "/api/sandbox/{id}/toolbox-proxy-url", a.toolboxProxyURL, false, false, false},
+		{"GET", "/api/volumes", unsupported("volumes", "there are no volumes here"), false, false, false},
+		{"POST", "/api/volumes", unsupported("volumes", "there are no volumes here"), false, false, false},
 	}
 }
 

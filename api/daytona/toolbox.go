@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
@@ -40,56 +39,49 @@ func (a *API) toolboxRoutes() []Route {
 	p := ToolboxPath + "/{id}"
 	no := func(what, why string) http.HandlerFunc { return unsupported(what, why) }
 	out := []Route{
-		{"GET", p + "/computeruse/{rest...}", no("computer use", "there is no desktop in a sandbox here"), false, true},
-		{"POST", p + "/computeruse/{rest...}", no("computer use", "there is no desktop in a sandbox here"), false, true},
-		{"DELETE", p + "/files", a.deleteFile, true, true},
-		{"GET", p + "/files", a.listFiles, false, true},
-		{"POST", p + "/files/bulk-download", a.bulkDownload, false, true},
-		{"POST", p + "/files/bulk-upload", a.bulkUpload, true, true},
-		{"GET", p + "/files/download", a.download, false, true},
-		{"GET", p + "/files/find", a.findInFiles, false, true},
-		{"POST", p + "/files/folder", a.createFolder, true, true},
-		{"GET", p + "/files/info", a.fileInfo, false, true},
-		{"POST", p + "/files/move", a.moveFile, true, true},
-		{"POST", p + "/files/permissions", a.setPermissions, true, true},
-		{"POST", p + "/files/replace", a.replaceInFiles, true, true},
-		{"GET", p + "/files/search", a.searchFiles, false, true},
-		{"POST", p + "/files/upload", a.upload, true, true},
-		{"GET", p + "/git/{rest...}", no("git", "run git through process/execute"), false, true},
-		{"POST", p + "/git/{rest...}", no("git", "run git through process/execute"), false, true},
-		{"GET", p + "/lsp/{rest...}", no("language servers", "none runs here"), false, true},
-		{"POST", p + "/lsp/{rest...}", no("language servers", "none runs here"), false, true},
-		{"POST", p + "/process/code-run", no("code-run", "no interpreter is bundled; run one through process/execute"), false, true},
-		{"POST", p + "/process/execute", a.execute, true, true},
-		{"GET", p + "/process/interpreter/{rest...}", no("the interpreter", "no interpreter is bundled; run one through process/execute"), false, true},
-		{"POST", p + "/process/interpreter/{rest...}", no("the interpreter", "no interpreter is bundled; run one through process/execute"), false, true},
-		{"GET", p + "/process/pty", no("PTY sessions", "sessions here have no terminal"), false, true},
-		{"POST", p + "/process/pty", no("PTY sessions", "sessions here have no terminal"), false, true},
-		{"GET", p + "/process/session", a.listSessions, false, true},
-		{"POST", p + "/process/session", a.createSession, true, true},
-		{"DELETE", p + "/process/session/{sid}", a.deleteSession, true, true},
-		{"GET", p + "/process/session/{sid}", a.getSession, false, true},
-		{"GET", p + "/process/session/{sid}/command/{cid}", a.getCommand, false, true},
-		{"POST", p + "/process/session/{sid}/command/{cid}/input", a.sendInput, true, true},
-		{"GET", p + "/process/session/{sid}/command/{cid}/logs", a.commandLogs, false, true},
-		{"POST", p + "/process/session/{sid}/exec", a.sessionExec, true, true},
-		{"GET", p + "/user-home-dir", a.userHomeDir, false, true},
-		{"GET", p + "/version", a.version, false, true},
-		{"GET", p + "/work-dir", a.workDir, false, true},
+		{"GET", p + "/computeruse/{rest...}", no("computer use", "there is no desktop in a sandbox here"), false, true, false},
+		{"POST", p + "/computeruse/{rest...}", no("computer use", "there is no desktop in a sandbox here"), false, true, false},
+		{"DELETE", p + "/files", a.deleteFile, true, true, false},
+		{"GET", p + "/files", a.listFiles, false, true, false},
+		{"POST", p + "/files/bulk-download", a.bulkDownload, false, true, false},
+		{"POST", p + "/files/bulk-upload", a.bulkUpload, true, true, true},
+		{"GET", p + "/files/download", a.download, false, true, false},
+		{"GET", p + "/files/find", a.findInFiles, false, true, false},
+		{"POST", p + "/files/folder", a.createFolder, true, true, false},
+		{"GET", p + "/files/info", a.fileInfo, false, true, false},
+		{"POST", p + "/files/move", a.moveFile, true, true, false},
+		{"POST", p + "/files/permissions", a.setPermissions, true, true, false},
+		{"POST", p + "/files/replace", a.replaceInFiles, true, true, false},
+		{"GET", p + "/files/search", a.searchFiles, false, true, false},
+		{"POST", p + "/files/upload", a.upload, true, true, true},
+		{"GET", p + "/git/{rest...}", no("git", "run git through process/execute"), false, true, false},
+		{"POST", p + "/git/{rest...}", no("git", "run git through process/execute"), false, true, false},
+		{"GET", p + "/lsp/{rest...}", no("language servers", "none runs here"), false, true, false},
+		{"POST", p + "/lsp/{rest...}", no("language servers", "none runs here"), false, true, false},
+		{"POST", p + "/process/code-run", no("code-run", "no interpreter is bundled; run one through process/execute"), false, true, false},
+		{"POST", p + "/process/execute", a.execute, true, true, false},
+		{"GET", p + "/process/interpreter/{rest...}", no("the interpreter", "no interpreter is bundled; run one through process/execute"), false, true, false},
+		{"POST", p + "/process/interpreter/{rest...}", no("the interpreter", "no interpreter is bundled; run one through process/execute"), false, true, false},
+		{"GET", p + "/process/pty", no("PTY sessions", "sessions here have no terminal"), false, true, false},
+		{"POST", p + "/process/pty", no("PTY sessions", "sessions here have no terminal"), false, true, false},
+		{"GET", p + "/process/session", a.listSessions, false, true, false},
+		{"POST", p + "/process/session", a.createSession, true, true, false},
+		{"DELETE", p + "/process/session/{sid}", a.deleteSession, true, true, false},
+		{"GET", p + "/process/session/{sid}", a.getSession, false, true, false},
+		{"GET", p + "/process/session/{sid}/command/{cid}", a.getCommand, false, true, false},
+		{"POST", p + "/process/session/{sid}/command/{cid}/input", a.sendInput, true, true, false},
+		{"GET", p + "/process/session/{sid}/command/{cid}/logs", a.commandLogs, false, true, false},
+		{"POST", p + "/process/session/{sid}/exec", a.sessionExec, true, true, false},
+		{"GET", p + "/user-home-dir", a.userHomeDir, false, true, false},
+		{"GET", p + "/version", a.version, false, true, false},
+		{"GET", p + "/work-dir", a.workDir, false, true, false},
 	}
 	// The entrypoint's logs are the sandbox's own output, read as its
 	// logs are elsewhere: nothing inside is reached.
 	return append(out,
-		Route{"GET", p + "/process/session/entrypoint", a.entrypointSession, false, false},
-		Route{"GET", p + "/process/session/entrypoint/logs", a.entrypointLogs, false, false},
+		Route{"GET", p + "/process/session/entrypoint", a.entrypointSession, false, false, false},
+		Route{"GET", p + "/process/session/entrypoint/logs", a.entrypointLogs, false, false, false},
 	)
-}
-
-// IsUpload reports whether a request to path is an upload, whose body is
-// a multipart form bounded by Options.MaxUpload rather than the API's
-// JSON bound.
-func IsUpload(path string) bool {
-	return strings.HasPrefix(path, ToolboxPath+"/") && (strings.HasSuffix(path, "/files/upload") || strings.HasSuffix(path, "/files/bulk-upload"))
 }
 
 func (a *API) files(w http.ResponseWriter, r *http.Request) (runtime.Files, bool) {
