@@ -14,8 +14,10 @@ import (
 // containerd never interprets: values of JSON under the face's own key,
 // which the core bounds, persists, copies and returns but never reads.
 // Keys in use: "daytona" (Daytona's face keeps {"autoArchiveIntervalMs":
-// N} there; a record written before extensions kept that interval as its
-// own field "autoArchiveIntervalMs", and is read into this key).
+// N} there), and RecordExtension, the core's own: the fields of a record
+// that this version does not know (a record written before extensions
+// kept Daytona's interval as its own field "autoArchiveIntervalMs"; the
+// face reads it there).
 //
 // Like Labels, the map of a Sandbox is shared by every copy: read it,
 // never write it; SetExtension replaces it.
@@ -29,9 +31,10 @@ const (
 	MaxExtensionBytes  = 4 << 10 // all values together
 )
 
-// legacyExtension is where a record's former field of the same purpose
-// goes (see Extensions).
-const legacyExtension = "daytona"
+// RecordExtension is the extension that holds the fields of a sandbox's
+// record that this version does not know, as an object: kept, never read
+// by the core.
+const RecordExtension = "record"
 
 // check refuses extensions past the bounds or values that are not JSON.
 func (x Extensions) check() error {

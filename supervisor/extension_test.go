@@ -59,11 +59,12 @@ func TestExtensionsBounded(t *testing.T) {
 }
 
 // A record written before the core kept its own units reads as it was
-// enforced: cpu in CPUs becomes thousandths, the former auto-archive
-// field becomes its face's extension.
+// enforced (cpu in CPUs becomes thousandths), and a field it no longer
+// knows (a face's, kept in the record before extensions) is kept as the
+// record extension, not lost.
 func TestLegacyRecordFields(t *testing.T) {
 	r, err := DecodeRecord([]byte(`{"version":3,"id":"x","state":"stopped","marker":"m",
-		"resources":{"cpu":0.25,"memoryBytes":268435456},"autoArchiveIntervalMs":3600000}`))
+		"resources":{"cpu":0.25,"memoryBytes":268435456},"formerField":3600000}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,13 +72,13 @@ func TestLegacyRecordFields(t *testing.T) {
 	if sb.Resources.MilliCPU != 250 || sb.Resources.MemoryBytes != 256<<20 {
 		t.Errorf("resources %+v, want 250 millicores and 256 MiB", sb.Resources)
 	}
-	if got := string(sb.Extensions[legacyExtension]); got != `{"autoArchiveIntervalMs":3600000}` {
+	if got := string(sb.Extensions[RecordExtension]); got != `{"formerField":3600000}` {
 		t.Errorf("extension %q", got)
 	}
 	b, _ := json.Marshal(Record{Resources: recordResources{Resources: sb.Resources}, Extensions: sb.Extensions})
 	var again map[string]json.RawMessage
 	json.Unmarshal(b, &again)
-	if _, ok := again["autoArchiveIntervalMs"]; ok || strings.Contains(string(again["resources"]), `"cpu"`) {
+	if _, ok := again["formerField"]; ok || strings.Contains(string(again["resources"]), `"cpu"`) {
 		t.Errorf("a record written again keeps the former fields: %s", b)
 	}
 }

@@ -100,7 +100,7 @@ func TestRefreshActivityResetsTimerReadsDoNot(t *testing.T) {
 }
 
 // The daemon is blind to the workload: a sandbox serving traffic with no
-// keep-alive caller stops on schedule, as on Daytona.
+// keep-alive caller stops on schedule.
 func TestBusySandboxWithoutKeepAliveStops(t *testing.T) {
 	h, clock := clockHarness(t, nil)
 	sb := h.create("busy", nil, nil)

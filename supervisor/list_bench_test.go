@@ -9,7 +9,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/fake"
 )
 
-// Listing 800 sandboxes: the registry's share of GET /v1/sandboxes (the
+// Listing 800 sandboxes: the registry's share of a list request (the
 // whole request is measured by acp-bench against real children).
 func BenchmarkList800(b *testing.B) {
 	m := fake.NewMachine()

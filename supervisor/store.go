@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,14 +66,14 @@ type Record struct {
 	LaunchedAt   *time.Time `json:"launchedAt,omitempty"`
 	AutoStopMs   int64      `json:"autoStopIntervalMs"`
 	AutoDeleteMs *int64     `json:"autoDeleteIntervalMs,omitempty"`
-	// Extensions: see Sandbox.Extensions (added within version 3).
-	Extensions Extensions `json:"extensions,omitempty"`
-	// LegacyArchiveMs is read from records written before Extensions and
-	// moved into them (see Extensions); it is never written.
-	LegacyArchiveMs int64      `json:"autoArchiveIntervalMs,omitempty"`
-	ErrorReason     string     `json:"errorReason,omitempty"`
-	StopReason      StopReason `json:"stopReason,omitempty"`
-	StopGraceMs     int64      `json:"stopGraceMs"` // teardown parameters travel with the record
+	// Extensions: see Sandbox.Extensions (added within version 3). A
+	// field of the record this version does not know (one a face kept
+	// in the record before extensions were) is read into the extension
+	// RecordExtension, so that nothing is lost.
+	Extensions  Extensions `json:"extensions,omitempty"`
+	ErrorReason string     `json:"errorReason,omitempty"`
+	StopReason  StopReason `json:"stopReason,omitempty"`
+	StopGraceMs int64      `json:"stopGraceMs"` // teardown parameters travel with the record
 	// ReadyPath and StartupTimeoutMs are how the sandbox's readiness is
 	// probed, from its snapshot (added within version 3: absent means
 	// the daemon's defaults).
@@ -165,9 +166,6 @@ func (r Record) sandbox() Sandbox {
 	if sb.Labels == nil {
 		sb.Labels = map[string]string{}
 	}
-	if _, ok := sb.Extensions[legacyExtension]; r.LegacyArchiveMs != 0 && !ok {
-		sb.Extensions = sb.Extensions.with(legacyExtension, fmt.Appendf(nil, `{"autoArchiveIntervalMs":%d}`, r.LegacyArchiveMs))
-	}
 	if sb.Endpoint.IsZero() && r.Port != 0 {
 		sb.Endpoint = runtime.Loopback(r.Port) // written before endpoints
 	}
@@ -223,6 +221,9 @@ func DecodeRecord(b []byte) (Record, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return Record{}, fmt.Errorf("decode: %w", err)
 	}
+	if err := r.keepUnknown(b); err != nil {
+		return Record{}, fmt.Errorf("decode: %w", err)
+	}
 	if r.Version == 2 {
 		// The handle was the native runtime's data, bare: its version 1.
 		var v2 struct{ Handle json.RawMessage }
@@ -236,6 +237,42 @@ func DecodeRecord(b []byte) (Record, error) {
 	}
 	return r, nil
 }
+
+// keepUnknown keeps the top-level fields of b that Record does not know
+// as the extension RecordExtension (an object of them), unless the
+// record has one already.
+func (r *Record) keepUnknown(b []byte) error {
+	if _, ok := r.Extensions[RecordExtension]; ok {
+		return nil
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return err
+	}
+	for _, name := range recordFields {
+		delete(fields, name)
+	}
+	if len(fields) == 0 {
+		return nil
+	}
+	kept, err := json.Marshal(fields)
+	if err != nil {
+		return err
+	}
+	r.Extensions = r.Extensions.with(RecordExtension, kept)
+	return nil
+}
+
+// recordFields are the names of Record's fields in JSON.
+var recordFields = func() []string {
+	var out []string
+	t := reflect.TypeFor[Record]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		out = append(out, name)
+	}
+	return out
+}()
 
 // writeRecord writes e's sandbox.json atomically and, with durable, durably:
 // temp file, rename, fsync of the file and the directory, one journal

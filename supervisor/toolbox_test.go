@@ -125,7 +125,8 @@ type countingChecker struct {
 func (c *countingChecker) Check(context.Context) error { c.n.Add(1); return nil }
 
 // The engine is asked at most once per UnavailableTTL, whatever the
-// number of unauthenticated GET /v1/info (it was pinged on every one).
+// number of callers asking, unauthenticated ones too (it was pinged on
+// every one).
 func TestUnavailableAsksOncePerTTL(t *testing.T) {
 	cc := &countingChecker{}
 	h := newHarness(t, func(o *Options) {})

@@ -20,10 +20,16 @@ type extension struct {
 }
 
 // extensionOf is what this face keeps with sb; a value it cannot read
-// (none was ever written by it) is the zero extension.
+// (none was ever written by it) is the zero extension. A sandbox recorded
+// before extensions has its interval among the record's fields the core
+// does not know (supervisor.RecordExtension), under the same name.
 func extensionOf(sb supervisor.Sandbox) extension {
 	var x extension
-	if raw, ok := sb.Extensions[extensionKey]; ok {
+	raw, ok := sb.Extensions[extensionKey]
+	if !ok {
+		raw, ok = sb.Extensions[supervisor.RecordExtension]
+	}
+	if ok {
 		_ = json.Unmarshal(raw, &x)
 	}
 	return x

@@ -17,7 +17,7 @@ func TestRenderNamesTheFace(t *testing.T) {
 		want  string
 	}{
 		{nil, `create x: invalid request: env key "1A" is not a valid variable name`},
-		{field.Names{field.Env: "envVars"}, `create x: invalid request: envVars key "1A" is not a valid variable name`},
+		{field.Names{field.Env: "variables"}, `create x: invalid request: variables key "1A" is not a valid variable name`},
 		{field.Names{field.CPU: "limits.cpu"}, `create x: invalid request: env key "1A" is not a valid variable name`},
 	} {
 		if got := c.names.Render(err); got != c.want {
@@ -30,7 +30,7 @@ func TestRenderNamesTheFace(t *testing.T) {
 		}
 	}
 	once := field.Names{field.Env: "env"}.Wrap(err)
-	if got := (field.Names{field.Env: "envVars"}).Wrap(once).Error(); got != `create x: invalid request: env key "1A" is not a valid variable name` {
+	if got := (field.Names{field.Env: "variables"}).Wrap(once).Error(); got != `create x: invalid request: env key "1A" is not a valid variable name` {
 		t.Errorf("a name given once is renamed again: %q", got)
 	}
 	plain := errors.New("not a field")

@@ -20,7 +20,7 @@ func TestRewriteLoopback(t *testing.T) {
 	for in, want := range map[string]string{
 		"ws://localhost:1234/doc":          "ws://host.docker.internal:1234/doc",
 		"http://127.0.0.1:4318":            "http://host.docker.internal:4318",
-		"http://[::1]:9/v1/traces":         "http://host.docker.internal:9/v1/traces",
+		"http://[::1]:9/otlp/traces":       "http://host.docker.internal:9/otlp/traces",
 		"postgres://u:p@localhost/db?x=1":  "postgres://u:p@host.docker.internal/db?x=1",
 		"http://localhost":                 "http://host.docker.internal",
 		"http://localhost.example.com:80/": "http://localhost.example.com:80/",

@@ -1,4 +1,4 @@
-package supervisor
+package tests
 
 import (
 	"go/ast"
