@@ -504,3 +504,28 @@ func TestPreviewLoopRefused(t *testing.T) {
 		t.Fatalf("a preview loop: %d after %d passes: %s", res.StatusCode, passes, b)
 	}
 }
+
+// A fault the core finds is named with the field each face's caller
+// sent: Daytona's create says env, its execute envs, /v1's create
+// envVars, /v1's exec env; the limits are named as sent too.
+func TestEachFaceNamesItsFields(t *testing.T) {
+	e := newRealEnv(t, nil)
+	e.do("POST", "/v1/sandboxes", `{"name":"named"}`)
+	e.waitState("named", "started")
+	for _, c := range []struct {
+		method, path, body string
+		want, not          string
+	}{
+		{"POST", "/api/sandbox", `{"name":"d1","env":{"1BAD":"x"}}`, "env key", "envVars"},
+		{"POST", "/v1/sandboxes", `{"name":"v1","envVars":{"1BAD":"x"}}`, "envVars key", ""},
+		{"POST", "/api/toolbox/named/process/execute", `{"command":"true","envs":{"1BAD":"x"}}`, "envs key", "envVars"},
+		{"POST", "/v1/sandboxes/named/exec", `{"argv":["true"],"env":{"1BAD":"x"}}`, "env key", "envVars"},
+		{"POST", "/api/sandbox", `{"name":"d2","cpu":-1}`, "cpu must be", ""},
+		{"POST", "/v1/sandboxes", `{"name":"v2","memory":0.001}`, "memory must be", ""},
+	} {
+		r := e.do(c.method, c.path, c.body)
+		if r.code != 400 || !strings.Contains(string(r.body), c.want) || c.not != "" && strings.Contains(string(r.body), c.not) {
+			t.Errorf("%s %s %s: %d %s, want %q", c.method, c.path, c.body, r.code, r.body, c.want)
+		}
+	}
+}
