@@ -4,8 +4,6 @@
 package daytona
 
 import (
-	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +13,6 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
-	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -184,13 +181,10 @@ func (a *API) upload(w http.ResponseWriter, r *http.Request) {
 
 // bulkUpload takes Daytona's SDK form: files[i].path then files[i].file,
 // at most MaxBulkFiles of each, every part counted against
-// max_upload_bytes. It writes all the files or none: each is written to a
-// hidden name beside its place, and they are moved into place only once
+// max_upload_bytes. It writes all the files or none (fileops.Batch): each
+// is staged as its part is read, and they are moved into place only once
 // the whole form has arrived and every one was written; a refusal or a
 // cut form removes what was staged.
-//
-// It is long because the form is read once, as a stream, and the bounds,
-// the staging and the clean-up all act on the part being read.
 func (a *API) bulkUpload(w http.ResponseWriter, r *http.Request) {
 	f, ok := a.files(w, r)
 	if !ok {
@@ -200,16 +194,8 @@ func (a *API) bulkUpload(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	type staged struct{ tmp, path string }
-	var done []staged
-	committed := false
-	defer func() {
-		if !committed {
-			for _, s := range done {
-				_ = f.Remove(context.WithoutCancel(r.Context()), s.tmp, false)
-			}
-		}
-	}()
+	batch := fileops.NewBatch(f)
+	defer batch.Abort(r.Context()) // what is still staged: nothing after a commit
 	paths := map[string]string{}
 	for {
 		part, err := mr.NextPart()
@@ -257,31 +243,19 @@ func (a *API) bulkUpload(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			paths[idx] = "" // one file per path
-			dir, _ := path.Split(p)
-			tmp := dir + ".acp-bulk-" + rand.Text() // beside its place: the move is a rename
-			if _, err := f.Write(r.Context(), tmp, part, 0o644); err != nil {
+			if err := batch.Stage(r.Context(), p, part, 0o644); err != nil {
 				a.uploadError(w, r, err)
 				return
 			}
-			done = append(done, staged{tmp, p})
 		default:
 			badRequest(w, r, fmt.Sprintf("form field %q: want files[N].path and files[N].file", clip(name)))
 			return
 		}
 	}
-	for i, s := range done {
-		if fi, err := f.Stat(r.Context(), s.path); err == nil && fi.Mode.IsRegular() {
-			_ = f.Chmod(r.Context(), s.tmp, fi.Mode.Perm()) // a replaced file keeps its mode
-		}
-		if err := f.Rename(r.Context(), s.tmp, s.path); err != nil {
-			// Those already moved stay (a rename cannot be taken back
-			// safely); the rest are removed.
-			done = done[i:]
-			a.fileError(w, r, err)
-			return
-		}
+	if err := batch.Commit(r.Context()); err != nil {
+		a.fileError(w, r, err)
+		return
 	}
-	committed = true
 	w.WriteHeader(http.StatusOK)
 }
 

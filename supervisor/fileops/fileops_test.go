@@ -151,3 +151,66 @@ func TestReplaceBomb(t *testing.T) {
 		t.Fatalf("200 KB × 200 under a 1 MiB bound: %v", err)
 	}
 }
+
+// A batch writes its files all or none: nothing shows before Commit, a
+// replaced file keeps its mode, and Abort (or a move that fails) leaves
+// no staged file behind.
+func TestBatchAllOrNone(t *testing.T) {
+	ctx := context.Background()
+	f, dir := files(t)
+	os.WriteFile(filepath.Join(dir, "old"), []byte("before"), 0o600)
+	b := NewBatch(f)
+	for _, name := range []string{"a", "old", "d/e"} {
+		if name == "d/e" {
+			os.Mkdir(filepath.Join(dir, "d"), 0o755)
+		}
+		if err := b.Stage(ctx, name, strings.NewReader("new "+name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a")); err == nil || b.Len() != 3 {
+		t.Fatalf("a staged file shows before the commit (%d staged)", b.Len())
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "old")); string(got) != "before" {
+		t.Fatalf("old changed before the commit: %q", got)
+	}
+	if err := b.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"a": "new a", "old": "new old", "d/e": "new d/e"} {
+		if got, _ := os.ReadFile(filepath.Join(dir, name)); string(got) != want {
+			t.Errorf("%s: %q", name, got)
+		}
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, "old")); fi.Mode().Perm() != 0o600 {
+		t.Errorf("the replaced file's mode is %v", fi.Mode().Perm())
+	}
+
+	aborted := NewBatch(f)
+	aborted.Stage(ctx, "x", strings.NewReader("x"), 0o644)
+	aborted.Abort(ctx)
+	// A move that cannot be done: the target is a directory that is not
+	// empty. What came before it stays; what is left staged is removed.
+	os.MkdirAll(filepath.Join(dir, "full", "inside"), 0o755)
+	failing := NewBatch(f)
+	failing.Stage(ctx, "first", strings.NewReader("1"), 0o644)
+	failing.Stage(ctx, "full", strings.NewReader("2"), 0o644)
+	failing.Stage(ctx, "third", strings.NewReader("3"), 0o644)
+	if err := failing.Commit(ctx); err == nil {
+		t.Fatal("a move onto a full directory succeeded")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "first")); err != nil {
+		t.Errorf("the file moved before the failure is gone: %v", err)
+	}
+	for _, d := range []string{dir, filepath.Join(dir, "d")} {
+		entries, _ := os.ReadDir(d)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".acp-bulk-") {
+				t.Errorf("%s left staged in %s", e.Name(), d)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x")); err == nil {
+		t.Error("an aborted file was written")
+	}
+}

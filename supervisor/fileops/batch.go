@@ -1,0 +1,68 @@
+package fileops
+
+import (
+	"context"
+	"crypto/rand"
+	"io"
+	"io/fs"
+	"path"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+)
+
+// Batch writes files all or none, for an upload of many: each is staged
+// under a hidden name beside its place (so that its move is a rename),
+// Commit moves them into place once every one was written, and Abort (or
+// a Commit that fails) removes what is still staged. A replaced file
+// keeps its mode.
+type Batch struct {
+	f      runtime.Files
+	staged []staged
+	done   bool
+}
+
+type staged struct{ tmp, name string }
+
+// NewBatch is a batch of writes to f.
+func NewBatch(f runtime.Files) *Batch { return &Batch{f: f} }
+
+// Len is how many files are staged.
+func (b *Batch) Len() int { return len(b.staged) }
+
+// Stage writes what r gives beside name, mode perm for a new file.
+func (b *Batch) Stage(ctx context.Context, name string, r io.Reader, perm fs.FileMode) error {
+	dir, _ := path.Split(name)
+	tmp := dir + ".acp-bulk-" + rand.Text()
+	if _, err := b.f.Write(ctx, tmp, r, perm); err != nil {
+		return err
+	}
+	b.staged = append(b.staged, staged{tmp, name})
+	return nil
+}
+
+// Commit moves every staged file into place. A move that fails stops it:
+// the files moved before stay (a rename cannot be taken back safely) and
+// the rest are removed.
+func (b *Batch) Commit(ctx context.Context) error {
+	for len(b.staged) > 0 {
+		s := b.staged[0]
+		if fi, err := b.f.Stat(ctx, s.name); err == nil && fi.Mode.IsRegular() {
+			_ = b.f.Chmod(ctx, s.tmp, fi.Mode.Perm())
+		}
+		if err := b.f.Rename(ctx, s.tmp, s.name); err != nil {
+			b.Abort(ctx)
+			return err
+		}
+		b.staged = b.staged[1:]
+	}
+	return nil
+}
+
+// Abort removes what is staged; it runs on, whatever ctx says, so that
+// nothing is left behind by a request that went away.
+func (b *Batch) Abort(ctx context.Context) {
+	for _, s := range b.staged {
+		_ = b.f.Remove(context.WithoutCancel(ctx), s.tmp, false)
+	}
+	b.staged = nil
+}
