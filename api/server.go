@@ -106,7 +106,7 @@ type Options struct {
 	SessionTTL time.Duration
 	// Now is the sessions' clock; default time.Now (tests move it).
 	Now func() time.Time
-	// MaxUpload bounds one toolbox upload (default daytona.DefaultUpload).
+	// MaxUpload bounds one toolbox upload (default fileops.DefaultMaxUpload).
 	MaxUpload int64
 }
 

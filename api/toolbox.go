@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agent-control-plane/agent-control-plane/api/daytona"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/field"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/fileops"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/shell"
 )
@@ -155,7 +155,7 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
 	}
 	mode := fs.FileMode(0o644)
 	if v := r.URL.Query().Get("mode"); v != "" {
-		m, err := daytona.ParseMode(v)
+		m, err := fileops.ParseMode(v)
 		if err != nil {
 			writeError(w, wire.CodeInvalidRequest, err.Error())
 			return
@@ -186,7 +186,7 @@ func (s *Server) maxUpload() int64 {
 	if s.opts.MaxUpload > 0 {
 		return s.opts.MaxUpload
 	}
-	return daytona.DefaultUpload
+	return fileops.DefaultMaxUpload
 }
 
 func sessionInfo(sess *shell.Session) wire.Session {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/conf/auth"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/fileops"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
 )
@@ -174,7 +175,7 @@ func Default(getenv func(string) string) Config {
 		LogLevel:          "info",
 		TokenFile:         filepath.Join(auth.StateDir(getenv), "token"),
 		LogMaxBytes:       10 << 20,
-		MaxUploadBytes:    1 << 30,
+		MaxUploadBytes:    fileops.DefaultMaxUpload,
 		BodyTimeout:       30 * time.Second,
 		MaxConnections:    1024,
 		Cgroups:           "auto",

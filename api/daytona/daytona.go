@@ -69,7 +69,7 @@ type Options struct {
 	// daemon's credentials (its token, a dashboard session's secret),
 	// which a preview never passes to a workload.
 	Credential func(v string) bool
-	// MaxUpload bounds one upload's body (default DefaultUpload).
+	// MaxUpload bounds one upload's body (default fileops.DefaultMaxUpload).
 	MaxUpload int64
 }
 

@@ -25,8 +25,7 @@ import (
 
 // Bounds of the file routes (fileops bounds find, search and replace).
 const (
-	MaxBulkFiles  = 100     // files one bulk upload or download moves
-	DefaultUpload = 1 << 30 // Options.MaxUpload when unset
+	MaxBulkFiles = 100 // files one bulk upload or download moves
 )
 
 // FileInfo is Daytona's FileInfo.
@@ -128,7 +127,7 @@ func (a *API) maxUpload() int64 {
 	if a.opts.MaxUpload > 0 {
 		return a.opts.MaxUpload
 	}
-	return DefaultUpload
+	return fileops.DefaultMaxUpload
 }
 
 // uploadError answers a failed upload: too large, or the file's own
@@ -329,16 +328,6 @@ func (a *API) deleteFile(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// ParseMode reads octal permission bits ("0755", "755"); setuid, setgid
-// and sticky bits are refused (the toolbox makes no such file).
-func ParseMode(s string) (fs.FileMode, error) {
-	m, err := strconv.ParseUint(s, 8, 32)
-	if err != nil || m > 0o777 {
-		return 0, fmt.Errorf("mode %q is not octal permission bits such as 0755", s)
-	}
-	return fs.FileMode(m), nil
-}
-
 func (a *API) createFolder(w http.ResponseWriter, r *http.Request) {
 	q, ok := required(w, r, "path")
 	if !ok {
@@ -346,7 +335,7 @@ func (a *API) createFolder(w http.ResponseWriter, r *http.Request) {
 	}
 	mode := fs.FileMode(0o755)
 	if v := r.URL.Query().Get("mode"); v != "" {
-		m, err := ParseMode(v)
+		m, err := fileops.ParseMode(v)
 		if err != nil {
 			badRequest(w, r, err.Error())
 			return
@@ -399,7 +388,7 @@ func (a *API) setPermissions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if v := query.Get("mode"); v != "" {
-		m, err := ParseMode(v)
+		m, err := fileops.ParseMode(v)
 		if err != nil {
 			badRequest(w, r, err.Error())
 			return

@@ -3,12 +3,18 @@ package fileops
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	"io"
 	"io/fs"
 	"path"
+	"strconv"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
+
+// DefaultMaxUpload is the default bound of one upload into a sandbox
+// (the configuration's max_upload_bytes).
+const DefaultMaxUpload = 1 << 30
 
 // Batch writes files all or none, for an upload of many: each is staged
 // under a hidden name beside its place (so that its move is a rename),
@@ -65,4 +71,14 @@ func (b *Batch) Abort(ctx context.Context) {
 		_ = b.f.Remove(context.WithoutCancel(ctx), s.tmp, false)
 	}
 	b.staged = nil
+}
+
+// ParseMode reads octal permission bits ("0755", "755"); setuid, setgid
+// and sticky bits are refused (the toolbox makes no such file).
+func ParseMode(s string) (fs.FileMode, error) {
+	m, err := strconv.ParseUint(s, 8, 32)
+	if err != nil || m > 0o777 {
+		return 0, fmt.Errorf("mode %q is not octal permission bits such as 0755", s)
+	}
+	return fs.FileMode(m), nil
 }
