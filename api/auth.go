@@ -8,13 +8,13 @@ import (
 	"strings"
 
 	"github.com/agent-control-plane/agent-control-plane/api/host"
-	"github.com/agent-control-plane/agent-control-plane/api/session"
+	"github.com/agent-control-plane/agent-control-plane/api/signin"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 )
 
 // home serves the dashboard's page. It holds no data, so it is served to
 // anyone; the page signs itself in with the code in its URL's fragment
-// (see package session) and otherwise says how to get one. A link of the
+// (see package signin) and otherwise says how to get one. A link of the
 // old form, with the token in its query, is refused: the token must not
 // sit in a browser's history.
 func (s *Server) home(w http.ResponseWriter, r *http.Request) {
@@ -54,7 +54,7 @@ func (s *Server) page(w http.ResponseWriter, code int, d pageData) {
 // newLink makes a one-time sign-in code (token only: a session must not
 // extend itself).
 func (s *Server) newLink(w http.ResponseWriter, r *http.Request) {
-	l, err := s.host.Sessions().NewLink()
+	l, err := s.host.SignIns().NewLink()
 	if err != nil {
 		writeError(w, wire.CodeTooManyLinks, err.Error())
 		return
@@ -77,9 +77,9 @@ func (s *Server) redeem(w http.ResponseWriter, r *http.Request) {
 		writeError(w, wire.CodeInvalidRequest, err.Error())
 		return
 	}
-	sess, secret, err := s.host.Sessions().Redeem(req.Code, r.UserAgent())
+	sess, secret, err := s.host.SignIns().Redeem(req.Code, r.UserAgent())
 	switch {
-	case errors.Is(err, session.ErrBadCode):
+	case errors.Is(err, signin.ErrBadCode):
 		writeError(w, wire.CodeInvalidCode, err.Error())
 		return
 	case err != nil:
@@ -90,7 +90,7 @@ func (s *Server) redeem(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, out)
 }
 
-func wireSession(sess session.Session, current string) wire.DashboardSession {
+func wireSession(sess signin.SignIn, current string) wire.DashboardSession {
 	return wire.DashboardSession{
 		ID: sess.ID, LinkID: sess.LinkID, CreatedAt: wire.Time{Time: sess.CreatedAt}, ExpiresAt: wire.Time{Time: sess.ExpiresAt},
 		LastUsedAt: wire.Time{Time: sess.LastUsedAt}, UserAgent: sess.UserAgent, Current: sess.ID == current && current != "",
@@ -98,18 +98,18 @@ func wireSession(sess session.Session, current string) wire.DashboardSession {
 }
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
-	me := host.CallerOf(r.Context()).Session
+	me := host.CallerOf(r.Context()).SignIn
 	out := wire.DashboardSessionList{Items: []wire.DashboardSession{}}
-	for _, sess := range s.host.Sessions().List() {
+	for _, sess := range s.host.SignIns().List() {
 		out.Items = append(out.Items, wireSession(sess, me))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) revokeSession(w http.ResponseWriter, r *http.Request) {
-	err := s.host.Sessions().Revoke(r.PathValue("id"))
+	err := s.host.SignIns().Revoke(r.PathValue("id"))
 	switch {
-	case errors.Is(err, session.ErrNotFound):
+	case errors.Is(err, signin.ErrNotFound):
 		writeError(w, wire.CodeNotFound, "no dashboard session "+quote(r.PathValue("id")))
 		return
 	case err != nil:
@@ -119,7 +119,7 @@ func (s *Server) revokeSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) revokeSessions(w http.ResponseWriter, r *http.Request) {
-	if err := s.host.Sessions().RevokeAll(); err != nil {
+	if err := s.host.SignIns().RevokeAll(); err != nil {
 		s.log.Warn("dashboard sessions: the file could not be rewritten", "err", err)
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/agent-control-plane/agent-control-plane/api/session"
+	"github.com/agent-control-plane/agent-control-plane/api/signin"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/conf/auth"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
@@ -115,7 +115,7 @@ func redeemCode(t *testing.T, url string) string {
 	code := newCode(t, url)
 	r := rawPost(t, url+"/v1/dashboard/sessions", `{"code":"`+code+`"}`)
 	var s wire.DashboardSession
-	if r.code != http.StatusCreated || json.Unmarshal(r.body, &s) != nil || !strings.HasPrefix(s.Secret, session.SecretPrefix) {
+	if r.code != http.StatusCreated || json.Unmarshal(r.body, &s) != nil || !strings.HasPrefix(s.Secret, signin.SecretPrefix) {
 		t.Fatalf("redeem: %d %s", r.code, r.body)
 	}
 	return s.Secret
@@ -245,9 +245,9 @@ func TestDashboardSessionLifetime(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 	// Kept as the daemon keeps them: in its root, through the supervisor.
-	file := filepath.Join(e.sup.Root(), supervisor.SessionsFile)
+	file := filepath.Join(e.sup.Root(), supervisor.SignInsFile)
 	start := func(token string) (*Server, string) {
-		s, err := New(e.sup, Options{Daytona: e.sup, Token: token, Sessions: e.sup, SessionTTL: time.Hour, Now: clock})
+		s, err := New(e.sup, Options{Daytona: e.sup, Token: token, SignIns: e.sup, SignInTTL: time.Hour, Now: clock})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -280,7 +280,7 @@ func TestDashboardSessionLifetime(t *testing.T) {
 	}
 	// A code lasts a minute.
 	code := newCode(t, url2)
-	advance(session.CodeTTL + time.Second)
+	advance(signin.CodeTTL + time.Second)
 	if r := rawPost(t, url2+"/v1/dashboard/sessions", `{"code":"`+code+`"}`); r.code != http.StatusUnauthorized {
 		t.Fatalf("an expired code: %d", r.code)
 	}
@@ -302,21 +302,21 @@ func TestDashboardSessionLifetime(t *testing.T) {
 
 	// Bounds: codes waiting, and sessions kept.
 	_, url4 := start(testToken)
-	for i := 0; i < session.MaxCodes; i++ {
+	for i := 0; i < signin.MaxCodes; i++ {
 		newCode(t, url4)
 	}
 	if r := rawPost(t, url4+"/v1/dashboard/links", "", "Authorization", "Bearer "+testToken); r.code != http.StatusTooManyRequests {
 		t.Fatalf("link past the bound: %d", r.code)
 	}
-	advance(session.CodeTTL + time.Second)
+	advance(signin.CodeTTL + time.Second)
 	first := redeemCode(t, url4)
-	for range session.MaxSessions {
+	for range signin.MaxSignIns {
 		advance(time.Second) // so that first is the least recently used
 		redeemCode(t, url4)
 	}
 	r := rawDo(t, "GET", url4+"/v1/dashboard/sessions", "Authorization", "Bearer "+testToken)
 	var list wire.DashboardSessionList
-	if json.Unmarshal(r.body, &list) != nil || len(list.Items) != session.MaxSessions {
+	if json.Unmarshal(r.body, &list) != nil || len(list.Items) != signin.MaxSignIns {
 		t.Fatalf("sessions kept past the bound: %d", len(list.Items))
 	}
 	if ok(url4, first) {

@@ -376,7 +376,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, wire.CodeInvalidRequest, v1Fields.Render(err))
 		return
 	}
-	if len(req.Env) > 0 && host.CallerOf(r.Context()).Session != "" {
+	if len(req.Env) > 0 && host.CallerOf(r.Context()).SignIn != "" {
 		writeError(w, wire.CodeTokenRequired, wire.SessionEnvRefused)
 		return
 	}

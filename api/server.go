@@ -18,7 +18,7 @@ import (
 
 	"github.com/agent-control-plane/agent-control-plane/api/daytona"
 	"github.com/agent-control-plane/agent-control-plane/api/host"
-	"github.com/agent-control-plane/agent-control-plane/api/session"
+	"github.com/agent-control-plane/agent-control-plane/api/signin"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/field"
@@ -98,13 +98,13 @@ type Options struct {
 	ReadyPath      string
 	StartupTimeout time.Duration
 	StopGrace      time.Duration // shown in /v1/info
-	// Sessions keeps the dashboard's browser sessions across restarts
+	// SignIns keeps the dashboard's browser sign-ins across restarts
 	// (only hashes of their secrets); nil: in memory only. The daemon
 	// gives its supervisor (the file is in the root).
-	Sessions session.Disk
-	// SessionTTL is how long a dashboard session lasts; default 24 h.
-	SessionTTL time.Duration
-	// Now is the sessions' clock; default time.Now (tests move it).
+	SignIns signin.Disk
+	// SignInTTL is how long a dashboard sign-in lasts; default 24 h.
+	SignInTTL time.Duration
+	// Now is the sign-ins' clock; default time.Now (tests move it).
 	Now func() time.Time
 	// MaxUpload bounds one toolbox upload (default fileops.DefaultMaxUpload).
 	MaxUpload int64
@@ -152,7 +152,7 @@ func New(sup Supervisor, opts Options) (*Server, error) {
 		Logger: opts.Logger, Registry: opts.Registry, AllowHosts: opts.AllowHosts,
 		Token: opts.Token, MetricsAuth: opts.MetricsAuth, OnToken: func(t string) { sup.SetCredentials(t) },
 		BodyTimeout: opts.BodyTimeout, MaxConns: opts.MaxConns,
-		Sessions: opts.Sessions, SessionTTL: opts.SessionTTL, Now: opts.Now,
+		SignIns: opts.SignIns, SignInTTL: opts.SignInTTL, Now: opts.Now,
 		Confined: sup.Confined,
 	}, faces...)
 	if err != nil {

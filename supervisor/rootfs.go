@@ -28,10 +28,10 @@ const (
 	// markFormat is the mark's format version. A newer one is refused.
 	markFormat = 1
 	lockFile   = ".lock"
-	// SessionsFile keeps the dashboard's browser sessions (package
-	// api/session decides what is in it; the supervisor reads and writes
-	// it for it: LoadSessions, SaveSessions).
-	SessionsFile = ".dashboard-sessions.json"
+	// SignInsFile keeps the dashboard's browser sessions (package
+	// api/signin decides what is in it; the supervisor reads and writes
+	// it for it: LoadSignIns, SaveSignIns).
+	SignInsFile = ".dashboard-sessions.json"
 )
 
 // ErrRootNotOurs is returned by New for a non-empty directory that holds no

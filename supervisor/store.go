@@ -382,21 +382,21 @@ func (l *rootLock) release() {
 	l.f.Close()
 }
 
-// maxSessionsFile bounds the dashboard's sessions file.
-const maxSessionsFile = 1 << 20
+// maxSignInsFile bounds the dashboard's sessions file.
+const maxSignInsFile = 1 << 20
 
-// LoadSessions reads the dashboard's sessions file (SessionsFile) through
+// LoadSignIns reads the dashboard's sessions file (SignInsFile) through
 // the root's own rules: never through a link, only a regular file,
 // bounded.
-func (s *Supervisor) LoadSessions() ([]byte, error) {
-	return s.fs.ReadFile(SessionsFile, maxSessionsFile)
+func (s *Supervisor) LoadSignIns() ([]byte, error) {
+	return s.fs.ReadFile(SignInsFile, maxSignInsFile)
 }
 
-// SaveSessions replaces the dashboard's sessions file atomically (mode
+// SaveSignIns replaces the dashboard's sessions file atomically (mode
 // 0600; a temporary file an interrupted write leaves is removed at the
 // next start).
-func (s *Supervisor) SaveSessions(b []byte) error {
-	return s.fs.writeAtomic("", SessionsFile, b, securefs.SyncBeforeRename)
+func (s *Supervisor) SaveSignIns(b []byte) error {
+	return s.fs.writeAtomic("", SignInsFile, b, securefs.SyncBeforeRename)
 }
 
 // envOf is the variables e was created with (runtime-env.json): what a

@@ -112,16 +112,16 @@ func allowedOrigin(origin string) bool {
 // Caller is who made a request: the holder of the token, or a dashboard
 // session.
 type Caller struct {
-	Token   bool
-	Session string // the session's id
+	Token  bool
+	SignIn string // the sign-in's id
 }
 
 func (c Caller) String() string {
 	switch {
 	case c.Token:
 		return "token"
-	case c.Session != "":
-		return "session " + c.Session
+	case c.SignIn != "":
+		return "session " + c.SignIn
 	}
 	return "anonymous"
 }
@@ -153,8 +153,8 @@ func (s *Server) Authorize(r *http.Request) (Caller, bool) {
 	if auth.Equal(presented, s.Token()) {
 		return Caller{Token: true}, true
 	}
-	if sess, ok := s.sessions.Check(presented); ok {
-		return Caller{Session: sess.ID}, true
+	if sess, ok := s.signins.Check(presented); ok {
+		return Caller{SignIn: sess.ID}, true
 	}
 	return Caller{}, false
 }

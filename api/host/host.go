@@ -22,7 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/agent-control-plane/agent-control-plane/api/session"
+	"github.com/agent-control-plane/agent-control-plane/api/signin"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/conf/auth"
 )
@@ -53,12 +53,12 @@ type Options struct {
 	// kernel's backlog while every one is busy: no client exhausts the
 	// daemon's file descriptors, and idle ones cannot keep the owner out.
 	MaxConns int
-	// Sessions keeps the dashboard's browser sessions across restarts
+	// SignIns keeps the dashboard's browser sign-ins across restarts
 	// (only hashes of their secrets); nil: in memory only.
-	Sessions session.Disk
-	// SessionTTL is how long a dashboard session lasts; default 24 h.
-	SessionTTL time.Duration
-	// Now is the sessions' clock; default time.Now (tests move it).
+	SignIns signin.Disk
+	// SignInTTL is how long a dashboard sign-in lasts; default 24 h.
+	SignInTTL time.Duration
+	// Now is the sign-ins' clock; default time.Now (tests move it).
 	Now func() time.Time
 	// Confined reports whether sandbox id's workload is kept from the
 	// daemon's own files: a dashboard session may call an Inside route
@@ -71,7 +71,7 @@ type Server struct {
 	opts     Options
 	log      *slog.Logger
 	token    atomic.Pointer[string]
-	sessions *session.Store
+	signins  *signin.Store
 	metrics  *httpMetrics
 	fallback Face // answers paths no face claims
 	faces    []Face
@@ -94,11 +94,11 @@ func New(opts Options, faces ...Face) (*Server, error) {
 		return nil, fmt.Errorf("host: no face to serve")
 	}
 	s := &Server{opts: opts, log: opts.Logger, fallback: faces[0], faces: faces}
-	sessions, err := session.Open(opts.Token, session.Options{Disk: opts.Sessions, TTL: opts.SessionTTL, Now: opts.Now})
+	signins, err := signin.Open(opts.Token, signin.Options{Disk: opts.SignIns, TTL: opts.SignInTTL, Now: opts.Now})
 	if err != nil {
 		s.log.Warn("dashboard sessions could not be read back; browsers sign in again", "err", err)
 	}
-	s.sessions = sessions
+	s.signins = signins
 	if err := s.SetToken(opts.Token); err != nil {
 		return nil, err
 	}
@@ -141,7 +141,7 @@ func (s *Server) SetToken(token string) error {
 	if s.opts.OnToken != nil {
 		s.opts.OnToken(token)
 	}
-	if err := s.sessions.Rotate(token); err != nil {
+	if err := s.signins.Rotate(token); err != nil {
 		s.log.Warn("dashboard sessions: the file could not be rewritten after the rotation", "err", err)
 	}
 	return nil
@@ -150,13 +150,13 @@ func (s *Server) SetToken(token string) error {
 // Token is the bearer token in force.
 func (s *Server) Token() string { return *s.token.Load() }
 
-// Sessions are the dashboard's browser sessions.
-func (s *Server) Sessions() *session.Store { return s.sessions }
+// SignIns are the dashboard's browser sign-ins.
+func (s *Server) SignIns() *signin.Store { return s.signins }
 
 // HoldsCredential reports whether v holds the daemon's token or a
-// dashboard session's secret (which all begin session.SecretPrefix).
+// dashboard session's secret (which all begin signin.SecretPrefix).
 func (s *Server) HoldsCredential(v string) bool {
-	return strings.Contains(v, s.Token()) || strings.Contains(v, session.SecretPrefix)
+	return strings.Contains(v, s.Token()) || strings.Contains(v, signin.SecretPrefix)
 }
 
 // ServeHTTP serves the faces.

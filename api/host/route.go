@@ -146,11 +146,11 @@ func (s *Server) dispatch(f Face, path string, methods map[string]Route) http.Ha
 		if !s.body(w, r, rt.Body, fail) {
 			return
 		}
-		if rt.Access == TokenOnly && who.Session != "" {
+		if rt.Access == TokenOnly && who.SignIn != "" {
 			fail(w, r, wire.CodeTokenRequired, r.Method+" "+path+" needs the daemon's token; a dashboard session may not call it")
 			return
 		}
-		if rt.Access == Inside && who.Session != "" && s.opts.Confined != nil {
+		if rt.Access == Inside && who.SignIn != "" && s.opts.Confined != nil {
 			if confined, err := s.opts.Confined(r.PathValue("id")); err == nil && !confined {
 				fail(w, r, wire.CodeTokenRequired, "a dashboard session may not reach inside "+Quote(r.PathValue("id"))+": its processes run as the daemon's user and can read the daemon's token; use the CLI, which holds the token")
 				return

@@ -230,8 +230,8 @@ func newServer(cfg conf.Config, sup *supervisor.Supervisor, token string, cgInfo
 	return api.New(sup, api.Options{Daytona: sup, Version: version, Logger: log, Registry: reg, Heartbeat: cfg.EventHeartbeat, AllowHosts: allow,
 		Token: token, MetricsAuth: cfg.MetricsAuth, BodyTimeout: cfg.BodyTimeout, MaxConns: cfg.MaxConnections, MaxUpload: cfg.MaxUploadBytes,
 		ReadyPath: cfg.ReadyPath, StartupTimeout: cfg.StartupTimeout, StopGrace: cfg.StopGrace,
-		Sessions: sup,
-		Cgroups:  &wire.Cgroups{Mode: string(cgInfo.Mode), Path: cgInfo.Path, Limits: append([]string{}, cgInfo.Limits...), Note: cgInfo.Note}})
+		SignIns: sup,
+		Cgroups: &wire.Cgroups{Mode: string(cgInfo.Mode), Path: cgInfo.Path, Limits: append([]string{}, cgInfo.Limits...), Note: cgInfo.Note}})
 }
 
 // reload applies SIGHUP: it reads the configuration again and changes

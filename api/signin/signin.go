@@ -1,4 +1,6 @@
-// Package session keeps the dashboard's browser sessions.
+// Package signin keeps the dashboard's browser sign-ins (the API and
+// the dashboard call them dashboard sessions; inside the daemon a
+// "session" is a shell session in a sandbox, and nothing else).
 //
 // A cookie cannot be kept from the other ports of localhost (cookies are
 // scoped by host, not by port), so no cookie ever authorizes a request.
@@ -19,7 +21,7 @@
 // secret, in a file of mode 0600 in the daemon's root (see Disk), so that
 // sessions survive a restart of the daemon but the file alone signs
 // nobody in.
-package session
+package signin
 
 import (
 	"crypto/hmac"
@@ -42,9 +44,9 @@ import (
 const (
 	// MaxCodes is how many sign-in codes may wait to be used at once.
 	MaxCodes = 16
-	// MaxSessions is how many sessions are kept; past it the least
+	// MaxSignIns is how many sessions are kept; past it the least
 	// recently used one is ended.
-	MaxSessions = 32
+	MaxSignIns = 32
 	// CodeTTL is how long a sign-in code may wait to be used.
 	CodeTTL = time.Minute
 	// DefaultTTL is how long a session lasts after it was made.
@@ -65,9 +67,9 @@ var (
 	errCorrupted = errors.New("unreadable sessions file")
 )
 
-// Session is one signed-in browser, as it is listed. The secret is not in
+// SignIn is one signed-in browser, as it is listed. The secret is not in
 // it.
-type Session struct {
+type SignIn struct {
 	ID         string    `json:"id"`
 	LinkID     string    `json:"linkId"` // the sign-in link it was made from
 	CreatedAt  time.Time `json:"createdAt"`
@@ -84,7 +86,7 @@ type Link struct {
 }
 
 type entry struct {
-	Session
+	SignIn
 	Hash string `json:"hash"` // sha256 of the secret, hex
 }
 
@@ -109,11 +111,11 @@ type Store struct {
 // file layer opens without following links, reads only regular files and
 // writes atomically with names it can prove at the next start.
 type Disk interface {
-	// LoadSessions returns the file's content; an error wrapping
+	// LoadSignIns returns the file's content; an error wrapping
 	// fs.ErrNotExist when there is none.
-	LoadSessions() ([]byte, error)
-	// SaveSessions replaces the file (mode 0600).
-	SaveSessions([]byte) error
+	LoadSignIns() ([]byte, error)
+	// SaveSignIns replaces the file (mode 0600).
+	SaveSignIns([]byte) error
 }
 
 // Options configure a Store.
@@ -164,7 +166,7 @@ type file struct {
 }
 
 func (s *Store) load() error {
-	b, err := s.disk.LoadSessions()
+	b, err := s.disk.LoadSignIns()
 	if err != nil {
 		return err
 	}
@@ -177,7 +179,7 @@ func (s *Store) load() error {
 	}
 	now := s.now()
 	for _, e := range fl.Sessions {
-		if s.valid(e, now) && len(s.sessions) < MaxSessions {
+		if s.valid(e, now) && len(s.sessions) < MaxSignIns {
 			s.sessions[e.Hash] = e
 		}
 	}
@@ -217,7 +219,7 @@ func (s *Store) save() error {
 	if err != nil {
 		return err
 	}
-	return s.disk.SaveSessions(b)
+	return s.disk.SaveSignIns(b)
 }
 
 // Rotate binds the store to a new token: every session ends.
@@ -254,17 +256,17 @@ func (s *Store) NewLink() (Link, error) {
 
 // Redeem trades a code for a session: it returns the session and its
 // secret, which is never shown again. A code works once.
-func (s *Store) Redeem(c, userAgent string) (Session, string, error) {
+func (s *Store) Redeem(c, userAgent string) (SignIn, string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := hash(c)
 	cd, ok := s.codes[h]
 	now := s.now()
 	if !ok || !now.Before(cd.expires) {
-		return Session{}, "", ErrBadCode
+		return SignIn{}, "", ErrBadCode
 	}
 	delete(s.codes, h)
-	if len(s.sessions) >= MaxSessions {
+	if len(s.sessions) >= MaxSignIns {
 		var oldest *entry
 		for _, e := range s.sessions {
 			if oldest == nil || e.LastUsedAt.Before(oldest.LastUsedAt) {
@@ -274,23 +276,23 @@ func (s *Store) Redeem(c, userAgent string) (Session, string, error) {
 		delete(s.sessions, oldest.Hash)
 	}
 	secret := SecretPrefix + randomText(32)
-	e := &entry{Session: Session{
+	e := &entry{SignIn: SignIn{
 		ID: randomHex(8), LinkID: cd.id, CreatedAt: now, ExpiresAt: now.Add(s.ttl), LastUsedAt: now,
 		UserAgent: clip(userAgent, maxUserAgent),
 	}, Hash: hash(secret)}
 	s.sessions[e.Hash] = e
 	if err := s.save(); err != nil {
 		// Still good for this daemon's life; a restart signs it out.
-		return e.Session, secret, fmt.Errorf("session kept in memory only: %w", err)
+		return e.SignIn, secret, fmt.Errorf("session kept in memory only: %w", err)
 	}
-	return e.Session, secret, nil
+	return e.SignIn, secret, nil
 }
 
 // Check returns the session a presented secret belongs to, if it is one
 // and has not expired.
-func (s *Store) Check(secret string) (Session, bool) {
+func (s *Store) Check(secret string) (SignIn, bool) {
 	if !strings.HasPrefix(secret, SecretPrefix) {
-		return Session{}, false
+		return SignIn{}, false
 	}
 	h := hash(secret)
 	s.mu.Lock()
@@ -299,30 +301,30 @@ func (s *Store) Check(secret string) (Session, bool) {
 	// says nothing of a secret.
 	e, ok := s.sessions[h]
 	if !ok {
-		return Session{}, false
+		return SignIn{}, false
 	}
 	now := s.now()
 	if !now.Before(e.ExpiresAt) {
 		delete(s.sessions, h)
 		_ = s.save()
-		return Session{}, false
+		return SignIn{}, false
 	}
 	e.LastUsedAt = now
-	return e.Session, true
+	return e.SignIn, true
 }
 
 // List returns the live sessions, oldest first.
-func (s *Store) List() []Session {
+func (s *Store) List() []SignIn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	out := make([]Session, 0, len(s.sessions))
+	out := make([]SignIn, 0, len(s.sessions))
 	for _, e := range s.sessions {
 		if now.Before(e.ExpiresAt) {
-			out = append(out, e.Session)
+			out = append(out, e.SignIn)
 		}
 	}
-	slices.SortFunc(out, func(a, b Session) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	slices.SortFunc(out, func(a, b SignIn) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	return out
 }
 

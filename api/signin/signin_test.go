@@ -1,4 +1,4 @@
-package session
+package signin
 
 import (
 	"encoding/json"
@@ -10,13 +10,13 @@ import (
 
 type memDisk struct{ b []byte }
 
-func (m *memDisk) LoadSessions() ([]byte, error) {
+func (m *memDisk) LoadSignIns() ([]byte, error) {
 	if m.b == nil {
 		return nil, fs.ErrNotExist
 	}
 	return m.b, nil
 }
-func (m *memDisk) SaveSessions(b []byte) error { m.b = append([]byte(nil), b...); return nil }
+func (m *memDisk) SaveSignIns(b []byte) error { m.b = append([]byte(nil), b...); return nil }
 
 // Entries read back are checked: one the store could not have written (a
 // forged one that lasts for years, a hash that is not one) is dropped;
