@@ -64,6 +64,8 @@ var rooms = []room{
 		Why: "the product binary links no test tool"},
 	{Pkg: "cmd/agent-control-plane/internal/daemon", Not: []string{"cmd/...", "api/client"},
 		Why: "the daemon's start-up is handed its configuration; it reads no command line and is no client"},
+	{Pkg: "cmd/agent-control-plane/internal/service", Not: []string{"..."},
+		Why: "the installer knows units, files and the user manager: standard library and go-systemd only"},
 	{Pkg: "cmd/agent-control-plane/internal/stub", Not: []string{"..."},
 		Why: "the stub agent is a stand-alone program: standard library only"},
 }

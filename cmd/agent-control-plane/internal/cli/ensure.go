@@ -15,12 +15,10 @@ import (
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/api/client"
+	"github.com/agent-control-plane/agent-control-plane/cmd/agent-control-plane/internal/service"
 	"github.com/agent-control-plane/agent-control-plane/conf"
 	"github.com/agent-control-plane/agent-control-plane/conf/auth"
 )
-
-// unitName is the systemd user unit that runs the daemon, when installed.
-const unitName = "agent-control-plane.service"
 
 // runEnsure is what a dev tool calls before using the daemon: if one
 // answers at the URL, print the URL; if nothing listens, start one
@@ -82,11 +80,11 @@ func (c *cli) ensure(ctx context.Context, timeout time.Duration) error {
 func startDaemon(addr string) (<-chan string, string, error) {
 	never := make(chan string)
 	if addr == conf.DefaultListen && unitInstalled() {
-		out, err := exec.Command("systemctl", "--user", "start", unitName).CombinedOutput()
+		out, err := exec.Command("systemctl", "--user", "start", service.ServiceUnit).CombinedOutput()
 		if err != nil {
-			return nil, "", fmt.Errorf("systemctl --user start %s: %v: %s", unitName, err, strings.TrimSpace(string(out)))
+			return nil, "", fmt.Errorf("systemctl --user start %s: %v: %s", service.ServiceUnit, err, strings.TrimSpace(string(out)))
 		}
-		return never, "systemd user unit " + unitName, nil
+		return never, "systemd user unit " + service.ServiceUnit, nil
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -119,7 +117,7 @@ func unitInstalled() bool {
 	if _, err := exec.LookPath("systemctl"); err != nil {
 		return false
 	}
-	return exec.Command("systemctl", "--user", "cat", unitName).Run() == nil
+	return exec.Command("systemctl", "--user", "cat", service.ServiceUnit).Run() == nil
 }
 
 func daemonLogPath() string {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
+	"github.com/agent-control-plane/agent-control-plane/cmd/agent-control-plane/internal/service"
 )
 
 func uninstallCommand() command {
@@ -17,7 +18,7 @@ func uninstallCommand() command {
 		name: "uninstall", summary: "remove the systemd user service (sandboxes stay)",
 		flags: func(fs *flag.FlagSet) {
 			fs.Bool("user", true, "the systemd user service (the only kind)")
-			fs.StringVar(&prefix, "prefix", defaultPrefix(), "the binary was installed into `DIR`/bin")
+			fs.StringVar(&prefix, "prefix", service.DefaultPrefix(), "the binary was installed into `DIR`/bin")
 			fs.BoolVar(&dry, "dry-run", false, "print what would be done, change nothing")
 		},
 		exec: func(ctx context.Context, c *cli, _ []string) error { return c.uninstall(ctx, prefix, dry) },
@@ -27,14 +28,14 @@ func uninstallCommand() command {
 // uninstall stops and removes the user units and the installed binary.
 // Sandboxes and the root are left alone.
 func (c *cli) uninstall(ctx context.Context, prefix string, dry bool) error {
-	p, err := pathsFor(prefix)
+	p, err := service.PathsFor(prefix)
 	if err != nil {
 		return err
 	}
 	var units []string
-	for _, f := range []string{p.service, p.socket} {
+	for _, f := range []string{p.Service, p.Socket} {
 		if _, err := os.Stat(f); err == nil {
-			if err := ownUnit(f); err != nil {
+			if err := service.OwnUnit(f); err != nil {
 				return err
 			}
 			units = append(units, f)
@@ -43,12 +44,12 @@ func (c *cli) uninstall(ctx context.Context, prefix string, dry bool) error {
 	// The binary goes only if the unit install wrote names it, with the
 	// hash it has now: anything else at that path (another build, a file
 	// of the user's) is left alone.
-	binary, why := installedBinary(p.service)
-	if _, err := os.Stat(p.binary); err == nil && p.binary != binary && why == "" {
-		why = p.binary + " is not the binary the service names as installed"
+	binary, why := service.InstalledBinary(p.Service)
+	if _, err := os.Stat(p.Binary); err == nil && p.Binary != binary && why == "" {
+		why = p.Binary + " is not the binary the service names as installed"
 	}
 	if dry {
-		fmt.Fprintf(c.stdout, "Would stop and disable %s and %s.\n", serviceUnit, socketUnit)
+		fmt.Fprintf(c.stdout, "Would stop and disable %s and %s.\n", service.ServiceUnit, service.SocketUnit)
 		for _, f := range units {
 			fmt.Fprintf(c.stdout, "Would remove %s.\n", f)
 		}
@@ -63,16 +64,16 @@ func (c *cli) uninstall(ctx context.Context, prefix string, dry bool) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	m, merr := newManager(ctx)
+	m, merr := service.NewManager(ctx)
 	if merr == nil {
 		defer m.Close()
-		for _, u := range []string{serviceUnit, socketUnit} {
+		for _, u := range []string{service.ServiceUnit, service.SocketUnit} {
 			if err := m.Stop(ctx, u); err != nil {
 				fmt.Fprintf(c.stderr, "agent-control-plane: stop %s: %v\n", u, err)
 			}
 		}
 		if len(units) > 0 {
-			if err := m.Disable(ctx, []string{serviceUnit, socketUnit}); err != nil {
+			if err := m.Disable(ctx, []string{service.ServiceUnit, service.SocketUnit}); err != nil {
 				fmt.Fprintf(c.stderr, "agent-control-plane: disable the units: %v\n", err)
 			}
 		}
@@ -108,7 +109,7 @@ func statusCommand() command {
 	return command{
 		name: "status", summary: "show the service's state and the daemon's", client: true,
 		flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&prefix, "prefix", defaultPrefix(), "where install put the binary")
+			fs.StringVar(&prefix, "prefix", service.DefaultPrefix(), "where install put the binary")
 		},
 		exec: func(ctx context.Context, c *cli, _ []string) error { return c.status(ctx, prefix) },
 	}
@@ -116,7 +117,7 @@ func statusCommand() command {
 
 // status shows the service's state and the daemon's.
 func (c *cli) status(ctx context.Context, prefix string) error {
-	p, err := pathsFor(prefix)
+	p, err := service.PathsFor(prefix)
 	if err != nil {
 		return err
 	}
@@ -133,15 +134,15 @@ func (c *cli) status(ctx context.Context, prefix string) error {
 		Error   string       `json:"error,omitempty"`
 	}
 	unit := "not installed"
-	if _, err := os.Stat(p.service); err == nil {
-		st.Service = serviceState{Installed: true, UnitFile: p.service}
-		unit = "installed (" + p.service + ")"
+	if _, err := os.Stat(p.Service); err == nil {
+		st.Service = serviceState{Installed: true, UnitFile: p.Service}
+		unit = "installed (" + p.Service + ")"
 		mctx, mcancel := context.WithTimeout(ctx, 10*time.Second)
-		if m, err := newManager(mctx); err != nil {
+		if m, err := service.NewManager(mctx); err != nil {
 			st.Service.Unknown = err.Error()
 			unit += "; state unknown: " + err.Error()
 		} else {
-			if s, err := m.State(mctx, serviceUnit); err == nil {
+			if s, err := m.State(mctx, service.ServiceUnit); err == nil {
 				st.Service.State = s
 				unit += "; " + s
 			}

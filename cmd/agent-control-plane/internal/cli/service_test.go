@@ -3,70 +3,14 @@ package cli
 import (
 	"bytes"
 	"context"
-	"flag"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agent-control-plane/agent-control-plane/cmd/agent-control-plane/internal/service"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden unit files in contrib/systemd")
-
-// The units match the golden files in contrib/systemd, rendered for a
-// home of /home/you (go test -run Golden -update rewrites them).
-func TestUnitsGolden(t *testing.T) {
-	service, socket := renderUnits(unitParams{Binary: "/home/you/.local/bin/agent-control-plane", Listen: "127.0.0.1:4025"})
-	for name, got := range map[string][]byte{serviceUnit: service, socketUnit: socket} {
-		path := filepath.Join("..", "..", "..", "..", "contrib", "systemd", name)
-		if *update {
-			os.WriteFile(path, got, 0o644)
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("%s differs from %s (go test -run Golden -update):\n%s", name, path, got)
-		}
-	}
-}
-
-// systemd itself accepts the units: systemd-analyze verify prints nothing.
-func TestUnitsVerify(t *testing.T) {
-	analyze, err := exec.LookPath("systemd-analyze")
-	if err != nil {
-		t.Skip("systemd-analyze is not installed (Debian's systemd package; .ci/run installs it)")
-	}
-	dir := t.TempDir()
-	bin, _ := os.Executable() // any existing executable: verify checks ExecStart's path
-	// A PATH with what a unit file must escape: a space, a quote, a
-	// specifier's %, a backslash.
-	path := `/usr/bin:/bin:/opt/my tools/bin:/odd"dir%h\x`
-	service, socket := renderUnits(unitParams{Binary: bin, Config: "/etc/hostname", Listen: "127.0.0.1:4025", Path: path})
-	if !bytes.Contains(service, []byte(`Environment="PATH=/usr/bin:/bin:/opt/my tools/bin:/odd\"dir%%h\\x"`)) {
-		t.Fatalf("the PATH is not in the unit as systemd reads it:\n%s", service)
-	}
-	os.WriteFile(filepath.Join(dir, serviceUnit), service, 0o644)
-	os.WriteFile(filepath.Join(dir, socketUnit), socket, 0o644)
-	runtime := t.TempDir()
-	cmd := exec.Command(analyze, "--user", "verify", filepath.Join(dir, serviceUnit), filepath.Join(dir, socketUnit))
-	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+runtime, "SYSTEMD_LOG_COLOR=0")
-	out, err := cmd.CombinedOutput()
-	if err != nil || len(bytes.TrimSpace(out)) > 0 {
-		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
-	}
-	// The check can fail: a misspelt setting is reported.
-	bad := bytes.Replace(service, []byte("Type=notify"), []byte("Type=notifyy"), 1)
-	os.WriteFile(filepath.Join(dir, serviceUnit), bad, 0o644)
-	cmd = exec.Command(analyze, "--user", "verify", filepath.Join(dir, serviceUnit))
-	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+runtime)
-	out, _ = cmd.CombinedOutput()
-	if !strings.Contains(string(out), "notifyy") {
-		t.Fatalf("systemd-analyze verify did not report a bad unit: %s", out)
-	}
-}
 
 // fakeManager records what install and uninstall ask of the user manager.
 type fakeManager struct {
@@ -94,9 +38,9 @@ func (f fakeManager) Close() {}
 
 func useFakeManager(t *testing.T) *[]string {
 	calls := &[]string{}
-	old := newManager
-	newManager = func(context.Context) (unitManager, error) { return fakeManager{calls}, nil }
-	t.Cleanup(func() { newManager = old })
+	old := service.NewManager
+	service.NewManager = func(context.Context) (service.Manager, error) { return fakeManager{calls}, nil }
+	t.Cleanup(func() { service.NewManager = old })
 	return calls
 }
 
@@ -140,14 +84,14 @@ func TestInstallUninstall(t *testing.T) {
 	if err != nil || !bytes.Equal(got, want) || fi.Mode().Perm() != 0o755 {
 		t.Fatalf("installed binary: %v, mode %v", err, fi.Mode())
 	}
-	sum, _ := fileSum(self)
-	service, socket := renderUnits(unitParams{Binary: filepath.Join(prefix, "bin", "agent-control-plane"), BinarySum: sum, Listen: "127.0.0.1:4025", Path: os.Getenv("PATH")})
-	for name, want := range map[string][]byte{serviceUnit: service, socketUnit: socket} {
+	sum, _ := service.FileSum(self)
+	unit, socket := service.Render(service.Params{Binary: filepath.Join(prefix, "bin", "agent-control-plane"), BinarySum: sum, Listen: "127.0.0.1:4025", Path: os.Getenv("PATH")})
+	for name, want := range map[string][]byte{service.ServiceUnit: unit, service.SocketUnit: socket} {
 		if got, _ := os.ReadFile(filepath.Join(unitDir, name)); !bytes.Equal(got, want) {
 			t.Fatalf("%s:\n%s", name, got)
 		}
 	}
-	wantCalls := []string{"reload", "enable " + socketUnit + " " + serviceUnit, "restart " + socketUnit, "restart " + serviceUnit}
+	wantCalls := []string{"reload", "enable " + service.SocketUnit + " " + service.ServiceUnit, "restart " + service.SocketUnit, "restart " + service.ServiceUnit}
 	if !slices.Equal(*calls, wantCalls) {
 		t.Fatalf("manager calls %v, want %v", *calls, wantCalls)
 	}
@@ -160,7 +104,7 @@ func TestInstallUninstall(t *testing.T) {
 	if code := Run([]string{"uninstall", "--prefix", prefix}, &out, &errb); code != 0 {
 		t.Fatalf("uninstall: %d %s", code, errb.String())
 	}
-	for _, p := range []string{filepath.Join(unitDir, serviceUnit), filepath.Join(unitDir, socketUnit), filepath.Join(prefix, "bin", "agent-control-plane")} {
+	for _, p := range []string{filepath.Join(unitDir, service.ServiceUnit), filepath.Join(unitDir, service.SocketUnit), filepath.Join(prefix, "bin", "agent-control-plane")} {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Fatalf("%s left behind", p)
 		}
@@ -168,7 +112,7 @@ func TestInstallUninstall(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "kept")); err != nil || !strings.Contains(out.String(), "left alone") {
 		t.Fatalf("uninstall touched the root or did not say so: %v %q", err, out.String())
 	}
-	wantCalls = []string{"stop " + serviceUnit, "stop " + socketUnit, "disable " + serviceUnit + " " + socketUnit, "reload"}
+	wantCalls = []string{"stop " + service.ServiceUnit, "stop " + service.SocketUnit, "disable " + service.ServiceUnit + " " + service.SocketUnit, "reload"}
 	if !slices.Equal(*calls, wantCalls) {
 		t.Fatalf("manager calls %v, want %v", *calls, wantCalls)
 	}
@@ -205,26 +149,14 @@ func TestInstallUninstall(t *testing.T) {
 
 	// A unit someone else wrote is neither replaced nor removed.
 	os.MkdirAll(unitDir, 0o755)
-	os.WriteFile(filepath.Join(unitDir, serviceUnit), []byte("[Service]\nExecStart=/bin/mine\n"), 0o644)
+	os.WriteFile(filepath.Join(unitDir, service.ServiceUnit), []byte("[Service]\nExecStart=/bin/mine\n"), 0o644)
 	if code := Run([]string{"install", "--prefix", prefix}, &out, &errb); code == 0 {
 		t.Fatal("install replaced a foreign unit")
 	}
 	if code := Run([]string{"uninstall", "--prefix", prefix}, &out, &errb); code == 0 {
 		t.Fatal("uninstall removed a foreign unit")
 	}
-	if b, _ := os.ReadFile(filepath.Join(unitDir, serviceUnit)); string(b) != "[Service]\nExecStart=/bin/mine\n" {
+	if b, _ := os.ReadFile(filepath.Join(unitDir, service.ServiceUnit)); string(b) != "[Service]\nExecStart=/bin/mine\n" {
 		t.Fatalf("foreign unit changed: %q", b)
-	}
-}
-
-// The real user manager, where there is one: a dry connection, no changes.
-func TestUserManagerReachable(t *testing.T) {
-	m, err := newManager(context.Background())
-	if err != nil {
-		t.Skipf("no systemd user manager on this machine (%v); install is tested with a fake one", err)
-	}
-	defer m.Close()
-	if _, err := m.State(context.Background(), "default.target"); err != nil {
-		t.Fatalf("state of default.target: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package cli
+package service
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 
 // How install, uninstall and status reach the systemd user manager.
 
-// unitManager is what install, uninstall and status need from the systemd
+// Manager is what install, uninstall and status need from the systemd
 // user manager. dbusManager talks to it over D-Bus; systemctlManager runs
 // systemctl --user where D-Bus is not reachable; tests use a fake.
-type unitManager interface {
+type Manager interface {
 	Reload(ctx context.Context) error
 	Enable(ctx context.Context, files []string) error
 	Disable(ctx context.Context, units []string) error
@@ -26,9 +26,9 @@ type unitManager interface {
 	Close()
 }
 
-// newManager connects to the user manager: D-Bus first, systemctl --user
+// NewManager connects to the user manager: D-Bus first, systemctl --user
 // as the fallback. Tests replace it.
-var newManager = func(ctx context.Context) (unitManager, error) {
+var NewManager = func(ctx context.Context) (Manager, error) {
 	conn, err := sddbus.NewUserConnectionContext(ctx)
 	if err == nil {
 		return dbusManager{conn}, nil
