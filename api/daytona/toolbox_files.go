@@ -23,10 +23,8 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
-// Bounds of the file routes (fileops bounds find, search and replace).
-const (
-	MaxBulkFiles = 100 // files one bulk upload or download moves
-)
+// MaxBulkFiles is how many files one bulk upload or download moves.
+const MaxBulkFiles = fileops.MaxBatch
 
 // FileInfo is Daytona's FileInfo.
 type FileInfo struct {

@@ -12,9 +12,18 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
-// DefaultMaxUpload is the default bound of one upload into a sandbox
-// (the configuration's max_upload_bytes).
-const DefaultMaxUpload = 1 << 30
+// Bounds of moving many files at once.
+const (
+	// DefaultMaxUpload is the default bound of one upload into a sandbox
+	// (the configuration's max_upload_bytes).
+	DefaultMaxUpload = 1 << 30
+	// MaxBatch is how many files one batch writes, or one bulk download
+	// reads.
+	MaxBatch = 100
+)
+
+// ErrBatchFull: a batch holds MaxBatch files already.
+var ErrBatchFull = fmt.Errorf("at most %d files at once", MaxBatch)
 
 // Batch writes files all or none, for an upload of many: each is staged
 // under a hidden name beside its place (so that its move is a rename),
@@ -37,6 +46,9 @@ func (b *Batch) Len() int { return len(b.staged) }
 
 // Stage writes what r gives beside name, mode perm for a new file.
 func (b *Batch) Stage(ctx context.Context, name string, r io.Reader, perm fs.FileMode) error {
+	if len(b.staged) >= MaxBatch {
+		return fmt.Errorf("%w: %w", fs.ErrInvalid, ErrBatchFull)
+	}
 	dir, _ := path.Split(name)
 	tmp := dir + ".acp-bulk-" + rand.Text()
 	if _, err := b.f.Write(ctx, tmp, r, perm); err != nil {
