@@ -101,9 +101,10 @@ func (s *Supervisor) SetSnapshots(list []snapshot.Snapshot) error {
 // resolve picks what a create runs. A snapshot that names a profile runs
 // it (on the profile's runtime; a request naming another runtime is
 // refused). One that names none is an image reference for a runtime that
-// runs images, and unknown otherwise. No snapshot runs the profile named
-// default when it is for the runtime in question, else the runtime's own
-// default.
+// runs images (the one asked for; else, when it reads as one, the first
+// registered that does), and unknown otherwise. No snapshot runs the profile named default
+// (whatever its runtime, unless the request names another), else the
+// runtime's own default.
 func (s *Supervisor) resolve(req CreateRequest) (snapshot.Snapshot, error) {
 	snaps := *s.snapshots.Load()
 	if p, ok := snaps[req.Snapshot]; ok { // no snapshot is named ""
@@ -112,9 +113,21 @@ func (s *Supervisor) resolve(req CreateRequest) (snapshot.Snapshot, error) {
 		}
 		return p, nil
 	}
+	if req.Snapshot == "" && req.Runtime == "" {
+		if p, ok := snaps[snapshot.Default]; ok { // whatever runtime it runs on
+			return p, nil
+		}
+	}
 	rtName := req.Runtime
 	if rtName == "" {
 		rtName = s.opts.Runtimes.Default()
+		if looksLikeImage(req.Snapshot) {
+			// A reference with a tag, a path or a digest that names no
+			// snapshot is an image, for a runtime that runs images; a
+			// bare word stays a snapshot's name (a typo is told the
+			// snapshots there are).
+			rtName = s.imageRuntime(rtName)
+		}
 	}
 	rt, ok := s.opts.Runtimes.Get(rtName)
 	if !ok {
@@ -126,7 +139,7 @@ func (s *Supervisor) resolve(req CreateRequest) (snapshot.Snapshot, error) {
 		if p, ok := snaps[snapshot.Default]; ok && p.Runtime == rtName {
 			return p, nil
 		}
-		return plain, nil
+		return plain, nil // the runtime asked for, which the default does not run on
 	}
 	if rt.Capabilities().Images {
 		plain.Name, plain.Image = req.Snapshot, req.Snapshot
@@ -138,3 +151,19 @@ func (s *Supervisor) resolve(req CreateRequest) (snapshot.Snapshot, error) {
 	}
 	return snapshot.Snapshot{}, fmt.Errorf("%w: %q; this daemon has %s (the %s runtime runs only these)", ErrUnknownSnapshot, Clip(req.Snapshot, MaxQuoted), known, rtName)
 }
+
+// imageRuntime is the first registered runtime that runs images, given
+// the default's name first; the default when none does.
+func (s *Supervisor) imageRuntime(def string) string {
+	names := append([]string{def}, s.opts.Runtimes.Names()...)
+	for _, n := range names {
+		if rt, ok := s.opts.Runtimes.Get(n); ok && rt.Capabilities().Images {
+			return n
+		}
+	}
+	return def
+}
+
+// looksLikeImage reports whether name reads as an image reference rather
+// than a snapshot's name: it has a tag, a path or a digest.
+func looksLikeImage(name string) bool { return strings.ContainsAny(name, ":/@") }

@@ -118,3 +118,41 @@ func TestSnapshotsChecked(t *testing.T) {
 		}
 	}
 }
+
+// A create that names no snapshot and no runtime runs the snapshot named
+// default, whatever runtime it runs on (one for another runtime, named,
+// runs that runtime's own default); a name that is no snapshot is an
+// image for a runtime that runs images.
+func TestDefaultSnapshotAndImagesWhateverTheRuntime(t *testing.T) {
+	h := newHarness(t, func(o *Options) {})
+	images := &fake.Runtime{M: h.machine, LocalPort: true, Images: true}
+	h.close(true)
+	reg := registry(&fake.Runtime{M: h.machine, LocalPort: true})
+	if err := reg.Register("boxes", images); err != nil {
+		t.Fatal(err)
+	}
+	h.opts.Runtimes = reg
+	grace := time.Second
+	h.opts.Snapshots = []snapshot.Snapshot{{Name: snapshot.Default, Runtime: "boxes", Image: "my-agent:dev", StopGrace: &grace, StartupTimeout: 30 * time.Second}}
+	h.start()
+	ctx := t.Context()
+	for _, c := range []struct {
+		req           CreateRequest
+		runtime, snap string
+	}{
+		{CreateRequest{Name: "d1"}, "boxes", snapshot.Default},
+		{CreateRequest{Name: "d2", Runtime: "native"}, "native", ""},
+		{CreateRequest{Name: "d3", Snapshot: "busybox:stable"}, "boxes", "busybox:stable"},
+	} {
+		sb, err := h.sup.Create(ctx, c.req)
+		if err != nil || sb.Runtime != c.runtime || sb.Snapshot != c.snap {
+			t.Errorf("%+v: %s %q %v, want %s %q", c.req, sb.Runtime, sb.Snapshot, err, c.runtime, c.snap)
+		}
+	}
+	if _, err := h.sup.Create(ctx, CreateRequest{Name: "d4", Snapshot: "busybox:stable", Runtime: "native"}); !isErr(err, ErrUnknownSnapshot) {
+		t.Errorf("an image on a runtime that runs none: %v", err)
+	}
+	if _, err := h.sup.Create(ctx, CreateRequest{Name: "d5", Snapshot: "typo"}); !isErr(err, ErrUnknownSnapshot) || !strings.Contains(err.Error(), snapshot.Default) {
+		t.Errorf("a bare word that is no snapshot: %v", err)
+	}
+}

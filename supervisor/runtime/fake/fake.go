@@ -88,6 +88,8 @@ type Runtime struct {
 	// (Spec.Port); otherwise on one of its own, reported only through the
 	// handle's Endpoint, as a workload that lives elsewhere is.
 	LocalPort bool
+	// Images: the runtime says it runs images (a create may name one).
+	Images bool
 	// BlockUsage, when set, holds every Usage call until it is closed
 	// or the call's ctx ends: a slow engine.
 	BlockUsage chan struct{}
@@ -108,9 +110,10 @@ var (
 	_ runtime.Files       = (*handle)(nil)
 )
 
-// Capabilities: everything but isolation, remoteness and images.
+// Capabilities: everything but isolation and remoteness; images when
+// Images says so (the image is then only a name).
 func (r *Runtime) Capabilities() runtime.Capabilities {
-	return runtime.Capabilities{LocalPort: r.LocalPort, Exec: true, Files: true, Limits: true}
+	return runtime.Capabilities{LocalPort: r.LocalPort, Exec: true, Files: true, Limits: true, Images: r.Images}
 }
 
 // Enforceable: every limit, as given.
