@@ -529,3 +529,29 @@ func TestEachFaceNamesItsFields(t *testing.T) {
 		}
 	}
 }
+
+// A feature this daemon does not have answers 400 in Daytona's shape,
+// naming it, at every path and method an SDK calls it by (a 404 or 405
+// would read as a bug of the daemon's, not a refusal).
+func TestDaytonaRefusedFeaturesAnswer400(t *testing.T) {
+	e := newEnv(t, nil)
+	e.do("POST", "/api/sandbox", `{"name":"rf"}`)
+	for _, c := range []struct{ method, path, names string }{
+		{"GET", "/api/toolbox/rf/process/pty/abc", "PTY"},
+		{"DELETE", "/api/toolbox/rf/process/pty/abc", "PTY"},
+		{"POST", "/api/toolbox/rf/process/pty/abc/resize", "PTY"},
+		{"DELETE", "/api/toolbox/rf/git/branches", "git"},
+		{"POST", "/api/toolbox/rf/git/clone", "git"},
+		{"POST", "/api/toolbox/rf/lsp/start", "language servers"},
+		{"DELETE", "/api/toolbox/rf/process/interpreter/context/c1", "interpreter"},
+		{"GET", "/api/volumes/by-name/data", "volumes"},
+		{"DELETE", "/api/volumes/v1", "volumes"},
+		{"GET", "/api/snapshots", "snapshot list"},
+		{"GET", "/api/snapshots/default", "snapshot list"},
+	} {
+		msg := daytonaError(t, e.do(c.method, c.path, ""), 400)
+		if !strings.Contains(msg, c.names) || !strings.Contains(msg, "not supported by this daemon") {
+			t.Errorf("%s %s: %q", c.method, c.path, msg)
+		}
+	}
+}

@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"mime"
 	"mime/multipart"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -59,8 +62,29 @@ func TestToolboxExecute(t *testing.T) {
 	if r := e.do("POST", "/v1/sandboxes/x1/exec", `{"argv":["sh","-c","echo $SERVICE_TOKEN >&2"]}`); strings.Contains(string(r.body), "tok-abc") {
 		t.Fatalf("a secret in /v1's output: %s", r.body)
 	}
-	if out, r := e.execute(base, `{"command":"no-such-program-here"}`); r.code != 200 || out.ExitCode != -1 || !strings.Contains(out.Result, "no-such-program-here") {
+	// The command goes to the sandbox's shell, as Daytona's toolbox
+	// sends it: its syntax, its exit codes.
+	for _, c := range []struct {
+		command, result string
+		code            int
+	}{
+		{"echo a && echo b", "a\nb\n", 0},
+		{"echo a; false; echo $?", "a\n1\n", 0},
+		{"echo hi | tr a-z A-Z", "HI\n", 0},
+		{"exit 1", "", 1},
+		{"cat <<'EOF'\nkept $HOME as written\nEOF", "kept $HOME as written\n", 0},
+		{"x=1\ny=2\necho $((x+y))", "3\n", 0},
+	} {
+		body, _ := json.Marshal(map[string]string{"command": c.command})
+		if out, r := e.execute(base, string(body)); r.code != 200 || out.ExitCode != c.code || out.Result != c.result {
+			t.Errorf("%q: %d %s, want exit %d and %q", c.command, r.code, r.body, c.code, c.result)
+		}
+	}
+	if out, r := e.execute(base, `{"command":"no-such-program-here"}`); r.code != 200 || out.ExitCode != 127 || !strings.Contains(out.Result, "no-such-program-here") {
 		t.Fatalf("missing program: %d %s", r.code, r.body)
+	}
+	if out, r := e.execute(base, `{"command":"echo 'open"}`); r.code != 200 || out.ExitCode == 0 || out.Result == "" {
+		t.Fatalf("a line the shell cannot read: %d %s", r.code, r.body)
 	}
 	// Stdin is closed: a command that reads it ends.
 	if out, _ := e.execute(base, `{"command":"cat"}`); out.ExitCode != 0 || out.Result != "" {
@@ -69,7 +93,7 @@ func TestToolboxExecute(t *testing.T) {
 	if _, r := e.execute(base, `{"command":"sleep 30","timeout":1}`); r.code != http.StatusRequestTimeout || !strings.Contains(string(r.body), "timeout") {
 		t.Fatalf("timeout: %d %s", r.code, r.body)
 	}
-	for _, bad := range []string{`{"command":""}`, `{"command":"echo 'open"}`, `{"command":"true","timeout":-1}`, `{"command":"true","envs":{"A=B":"x"}}`, `{}`} {
+	for _, bad := range []string{`{"command":""}`, `{"command":"  "}`, `{"command":"true","timeout":-1}`, `{"command":"true","envs":{"A=B":"x"}}`, `{}`} {
 		if _, r := e.execute(base, bad); r.code != 400 {
 			t.Errorf("%s: %d %s", bad, r.code, r.body)
 		}
@@ -151,9 +175,14 @@ func TestToolboxFiles(t *testing.T) {
 	blob := make([]byte, 3<<20)
 	rand.Read(blob)
 	ct, body := multipartBody(t, "file", string(blob))
-	if r := e.upload(base+"/files/upload?path=dir/blob.bin", ct, body); r.code != 404 {
-		t.Fatalf("upload into a missing directory: %d %s", r.code, r.body)
+	// As Daytona does, an upload makes the directories it needs.
+	if r := e.upload(base+"/files/upload?path=made/a/b/deep.bin", ct, body); r.code != 200 {
+		t.Fatalf("upload into missing directories: %d %s", r.code, r.body)
 	}
+	if got, _ := os.ReadFile(filepath.Join(ws, "made/a/b/deep.bin")); !bytes.Equal(got, blob) {
+		t.Fatalf("the deep upload holds %d bytes", len(got))
+	}
+	ct, body = multipartBody(t, "file", string(blob))
 	if r := e.do("POST", base+"/files/folder?path=dir&mode=0750", ""); r.code != 201 {
 		t.Fatalf("folder: %d %s", r.code, r.body)
 	}
@@ -168,6 +197,26 @@ func TestToolboxFiles(t *testing.T) {
 	}
 	if r := e.do("GET", base+"/files/download?path="+ws+"/dir/blob.bin", ""); r.code != 200 || !bytes.Equal(r.body, blob) {
 		t.Fatalf("download: %d, %d bytes", r.code, len(r.body))
+	}
+	// A bulk download's parts carry their length, which the SDKs read
+	// for their progress; a path that cannot be read is an error part.
+	r = e.do("POST", base+"/files/bulk-download", `{"paths":["dir/blob.bin","missing"]}`)
+	_, params, _ := mime.ParseMediaType(r.hdr.Get("Content-Type"))
+	mr := multipart.NewReader(bytes.NewReader(r.body), params["boundary"])
+	var parts []string
+	for {
+		part, err := mr.NextPart()
+		if err != nil {
+			break
+		}
+		got, _ := io.ReadAll(part)
+		parts = append(parts, part.FormName()+" "+part.Header.Get("Content-Length"))
+		if part.FormName() == "file" && !bytes.Equal(got, blob) {
+			t.Fatalf("bulk download: the file part holds %d bytes", len(got))
+		}
+	}
+	if want := []string{"file " + strconv.Itoa(len(blob)), "error "}; !slices.Equal(parts, want) {
+		t.Fatalf("bulk download parts %q, want %q", parts, want)
 	}
 	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("one needle\ntwo\nneedle three\n"), 0o644)
 	r = e.do("GET", base+"/files/find?path=.&pattern=needle", "")

@@ -104,7 +104,7 @@ type Route struct {
 // Routes lists every operation, sorted by path then method. Paths name
 // the sandbox {id}: Daytona's sandboxIdOrName and sandboxId are one here.
 func (a *API) Routes() []Route {
-	out := append(a.sandboxRoutes(), a.toolboxRoutes()...)
+	out := slices.Concat(a.sandboxRoutes(), a.toolboxRoutes(), refusedRoutes())
 	slices.SortFunc(out, func(a, b Route) int {
 		return cmp.Or(strings.Compare(a.Path, b.Path), strings.Compare(a.Method, b.Method))
 	})
@@ -138,9 +138,14 @@ func (a *API) sandboxRoutes() []Route {
 		{"POST", "/api/sandbox/{id}/start", a.start, true, false, false},
 		{"POST", "/api/sandbox/{id}/stop", a.stop, true, false, false},
 		{"GET", "/api/sandbox/{id}/toolbox-proxy-url", a.toolboxProxyURL, false, false, false},
-		{"GET", "/api/volumes", unsupported("volumes", "there are no volumes here"), false, false, false},
-		{"POST", "/api/volumes", unsupported("volumes", "there are no volumes here"), false, false, false},
 	}
+}
+
+// refusedRoutes are the features of Daytona's API this daemon does not
+// have, at every path and method a client may call them by.
+func refusedRoutes() []Route {
+	return append(refused("/api/volumes", "volumes", "there are no volumes here"),
+		refused("/api/snapshots", "the snapshot list", "snapshots are configured in the daemon's config file; GET /v1/snapshots lists them")...)
 }
 
 // Error is Daytona's error body (NestJS's): its SDKs read message.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
@@ -37,10 +38,7 @@ const DefaultExecTimeout = 10 * time.Second
 // toolboxRoutes are Daytona's toolbox, relative to toolboxProxyUrl/{id}.
 func (a *API) toolboxRoutes() []Route {
 	p := ToolboxPath + "/{id}"
-	no := func(what, why string) http.HandlerFunc { return unsupported(what, why) }
 	out := []Route{
-		{"GET", p + "/computeruse/{rest...}", no("computer use", "there is no desktop in a sandbox here"), false, true, false},
-		{"POST", p + "/computeruse/{rest...}", no("computer use", "there is no desktop in a sandbox here"), false, true, false},
 		{"DELETE", p + "/files", a.deleteFile, true, true, false},
 		{"GET", p + "/files", a.listFiles, false, true, false},
 		{"POST", p + "/files/bulk-download", a.bulkDownload, false, true, false},
@@ -54,16 +52,7 @@ func (a *API) toolboxRoutes() []Route {
 		{"POST", p + "/files/replace", a.replaceInFiles, true, true, false},
 		{"GET", p + "/files/search", a.searchFiles, false, true, false},
 		{"POST", p + "/files/upload", a.upload, true, true, true},
-		{"GET", p + "/git/{rest...}", no("git", "run git through process/execute"), false, true, false},
-		{"POST", p + "/git/{rest...}", no("git", "run git through process/execute"), false, true, false},
-		{"GET", p + "/lsp/{rest...}", no("language servers", "none runs here"), false, true, false},
-		{"POST", p + "/lsp/{rest...}", no("language servers", "none runs here"), false, true, false},
-		{"POST", p + "/process/code-run", no("code-run", "no interpreter is bundled; run one through process/execute"), false, true, false},
 		{"POST", p + "/process/execute", a.execute, true, true, false},
-		{"GET", p + "/process/interpreter/{rest...}", no("the interpreter", "no interpreter is bundled; run one through process/execute"), false, true, false},
-		{"POST", p + "/process/interpreter/{rest...}", no("the interpreter", "no interpreter is bundled; run one through process/execute"), false, true, false},
-		{"GET", p + "/process/pty", no("PTY sessions", "sessions here have no terminal"), false, true, false},
-		{"POST", p + "/process/pty", no("PTY sessions", "sessions here have no terminal"), false, true, false},
 		{"GET", p + "/process/session", a.listSessions, false, true, false},
 		{"POST", p + "/process/session", a.createSession, true, true, false},
 		{"DELETE", p + "/process/session/{sid}", a.deleteSession, true, true, false},
@@ -76,12 +65,40 @@ func (a *API) toolboxRoutes() []Route {
 		{"GET", p + "/version", a.version, false, true, false},
 		{"GET", p + "/work-dir", a.workDir, false, true, false},
 	}
+	// What the toolbox does not have answers, at each of its paths and
+	// for every method, a 400 naming it.
+	for _, f := range []struct{ paths, what, why string }{
+		{"/computeruse", "computer use", "there is no desktop in a sandbox here"},
+		{"/git", "git", "run git through process/execute"},
+		{"/lsp", "language servers", "none runs here"},
+		{"/process/code-run", "code-run", "no interpreter is bundled; run one through process/execute"},
+		{"/process/interpreter", "the interpreter", "no interpreter is bundled; run one through process/execute"},
+		{"/process/pty", "PTY sessions", "sessions here have no terminal"},
+	} {
+		out = append(out, refused(p+f.paths, f.what, f.why)...)
+	}
 	// The entrypoint's logs are the sandbox's own output, read as its
 	// logs are elsewhere: nothing inside is reached.
 	return append(out,
 		Route{"GET", p + "/process/session/entrypoint", a.entrypointSession, false, false, false},
 		Route{"GET", p + "/process/session/entrypoint/logs", a.entrypointLogs, false, false, false},
 	)
+}
+
+// refusedMethods are the methods a refused feature's paths answer.
+var refusedMethods = []string{"GET", "POST", "PUT", "PATCH", "DELETE"}
+
+// refused are the routes of a feature this daemon does not have: path
+// and every path below it, for every method, each a 400 naming it.
+func refused(path, what, why string) []Route {
+	h := unsupported(what, why)
+	var out []Route
+	for _, p := range []string{path, path + "/{rest...}"} {
+		for _, m := range refusedMethods {
+			out = append(out, Route{m, p, h, false, false, false})
+		}
+	}
+	return out
 }
 
 func (a *API) files(w http.ResponseWriter, r *http.Request) (runtime.Files, bool) {
@@ -155,23 +172,23 @@ type ExecuteResponse struct {
 	ExitCode int    `json:"exitCode"`
 }
 
-// execute runs one command line, split into words as a shell would but
-// with nothing expanded (Daytona's SDKs send `sh -c "…"` themselves),
-// its stdout and stderr combined in the order they came; a command that
-// cannot start answers exit code -1 with why. A client that goes away
-// kills it.
+// shellArgv runs the sandbox's shell ($SHELL, else sh) on the script its
+// input gives, as Daytona's toolbox does: the SDKs send the command line
+// as their user wrote it, pipes, &&, variables and heredocs included.
+var shellArgv = []string{"sh", "-c", `exec "${SHELL:-sh}"`}
+
+// execute runs one command line with the sandbox's shell reading it on
+// its input, its stdout and stderr combined in the order they came, its
+// exit code the shell's; a shell that cannot start answers exit code -1
+// with why. A timeout or a client that goes away kills the command's
+// whole process group.
 func (a *API) execute(w http.ResponseWriter, r *http.Request) {
 	var b ExecuteRequest
 	if err := wire.DecodeJSON(r, &b); err != nil {
 		badRequest(w, r, err.Error())
 		return
 	}
-	argv, err := SplitWords(b.Command)
-	if err != nil {
-		badRequest(w, r, "command: "+err.Error())
-		return
-	}
-	if len(argv) == 0 {
+	if strings.TrimSpace(b.Command) == "" {
 		badRequest(w, r, "command is required")
 		return
 	}
@@ -185,7 +202,11 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request) {
 			timeout = time.Duration(*b.Timeout) * time.Second
 		}
 	}
-	res, err := a.sup.Run(r.Context(), r.PathValue("id"), supervisor.RunSpec{Argv: argv, Env: b.Envs, Dir: b.Cwd, Merged: true, Timeout: timeout})
+	script := b.Command
+	if !strings.HasSuffix(script, "\n") {
+		script += "\n" // the last line is run, not left unfinished
+	}
+	res, err := a.sup.Run(r.Context(), r.PathValue("id"), supervisor.RunSpec{Argv: shellArgv, Stdin: strings.NewReader(script), Env: b.Envs, Dir: b.Cwd, Merged: true, Timeout: timeout})
 	switch {
 	case r.Context().Err() != nil:
 		return // the client went away; the command was killed with its request

@@ -167,8 +167,17 @@ func (a *API) upload(w http.ResponseWriter, r *http.Request) {
 		if part.FormName() != "file" {
 			continue
 		}
-		if _, err := f.Write(r.Context(), q[0], part, 0o644); err != nil {
+		// As Daytona does, missing parent directories are made (and
+		// removed again if the upload fails).
+		batch := fileops.NewBatch(f)
+		batch.Parents = true
+		defer batch.Abort(r.Context())
+		if err := batch.Stage(r.Context(), q[0], part, 0o644); err != nil {
 			a.uploadError(w, r, err)
+			return
+		}
+		if err := batch.Commit(r.Context()); err != nil {
+			a.fileError(w, r, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{}) // Daytona's gin.H: an object of objects
@@ -192,6 +201,7 @@ func (a *API) bulkUpload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	batch := fileops.NewBatch(f)
+	batch.Parents = true           // as Daytona does
 	defer batch.Abort(r.Context()) // what is still staged: nothing after a commit
 	paths := map[string]string{}
 	for {
@@ -284,7 +294,7 @@ func (a *API) bulkDownload(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", mw.FormDataContentType())
 	w.WriteHeader(http.StatusOK)
 	for _, p := range b.Paths {
-		rc, _, err := f.Open(r.Context(), p)
+		rc, fi, err := f.Open(r.Context(), p)
 		if err != nil {
 			h := textproto.MIMEHeader{}
 			h.Set("Content-Disposition", mime.FormatMediaType("form-data", map[string]string{"name": "error", "filename": p}))
@@ -296,11 +306,14 @@ func (a *API) bulkDownload(w http.ResponseWriter, r *http.Request) {
 		h := textproto.MIMEHeader{}
 		h.Set("Content-Disposition", mime.FormatMediaType("form-data", map[string]string{"name": "file", "filename": p}))
 		h.Set("Content-Type", "application/octet-stream")
+		// The SDKs read each part's length for their progress; the part
+		// holds exactly that many bytes, the file as it was opened.
+		h.Set("Content-Length", strconv.FormatInt(fi.Size, 10))
 		pw, _ := mw.CreatePart(h)
-		_, err = io.Copy(pw, rc)
+		_, err = io.CopyN(pw, rc, fi.Size)
 		rc.Close()
 		if err != nil {
-			return // the client went away
+			return // the client went away, or the file shrank: the answer ends short
 		}
 	}
 	mw.Close()

@@ -3,11 +3,13 @@ package fileops
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"path"
 	"strconv"
+	"syscall"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
@@ -31,9 +33,12 @@ var ErrBatchFull = fmt.Errorf("at most %d files at once", MaxBatch)
 // a Commit that fails) removes what is still staged. A replaced file
 // keeps its mode.
 type Batch struct {
-	f      runtime.Files
-	staged []staged
-	done   bool
+	// Parents: a file's missing parent directories are made (mode
+	// 0755), and removed again when the batch is aborted.
+	Parents bool
+	f       runtime.Files
+	staged  []staged
+	made    []string // directories made for the batch, in the order made
 }
 
 type staged struct{ tmp, name string }
@@ -50,6 +55,11 @@ func (b *Batch) Stage(ctx context.Context, name string, r io.Reader, perm fs.Fil
 		return fmt.Errorf("%w: %w", fs.ErrInvalid, ErrBatchFull)
 	}
 	dir, _ := path.Split(name)
+	if b.Parents && dir != "" {
+		if err := b.mkdirs(ctx, path.Clean(dir)); err != nil {
+			return err
+		}
+	}
 	tmp := dir + ".acp-bulk-" + rand.Text()
 	if _, err := b.f.Write(ctx, tmp, r, perm); err != nil {
 		return err
@@ -62,6 +72,7 @@ func (b *Batch) Stage(ctx context.Context, name string, r io.Reader, perm fs.Fil
 // the files moved before stay (a rename cannot be taken back safely) and
 // the rest are removed.
 func (b *Batch) Commit(ctx context.Context) error {
+	defer func() { b.made = nil }() // kept once their files are in place
 	for len(b.staged) > 0 {
 		s := b.staged[0]
 		if fi, err := b.f.Stat(ctx, s.name); err == nil && fi.Mode.IsRegular() {
@@ -76,13 +87,48 @@ func (b *Batch) Commit(ctx context.Context) error {
 	return nil
 }
 
-// Abort removes what is staged; it runs on, whatever ctx says, so that
-// nothing is left behind by a request that went away.
+// Abort removes what is staged, and the directories made for it that
+// are empty again; it runs on, whatever ctx says, so that nothing is left
+// behind by a request that went away.
 func (b *Batch) Abort(ctx context.Context) {
+	ctx = context.WithoutCancel(ctx)
 	for _, s := range b.staged {
-		_ = b.f.Remove(context.WithoutCancel(ctx), s.tmp, false)
+		_ = b.f.Remove(ctx, s.tmp, false)
 	}
 	b.staged = nil
+	for i := len(b.made) - 1; i >= 0; i-- {
+		_ = b.f.Remove(ctx, b.made[i], false) // one that is not empty stays
+	}
+	b.made = nil
+}
+
+// mkdirs makes dir and its missing parents, one at a time so that each
+// made is remembered.
+func (b *Batch) mkdirs(ctx context.Context, dir string) error {
+	var missing []string
+	for d := dir; d != "." && d != "/"; d = path.Dir(d) {
+		fi, err := b.f.Stat(ctx, d)
+		if err == nil {
+			if !fi.IsDir() {
+				return fmt.Errorf("%w: %s is not a directory", fs.ErrInvalid, d)
+			}
+			break
+		}
+		if errors.Is(err, syscall.ENOTDIR) {
+			return fmt.Errorf("%w: a parent of %s is not a directory", fs.ErrInvalid, dir)
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		missing = append(missing, d)
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := b.f.Mkdir(ctx, missing[i], 0o755); err != nil {
+			return err
+		}
+		b.made = append(b.made, missing[i])
+	}
+	return nil
 }
 
 // ParseMode reads octal permission bits ("0755", "755"); setuid, setgid

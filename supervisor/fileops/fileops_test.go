@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -212,5 +213,41 @@ func TestBatchAllOrNone(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "x")); err == nil {
 		t.Error("an aborted file was written")
+	}
+}
+
+// With Parents, a batch makes the directories its files need, keeps them
+// once committed, and removes them again when aborted; a parent that is
+// a file is refused and nothing is made.
+func TestBatchParents(t *testing.T) {
+	ctx := context.Background()
+	f, dir := files(t)
+	b := NewBatch(f)
+	b.Parents = true
+	if err := b.Stage(ctx, "n/a/b/f", strings.NewReader("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "n/a/b")); err != nil || !fi.IsDir() {
+		t.Fatalf("the parents were not made: %v", err)
+	}
+	b.Abort(ctx)
+	if _, err := os.Stat(filepath.Join(dir, "n")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("an aborted batch left its directories: %v", err)
+	}
+	b = NewBatch(f)
+	b.Parents = true
+	b.Stage(ctx, "k/f", strings.NewReader("kept"), 0o644)
+	if err := b.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.Abort(ctx) // after a commit: nothing to undo
+	if got, _ := os.ReadFile(filepath.Join(dir, "k/f")); string(got) != "kept" {
+		t.Fatalf("k/f: %q", got)
+	}
+	os.WriteFile(filepath.Join(dir, "plain"), []byte("x"), 0o644)
+	b = NewBatch(f)
+	b.Parents = true
+	if err := b.Stage(ctx, "plain/sub/f", strings.NewReader("x"), 0o644); !errors.Is(err, fs.ErrInvalid) {
+		t.Fatalf("a parent that is a file: %v", err)
 	}
 }
