@@ -372,3 +372,29 @@ func TestToolboxStopEndsCommands(t *testing.T) {
 	})
 	daytonaError(t, e.do("POST", base+"/process/execute", `{"command":"true"}`), 409)
 }
+
+// As Daytona does, an upload goes through a link that stays in the
+// workspace (a relative link to a sibling; a dangling link's target is
+// made), and one through a link that leads out is refused.
+func TestUploadThroughLinks(t *testing.T) {
+	e := newRealEnv(t, nil)
+	base := e.toolbox("l1")
+	ws := filepath.Join(e.sup.Root(), "l1", supervisor.WorkspaceDir)
+	os.WriteFile(filepath.Join(ws, "sibling.txt"), []byte("old"), 0o644)
+	os.Symlink("sibling.txt", filepath.Join(ws, "link"))
+	os.Symlink("made/later.txt", filepath.Join(ws, "dangling"))
+	os.Symlink(t.TempDir(), filepath.Join(ws, "out"))
+	for name, target := range map[string]string{"link": "sibling.txt", "dangling": "made/later.txt"} {
+		ct, body := multipartBody(t, "file", "through "+name)
+		if r := e.upload(base+"/files/upload?path="+name, ct, body); r.code != 200 {
+			t.Fatalf("upload through %s: %d %s", name, r.code, r.body)
+		}
+		if got, _ := os.ReadFile(filepath.Join(ws, target)); string(got) != "through "+name {
+			t.Errorf("%s: %q", target, got)
+		}
+	}
+	ct, body := multipartBody(t, "file", "x")
+	if r := e.upload(base+"/files/upload?path=out/x", ct, body); r.code != 400 {
+		t.Fatalf("upload through a link out of the workspace: %d %s", r.code, r.body)
+	}
+}

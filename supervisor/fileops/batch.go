@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"path"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
@@ -49,10 +50,22 @@ func NewBatch(f runtime.Files) *Batch { return &Batch{f: f} }
 // Len is how many files are staged.
 func (b *Batch) Len() int { return len(b.staged) }
 
-// Stage writes what r gives beside name, mode perm for a new file.
+// Stage writes what r gives beside name (name's target, when links lead
+// to it), mode perm for a new file.
 func (b *Batch) Stage(ctx context.Context, name string, r io.Reader, perm fs.FileMode) error {
 	if len(b.staged) >= MaxBatch {
 		return fmt.Errorf("%w: %w", fs.ErrInvalid, ErrBatchFull)
+	}
+	// Through the links on its way, as far as they stay in the
+	// workspace: a file written through a link lands at its target (a
+	// dangling link's target is made).
+	resolved, err := b.f.Resolve(ctx, name)
+	if err != nil {
+		return err
+	}
+	name = strings.TrimPrefix(strings.TrimPrefix(resolved, b.f.WorkDir()), "/")
+	if name == "" {
+		return fmt.Errorf("%w: the workspace itself is a directory", fs.ErrInvalid)
 	}
 	dir, _ := path.Split(name)
 	if b.Parents && dir != "" {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	sruntime "github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/workspace"
 )
 
@@ -249,5 +250,51 @@ func TestBatchParents(t *testing.T) {
 	b.Parents = true
 	if err := b.Stage(ctx, "plain/sub/f", strings.NewReader("x"), 0o644); !errors.Is(err, fs.ErrInvalid) {
 		t.Fatalf("a parent that is a file: %v", err)
+	}
+}
+
+// A batch writes through links that stay in the workspace (a relative
+// one, an absolute one as the workload names it, a dangling one whose
+// target it makes), and refuses one that leads out, writing nothing
+// there.
+func TestBatchThroughLinks(t *testing.T) {
+	ctx := context.Background()
+	f, dir := files(t)
+	outside := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "real"), 0o755)
+	os.WriteFile(filepath.Join(dir, "real", "sibling.txt"), []byte("old"), 0o640)
+	os.Symlink("sibling.txt", filepath.Join(dir, "real", "rel-link"))
+	os.Symlink(filepath.Join(dir, "real"), filepath.Join(dir, "abs-dir-link"))
+	os.Symlink("real/not-yet.txt", filepath.Join(dir, "dangling"))
+	os.Symlink(filepath.Join(outside, "x"), filepath.Join(dir, "out-abs"))
+	os.Symlink("../../escape", filepath.Join(dir, "real", "out-rel"))
+	b := NewBatch(f)
+	b.Parents = true
+	for name, content := range map[string]string{"real/rel-link": "through a relative link", "abs-dir-link/new.txt": "through a directory link", "dangling": "made at the target"} {
+		if err := b.Stage(ctx, name, strings.NewReader(content), 0o644); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	if err := b.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"real/sibling.txt": "through a relative link", "real/new.txt": "through a directory link", "real/not-yet.txt": "made at the target"} {
+		if got, _ := os.ReadFile(filepath.Join(dir, name)); string(got) != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "real", "rel-link")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link itself was replaced: %v %v", fi, err)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, "real", "sibling.txt")); fi.Mode().Perm() != 0o640 {
+		t.Errorf("the target's mode is %v", fi.Mode().Perm())
+	}
+	for _, name := range []string{"out-abs", "real/out-rel"} {
+		if err := NewBatch(f).Stage(ctx, name, strings.NewReader("x"), 0o644); !errors.Is(err, sruntime.ErrOutside) {
+			t.Errorf("%s: %v, want ErrOutside", name, err)
+		}
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("something was written outside: %v", entries)
 	}
 }

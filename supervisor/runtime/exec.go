@@ -93,6 +93,12 @@ type Files interface {
 	Rename(ctx context.Context, from, to string) error
 	// Chmod sets name's permission bits.
 	Chmod(ctx context.Context, name string, perm fs.FileMode) error
+	// Resolve is name with every link on its way followed, as the
+	// workload sees the result; a link whose target would lead out of
+	// the workspace is refused (ErrOutside), never followed. A part that
+	// does not exist is kept as named, so that a dangling link resolves
+	// to the target it names.
+	Resolve(ctx context.Context, name string) (string, error)
 }
 
 // FileInfo describes one file.

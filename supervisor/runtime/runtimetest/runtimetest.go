@@ -23,6 +23,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -86,6 +87,7 @@ func Run(t *testing.T, h Harness) {
 	}
 	if caps.Files {
 		t.Run("Files", func(t *testing.T) { files(t, h) })
+		t.Run("Resolve", func(t *testing.T) { resolve(t, h) })
 	}
 	if _, ok := h.New(t).(runtime.Checker); ok {
 		t.Run("Checker", func(t *testing.T) { checker(t, h) })
@@ -582,6 +584,34 @@ func foreignListener(t *testing.T) int {
 func checker(t *testing.T, h Harness) {
 	if err := h.New(t).(runtime.Checker).Check(ctxT(t)); err != nil {
 		t.Errorf("Check of a runtime that starts workloads: %v", err)
+	}
+}
+
+// resolve: Resolve follows links beneath the workspace (relative, and
+// absolute as the workload names it; a dangling one to its target), and
+// refuses one that leads out of it.
+func resolve(t *testing.T, h Harness) {
+	s := start(t, h, h.New(t), nil)
+	f := s.h.(runtime.Files)
+	ctx := ctxT(t)
+	if _, err := f.Write(ctx, "g.txt", strings.NewReader("g"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ws := s.spec.Workspace
+	os.Symlink("g.txt", filepath.Join(ws, "to-g"))
+	os.Symlink(path.Join(f.WorkDir(), "g.txt"), filepath.Join(ws, "abs-to-g"))
+	os.Symlink("not-yet", filepath.Join(ws, "dangling"))
+	os.Symlink("/etc", filepath.Join(ws, "to-etc"))
+	os.Symlink("../..", filepath.Join(ws, "up"))
+	for name, want := range map[string]string{"to-g": "g.txt", "abs-to-g": "g.txt", "dangling": "not-yet"} {
+		if got, err := f.Resolve(ctx, name); err != nil || got != path.Join(f.WorkDir(), want) {
+			t.Errorf("Resolve %s: %q, %v", name, got, err)
+		}
+	}
+	for _, name := range []string{"to-etc/passwd", "up/x"} {
+		if got, err := f.Resolve(ctx, name); !errors.Is(err, runtime.ErrOutside) {
+			t.Errorf("Resolve %s, out of the workspace: %q, %v", name, got, err)
+		}
 	}
 }
 

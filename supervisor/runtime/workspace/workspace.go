@@ -194,6 +194,80 @@ func (w Files) Write(_ context.Context, name string, r io.Reader, perm fs.FileMo
 	return n, outside(err)
 }
 
+// MaxLinks bounds the links one name may pass through (the kernel's own
+// bound, past which it answers ELOOP).
+const MaxLinks = 40
+
+// Resolve is name with every link on its way followed beneath the
+// workspace: a relative target from the link's directory, an absolute
+// one from the workspace as the workload sees it. A target that would
+// climb out of the workspace, or name a place outside it, is refused
+// (runtime.ErrOutside); nothing outside is ever looked at. A part that
+// does not exist is kept as named (a dangling link resolves to its
+// target).
+func (w Files) Resolve(_ context.Context, name string) (string, error) {
+	d, rel, err := w.open(name)
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	out, err := w.resolve(d, rel)
+	if err != nil {
+		return "", err
+	}
+	return path.Join(w.Seen, out), nil
+}
+
+func (w Files) resolve(d *securefs.Dir, rel string) (string, error) {
+	var done []string // resolved: real directories, then the rest as named
+	todo := strings.Split(rel, "/")
+	links := 0
+	for len(todo) > 0 {
+		c := todo[0]
+		todo = todo[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(done) == 0 {
+				return "", fmt.Errorf("%w: a link on the way to it climbs out of the workspace", runtime.ErrOutside)
+			}
+			done = done[:len(done)-1]
+			continue
+		}
+		cur := path.Join(append(done, c)...)
+		fi, err := d.Lstat(cur)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			done = append(done, c)
+			continue
+		case errors.Is(err, unix.ENOTDIR):
+			return "", fmt.Errorf("%w: %s is not a directory", fs.ErrInvalid, clip(path.Join(done...)))
+		case err != nil:
+			return "", outside(err)
+		case fi.Mode()&fs.ModeSymlink == 0:
+			done = append(done, c)
+			continue
+		}
+		if links++; links > MaxLinks {
+			return "", fmt.Errorf("%w: more than %d links on the way to it", fs.ErrInvalid, MaxLinks)
+		}
+		target, err := d.Readlink(cur)
+		if err != nil {
+			return "", outside(err)
+		}
+		if path.IsAbs(target) {
+			seen, t := path.Clean(w.Seen), path.Clean(target)
+			if t != seen && !strings.HasPrefix(t, seen+"/") {
+				return "", fmt.Errorf("%w: the link %s leads to %s, outside the workspace", runtime.ErrOutside, clip(cur), clip(target))
+			}
+			done, target = nil, strings.TrimPrefix(t, seen)
+		}
+		todo = append(strings.Split(target, "/"), todo...)
+	}
+	return path.Join(done...), nil
+}
+
 // Mkdir makes directory name and its missing parents.
 func (w Files) Mkdir(_ context.Context, name string, perm fs.FileMode) error {
 	d, rel, err := w.open(name)
