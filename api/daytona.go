@@ -21,7 +21,7 @@ import (
 // face declares it), with the server's error mapping, token and machine.
 func (s *Server) newDaytona(sup daytona.Supervisor) *daytona.API {
 	return daytona.New(sup, daytona.Options{
-		Version: s.opts.Version, Root: s.sup.Root(), User: currentUser(), Machine: machine(s.sup.Root()),
+		Version: s.opts.Version, Started: s.startedAt, Root: s.sup.Root(), User: currentUser(), Machine: machine(s.sup.Root()),
 		Fail: func(w http.ResponseWriter, r *http.Request, err error, fail wire.ErrorCode) {
 			code, msg := s.host.CodeOf(err, fail)
 			daytona.WriteError(w, r, code.Status(), msg)

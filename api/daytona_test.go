@@ -10,11 +10,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/api/daytona"
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
 	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
@@ -546,12 +550,43 @@ func TestDaytonaRefusedFeaturesAnswer400(t *testing.T) {
 		{"DELETE", "/api/toolbox/rf/process/interpreter/context/c1", "interpreter"},
 		{"GET", "/api/volumes/by-name/data", "volumes"},
 		{"DELETE", "/api/volumes/v1", "volumes"},
-		{"GET", "/api/snapshots", "snapshot list"},
-		{"GET", "/api/snapshots/default", "snapshot list"},
+		{"POST", "/api/snapshots", "changing snapshots"},
+		{"DELETE", "/api/snapshots/default", "changing snapshots"},
+		{"GET", "/api/snapshots/default/build-logs", "snapshot builds"},
 	} {
 		msg := daytonaError(t, e.do(c.method, c.path, ""), 400)
 		if !strings.Contains(msg, c.names) || !strings.Contains(msg, "not supported by this daemon") {
 			t.Errorf("%s %s: %q", c.method, c.path, msg)
 		}
+	}
+}
+
+// The snapshot list is the configuration's, paged as Daytona's document
+// says, and one snapshot is found by its name.
+func TestDaytonaSnapshots(t *testing.T) {
+	e := newEnv(t, func(o *supervisor.Options) {
+		grace := time.Second
+		for _, n := range []string{"default", "alpha", "beta", "gamma"} {
+			o.Snapshots = append(o.Snapshots, snapshot.Snapshot{Name: n, Runtime: "native", Command: []string{"agent", n}, StopGrace: &grace})
+		}
+	})
+	var page daytona.PaginatedSnapshots
+	r := e.do("GET", "/api/snapshots?limit=2&page=2&sort=name&order=asc", "")
+	if r.code != 200 || json.Unmarshal(r.body, &page) != nil || page.Total != 4 || page.TotalPages != 2 || page.Page != 2 || len(page.Items) != 2 || page.Items[0].Name != "default" || page.Items[1].Name != "gamma" {
+		t.Fatalf("page 2 of 2: %d %s", r.code, r.body)
+	}
+	if it := page.Items[1]; it.ID != "gamma" || it.State != "active" || !slices.Equal(it.Entrypoint, []string{"agent", "gamma"}) || it.CreatedAt == "" {
+		t.Errorf("a snapshot: %+v", it)
+	}
+	r = e.do("GET", "/api/snapshots?name=AL", "")
+	if json.Unmarshal(r.body, &page) != nil || page.Total != 1 || page.Items[0].Name != "alpha" {
+		t.Errorf("by a part of the name: %s", r.body)
+	}
+	if r := e.do("GET", "/api/snapshots/beta", ""); r.code != 200 || !strings.Contains(string(r.body), `"name":"beta"`) {
+		t.Errorf("one snapshot: %d %s", r.code, r.body)
+	}
+	daytonaError(t, e.do("GET", "/api/snapshots/nope", ""), 404)
+	for _, q := range []string{"limit=201", "page=0", "sort=size", "order=up"} {
+		daytonaError(t, e.do("GET", "/api/snapshots?"+q, ""), 400)
 	}
 }

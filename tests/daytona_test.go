@@ -461,3 +461,28 @@ func TestDaytonaCheckerCanFail(t *testing.T) {
 		}
 	}
 }
+
+// The snapshot list and one snapshot answer as Daytona's document says
+// (each exchange validated against it, answers included).
+func TestDaytonaSnapshotsMatchTheDocument(t *testing.T) {
+	lo, hi := portBlock.Next()
+	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi})
+	chk := newDaytonaChecker(t)
+	c := &http.Client{Transport: chk, Timeout: time.Minute}
+	for _, path := range []string{"/api/snapshots", "/api/snapshots?page=1&limit=10&sort=name&order=asc", "/api/snapshots/default"} {
+		req, _ := http.NewRequest("GET", d.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+d.Token)
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || !strings.Contains(string(b), `"name":"default"`) {
+			t.Errorf("GET %s: %d %s", path, res.StatusCode, b)
+		}
+	}
+	if !chk.seen["getAllSnapshots 200"] || !chk.seen["getSnapshot 200"] {
+		t.Errorf("the checker saw %v", chk.seen)
+	}
+}

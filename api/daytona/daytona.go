@@ -22,6 +22,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
 )
 
 // Prefix is where the API is served: Daytona's clients are given
@@ -46,15 +47,17 @@ type Supervisor interface {
 	Resize(ctx context.Context, id string, l supervisor.Limits) (supervisor.Sandbox, error)
 	EnvKeys(id string) ([]string, error)
 	PortEndpoint(ctx context.Context, id string, port int) (runtime.Endpoint, error)
+	Snapshots() []snapshot.Snapshot
 	Toolbox
 }
 
 // Options configure the API.
 type Options struct {
-	Version string  // shown as daemonVersion
-	Root    string  // the supervisor's root: the organization id derives from it
-	User    string  // the user sandboxes run as, shown as user
-	Machine Machine // what a sandbox without limits may use
+	Version string    // shown as daemonVersion
+	Started time.Time // when the daemon started: what its snapshots show as made
+	Root    string    // the supervisor's root: the organization id derives from it
+	User    string    // the user sandboxes run as, shown as user
+	Machine Machine   // what a sandbox without limits may use
 	// Fail answers a supervisor error in Daytona's shape with the status
 	// package api maps it to (fail for errors that are not the caller's).
 	Fail func(w http.ResponseWriter, r *http.Request, err error, fail wire.ErrorCode)
@@ -104,7 +107,7 @@ type Route struct {
 // Routes lists every operation, sorted by path then method. Paths name
 // the sandbox {id}: Daytona's sandboxIdOrName and sandboxId are one here.
 func (a *API) Routes() []Route {
-	out := slices.Concat(a.sandboxRoutes(), a.toolboxRoutes(), refusedRoutes())
+	out := slices.Concat(a.sandboxRoutes(), a.toolboxRoutes(), a.snapshotRoutes(), refusedRoutes())
 	slices.SortFunc(out, func(a, b Route) int {
 		return cmp.Or(strings.Compare(a.Path, b.Path), strings.Compare(a.Method, b.Method))
 	})
@@ -144,8 +147,7 @@ func (a *API) sandboxRoutes() []Route {
 // refusedRoutes are the features of Daytona's API this daemon does not
 // have, at every path and method a client may call them by.
 func refusedRoutes() []Route {
-	return append(refused("/api/volumes", "volumes", "there are no volumes here"),
-		refused("/api/snapshots", "the snapshot list", "snapshots are configured in the daemon's config file; GET /v1/snapshots lists them")...)
+	return refused("/api/volumes", "volumes", "there are no volumes here")
 }
 
 // Error is Daytona's error body (NestJS's): its SDKs read message.
