@@ -10,6 +10,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -396,5 +397,59 @@ func TestUploadThroughLinks(t *testing.T) {
 	ct, body := multipartBody(t, "file", "x")
 	if r := e.upload(base+"/files/upload?path=out/x", ct, body); r.code != 400 {
 		t.Fatalf("upload through a link out of the workspace: %d %s", r.code, r.body)
+	}
+}
+
+// code-run runs the code with the sandbox's interpreter for its
+// language, as the SDK sends it: its argv after the code, its variables,
+// its exit code; a language with no runner here is a 400 naming it.
+func TestCodeRun(t *testing.T) {
+	e := newRealEnv(t, nil)
+	base := e.toolbox("c1")
+	type result struct {
+		Result    string `json:"result"`
+		ExitCode  int    `json:"exitCode"`
+		Artifacts struct {
+			Charts []json.RawMessage `json:"charts"`
+		} `json:"artifacts"`
+	}
+	cases := []struct {
+		lang, code string
+		argv       []string
+		want       string
+		exit       int
+	}{
+		{"python", "import sys, os\nprint(sum(range(10)), sys.argv[1:], os.environ['GREETING'])", []string{"a", "b"}, "45 ['a', 'b'] hi\n", 0},
+		{"python", "raise SystemExit(3)", nil, "", 3},
+		{"javascript", "console.log(6 * 7, process.argv.slice(2).join(','), process.env.GREETING)", []string{"x"}, "42 x hi\n", 0},
+	}
+	for _, c := range cases {
+		if _, err := exec.LookPath(map[string]string{"python": "python3", "javascript": "node"}[c.lang]); err != nil {
+			t.Logf("%s is not installed here: its case is not run", c.lang)
+			continue
+		}
+		body, _ := json.Marshal(map[string]any{"code": c.code, "language": c.lang, "argv": c.argv, "envs": map[string]string{"GREETING": "hi"}})
+		r := e.do("POST", base+"/process/code-run", string(body))
+		var got result
+		if r.code != 200 || json.Unmarshal(r.body, &got) != nil || got.Result != c.want || got.ExitCode != c.exit || got.Artifacts.Charts == nil {
+			t.Errorf("%s %q: %d %s", c.lang, c.code, r.code, r.body)
+		}
+	}
+	// State is not kept between runs: each is a program of its own.
+	if _, err := exec.LookPath("python3"); err == nil {
+		e.do("POST", base+"/process/code-run", `{"code":"x = 1","language":"python"}`)
+		r := e.do("POST", base+"/process/code-run", `{"code":"print(x)","language":"python"}`)
+		if !strings.Contains(string(r.body), "NameError") {
+			t.Errorf("a second run saw the first's state: %s", r.body)
+		}
+	}
+	for _, c := range []struct{ body, names string }{
+		{`{"code":"1","language":"typescript"}`, "typescript"},
+		{`{"code":"1","language":"cobol"}`, "cobol"},
+		{`{"code":"","language":"python"}`, "code is required"},
+	} {
+		if msg := daytonaError(t, e.do("POST", base+"/process/code-run", c.body), 400); !strings.Contains(msg, c.names) {
+			t.Errorf("%s: %q", c.body, msg)
+		}
 	}
 }

@@ -145,6 +145,19 @@ func runToolbox(t *testing.T, d *testenv.Daemon, id string, s toolboxSuite) {
 	if code, b := tc.json("POST", "/process/execute", `{"command":"sleep 30","timeout":1}`); code != http.StatusRequestTimeout {
 		t.Fatalf("timeout: %d %s", code, b)
 	}
+	// The command goes to the sandbox's shell, as the SDK sends it.
+	if code, out := tc.execute(`{"command":"echo a && echo b | tr a-z A-Z; exit 4"}`); code != 200 || out.ExitCode != 4 || out.Result != "a\nB\n" {
+		t.Fatalf("shell syntax: %d %+v", code, out)
+	}
+	// code-run: the sandbox's python, or a 400 naming it where the
+	// sandbox has none (the busybox image).
+	switch code, b := tc.json("POST", "/process/code-run", `{"code":"print(sum(range(10)))","language":"python"}`); {
+	case code == 200 && strings.Contains(string(b), `"result":"45\n"`):
+	case code == 400 && strings.Contains(string(b), "python3"):
+		t.Log("code-run: no python3 in this sandbox, and the answer says so")
+	default:
+		t.Fatalf("code-run: %d %s", code, b)
+	}
 
 	// 10 MiB of random bytes up, listed, and down again.
 	blob := make([]byte, 10<<20)

@@ -52,6 +52,7 @@ func (a *API) toolboxRoutes() []Route {
 		{"POST", p + "/files/replace", a.replaceInFiles, true, true, false},
 		{"GET", p + "/files/search", a.searchFiles, false, true, false},
 		{"POST", p + "/files/upload", a.upload, true, true, true},
+		{"POST", p + "/process/code-run", a.codeRun, true, true, false},
 		{"POST", p + "/process/execute", a.execute, true, true, false},
 		{"GET", p + "/process/session", a.listSessions, false, true, false},
 		{"POST", p + "/process/session", a.createSession, true, true, false},
@@ -71,7 +72,6 @@ func (a *API) toolboxRoutes() []Route {
 		{"/computeruse", "computer use", "there is no desktop in a sandbox here"},
 		{"/git", "git", "run git through process/execute"},
 		{"/lsp", "language servers", "none runs here"},
-		{"/process/code-run", "code-run", "no interpreter is bundled; run one through process/execute"},
 		{"/process/interpreter", "the interpreter", "no interpreter is bundled; run one through process/execute"},
 		{"/process/pty", "PTY sessions", "sessions here have no terminal"},
 	} {
@@ -192,42 +192,63 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, r, "command is required")
 		return
 	}
-	timeout := DefaultExecTimeout
-	if b.Timeout != nil {
-		if *b.Timeout < 0 || time.Duration(*b.Timeout)*time.Second > supervisor.MaxRunTimeout {
+	spec := supervisor.RunSpec{Argv: shellArgv, Stdin: strings.NewReader(script(b.Command)), Env: b.Envs, Dir: b.Cwd}
+	result, code, ok := a.run(w, r, spec, b.Timeout, func(err error) {
+		writeJSON(w, http.StatusOK, ExecuteResponse{Result: err.Error(), ExitCode: -1})
+	})
+	if ok {
+		writeJSON(w, http.StatusOK, ExecuteResponse{Result: result, ExitCode: code})
+	}
+}
+
+// script is code as a program reads it on its input: its last line
+// ended, so that it is run, not left unfinished.
+func script(code string) string {
+	if !strings.HasSuffix(code, "\n") {
+		code += "\n"
+	}
+	return code
+}
+
+// run runs spec (its timeout in seconds, Daytona's, DefaultExecTimeout
+// when nil) with its output merged, and answers what went wrong itself:
+// a bad request, a timeout (408), a program that cannot start
+// (notStarted). It returns the output (its tail, marked when cut) and
+// the exit code when there is an answer to give.
+func (a *API) run(w http.ResponseWriter, r *http.Request, spec supervisor.RunSpec, seconds *int, notStarted func(error)) (string, int, bool) {
+	spec.Timeout = DefaultExecTimeout
+	if seconds != nil {
+		if *seconds < 0 || time.Duration(*seconds)*time.Second > supervisor.MaxRunTimeout {
 			badRequest(w, r, fmt.Sprintf("timeout must be 0 to %d seconds", int(supervisor.MaxRunTimeout.Seconds())))
-			return
+			return "", 0, false
 		}
-		if *b.Timeout > 0 {
-			timeout = time.Duration(*b.Timeout) * time.Second
+		if *seconds > 0 {
+			spec.Timeout = time.Duration(*seconds) * time.Second
 		}
 	}
-	script := b.Command
-	if !strings.HasSuffix(script, "\n") {
-		script += "\n" // the last line is run, not left unfinished
-	}
-	res, err := a.sup.Run(r.Context(), r.PathValue("id"), supervisor.RunSpec{Argv: shellArgv, Stdin: strings.NewReader(script), Env: b.Envs, Dir: b.Cwd, Merged: true, Timeout: timeout})
+	spec.Merged = true
+	res, err := a.sup.Run(r.Context(), r.PathValue("id"), spec)
 	switch {
 	case r.Context().Err() != nil:
-		return // the client went away; the command was killed with its request
+		return "", 0, false // the client went away; the command was killed with its request
 	case errors.Is(err, runtime.ErrExecStart):
-		writeJSON(w, http.StatusOK, ExecuteResponse{Result: err.Error(), ExitCode: -1})
-		return
+		notStarted(err)
+		return "", 0, false
 	case errors.Is(err, supervisor.ErrInvalid):
 		badRequest(w, r, execFields.Render(err))
-		return
+		return "", 0, false
 	case err != nil:
 		a.fail(w, r, err, wire.CodeInternal)
-		return
+		return "", 0, false
 	case res.Exit.Reason == runtime.ReasonTimeout:
-		WriteError(w, r, http.StatusRequestTimeout, fmt.Sprintf("command execution timeout: killed after %s", timeout))
-		return
+		WriteError(w, r, http.StatusRequestTimeout, fmt.Sprintf("command execution timeout: killed after %s", spec.Timeout))
+		return "", 0, false
 	}
 	out := res.Stdout
 	if res.Cut {
 		out = fmt.Sprintf("[output cut: the last %d bytes]\n", supervisor.MaxRunOutput) + out
 	}
-	writeJSON(w, http.StatusOK, ExecuteResponse{Result: out, ExitCode: res.Exit.Code})
+	return out, res.Exit.Code, true
 }
 
 // execFields are the names Daytona's execute gives the fields the core

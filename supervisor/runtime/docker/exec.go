@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 	"golang.org/x/sys/unix"
@@ -37,6 +38,9 @@ func (h *handle) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Proce
 			env = append(env, kv)
 		}
 	}
+	if err := h.lookPath(ctx, spec.Argv[0], dir, env); err != nil {
+		return nil, err
+	}
 	created, err := h.r.Client.ContainerExecCreate(ctx, h.st.ID, container.ExecOptions{
 		Cmd: spec.Argv, Env: env, WorkingDir: dir, Tty: spec.TTY,
 		AttachStdin: spec.Stdin != nil, AttachStdout: true, AttachStderr: true,
@@ -54,6 +58,72 @@ func (h *handle) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Proce
 	// ended with code 126 or 127 and printed why.
 	go x.run(ctx, spec, att.Reader, att.CloseWrite, att.Close, att.Conn)
 	return x, nil
+}
+
+// defaultPath is the PATH of a container whose image sets none, as the
+// engine gives it.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// lookPath finds program in the container as its exec would (through
+// the PATH the exec's variables give, else the container's), so that a
+// program the image lacks is ErrProgramNotFound before anything runs, as
+// on the native runtime, not the engine's exit 126 and its message in
+// the command's output. What the engine cannot say leaves the exec to
+// try.
+func (h *handle) lookPath(ctx context.Context, program, dir string, env []string) error {
+	var candidates []string
+	if strings.Contains(program, "/") {
+		if !path.IsAbs(program) {
+			program = path.Join(dir, program)
+		}
+		candidates = []string{program}
+	} else {
+		search := h.containerPath(ctx)
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+				search = v
+			}
+		}
+		for _, d := range strings.Split(search, ":") {
+			if path.IsAbs(d) {
+				candidates = append(candidates, path.Join(d, program))
+			}
+		}
+	}
+	for _, c := range candidates {
+		st, err := h.r.Client.ContainerStatPath(ctx, h.st.ID, c)
+		switch {
+		case err == nil && !st.Mode.IsDir():
+			return nil
+		case err != nil && !cerrdefs.IsNotFound(err):
+			return nil // the engine cannot say: the exec will
+		}
+	}
+	return fmt.Errorf("%w: %w: %q is not in the container (looked for %s)", runtime.ErrExecStart, runtime.ErrProgramNotFound, program, strings.Join(candidates, ", "))
+}
+
+// containerPath is the container's PATH (asked once), or defaultPath.
+func (h *handle) containerPath(ctx context.Context) string {
+	h.mu.Lock()
+	p := h.path
+	h.mu.Unlock()
+	if p != "" {
+		return p
+	}
+	info, err := h.r.Client.ContainerInspect(ctx, h.st.ID)
+	if err != nil || info.Config == nil {
+		return defaultPath // not kept: asked again next time
+	}
+	p = defaultPath
+	for _, kv := range info.Config.Env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			p = v
+		}
+	}
+	h.mu.Lock()
+	h.path = p
+	h.mu.Unlock()
+	return p
 }
 
 // execProc is one command started through the engine.

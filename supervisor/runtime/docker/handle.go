@@ -29,6 +29,7 @@ type handle struct {
 	mu       sync.Mutex
 	unfollow context.CancelFunc
 	ip       string // the container's address on the daemon's network, once asked
+	path     string // the container's PATH, once asked
 	followed sync.WaitGroup
 }
 

@@ -406,7 +406,7 @@ func (h *handle) Usage(ctx context.Context) (runtime.Usage, error) {
 // Exec runs Tool in a goroutine.
 func (h *handle) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Process, error) {
 	if len(spec.Argv) == 0 || spec.Argv[0] != "stub-exec" {
-		return nil, fmt.Errorf("%w: the fake runtime runs only stub-exec", runtime.ErrExecStart)
+		return nil, fmt.Errorf("%w: %w: the fake runtime runs only stub-exec", runtime.ErrExecStart, runtime.ErrProgramNotFound)
 	}
 	select {
 	case <-h.Done():
