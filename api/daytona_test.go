@@ -204,7 +204,7 @@ func TestDaytonaFieldsRefusedNotDropped(t *testing.T) {
 		t.Fatalf("a refused create left a sandbox: %d", r.code)
 	}
 	daytonaError(t, e.do("POST", "/api/sandbox", `{"nme":"typo"}`), 400)
-	for _, p := range []string{"archive", "backup", "fork", "pause", "snapshot", "network-settings", "ssh-access"} {
+	for _, p := range []string{"backup", "fork", "pause", "snapshot", "network-settings", "ssh-access"} {
 		msg := daytonaError(t, e.do("POST", "/api/sandbox/n2/"+p, ""), 400)
 		if !strings.Contains(msg, "not supported by this daemon") {
 			t.Errorf("%s: %q", p, msg)
@@ -589,4 +589,37 @@ func TestDaytonaSnapshots(t *testing.T) {
 	for _, q := range []string{"limit=201", "page=0", "sort=size", "order=up"} {
 		daytonaError(t, e.do("GET", "/api/snapshots?"+q, ""), 400)
 	}
+}
+
+// An archive stops the sandbox and shows it archived, in a get and a
+// list; a start brings it back, and the next stop is a stop.
+func TestDaytonaArchive(t *testing.T) {
+	e := newEnv(t, nil)
+	e.do("POST", "/api/sandbox", `{"name":"ar"}`)
+	e.waitState("ar", "started")
+	state := func(r resp) string {
+		var sb struct{ State string }
+		json.Unmarshal(r.body, &sb)
+		return sb.State
+	}
+	if r := e.do("POST", "/api/sandbox/ar/archive", ""); r.code != 200 || state(r) != "archived" {
+		t.Fatalf("archive: %d %s", r.code, r.body)
+	}
+	if r := e.do("GET", "/api/sandbox/ar", ""); state(r) != "archived" {
+		t.Fatalf("get: %s", r.body)
+	}
+	if r := e.do("GET", "/api/sandbox?states=archived", ""); !strings.Contains(string(r.body), `"id":"ar"`) {
+		t.Fatalf("list of the archived: %s", r.body)
+	}
+	if r := e.do("GET", "/v1/sandboxes/ar", ""); !strings.Contains(string(r.body), `"state":"stopped"`) {
+		t.Fatalf("/v1 sees: %s", r.body)
+	}
+	if r := e.do("POST", "/api/sandbox/ar/start", ""); r.code != 200 {
+		t.Fatalf("start: %d %s", r.code, r.body)
+	}
+	e.waitState("ar", "started")
+	if r := e.do("POST", "/api/sandbox/ar/stop", ""); r.code != 200 || state(r) != "stopped" {
+		t.Fatalf("a stop after the start: %d %s", r.code, r.body)
+	}
+	daytonaError(t, e.do("POST", "/api/sandbox/nope/archive", ""), 404)
 }

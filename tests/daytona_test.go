@@ -311,6 +311,12 @@ func runDaytonaFlow(t *testing.T, d *testenv.Daemon, f daytonaFlow) {
 	if *st.JSON200.State != daytonaclient.SandboxStateStopped {
 		t.Fatalf("stop answer: %s", st.Body)
 	}
+	// Archived: stopped, its files kept; a start brings it back.
+	ar, err := dc.ArchiveSandboxWithResponse(ctx, id, nil)
+	must("archive", ar.StatusCode(), ar.Body, err, 200)
+	if !strings.Contains(string(ar.Body), `"state":"archived"`) {
+		t.Fatalf("archive answer: %s", ar.Body)
+	}
 	sr, err := dc.StartSandboxWithResponse(ctx, id, nil)
 	must("start", sr.StatusCode(), sr.Body, err, 200)
 	testenv.Eventually(t, "started again", func() bool {
@@ -339,7 +345,7 @@ func runDaytonaFlow(t *testing.T, d *testenv.Daemon, f daytonaFlow) {
 	t.Logf("%d exchanges checked against Daytona's document (%d polls until started)", chk.n, polls)
 	for _, want := range []string{"createSandbox 200", "getSandbox 200", "listSandboxes 200", "replaceLabels 200", "setAutostopInterval 200",
 		"setAutoArchiveInterval 200", "setAutoDeleteInterval 200", "updateLastActivity 201", "getPortPreviewUrl 200", "getToolboxProxyUrl 200",
-		"stopSandbox 200", "startSandbox 200", "deleteSandbox 200", "getSandbox 404", "createSandbox 400"} {
+		"stopSandbox 200", "archiveSandbox 200", "startSandbox 200", "deleteSandbox 200", "getSandbox 404", "createSandbox 400"} {
 		if !chk.seen[want] {
 			t.Errorf("never exchanged: %s", want)
 		}

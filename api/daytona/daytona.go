@@ -120,7 +120,7 @@ func (a *API) sandboxRoutes() []Route {
 		{"POST", "/api/sandbox", a.create, true, false, false},
 		{"DELETE", "/api/sandbox/{id}", a.delete, true, false, false},
 		{"GET", "/api/sandbox/{id}", a.get, false, false, false},
-		{"POST", "/api/sandbox/{id}/archive", unsupported("archive", "a stopped sandbox keeps its files on this machine; there is no archive storage"), false, false, false},
+		{"POST", "/api/sandbox/{id}/archive", a.archive, true, false, false},
 		{"POST", "/api/sandbox/{id}/autoarchive/{interval}", a.autoArchive, true, false, false},
 		{"POST", "/api/sandbox/{id}/autodelete/{interval}", a.autoDelete, true, false, false},
 		{"POST", "/api/sandbox/{id}/autostop/{interval}", a.autoStop, true, false, false},

@@ -79,6 +79,7 @@ const (
 	StateDestroying = "destroying"
 	StateError      = "error"
 	StateDestroyed  = "destroyed"
+	StateArchived   = "archived"
 )
 
 // States is Daytona's SandboxState enum: what a list may filter on. The
@@ -89,7 +90,8 @@ var States = []string{"creating", "restoring", "destroyed", "destroying", "start
 
 // stateOf maps the daemon's state onto Daytona's. A sandbox that never
 // became ready (it exited during startup, or its startup timed out) is
-// Daytona's error, recoverable by a start; /v1 calls it stopped.
+// Daytona's error, recoverable by a start; /v1 calls it stopped. One
+// archived (this face's extension) and stopped since is archived.
 func stateOf(sb supervisor.Sandbox) (state, desired string) {
 	switch sb.Teardown {
 	case supervisor.TeardownStop:
@@ -104,6 +106,9 @@ func stateOf(sb supervisor.Sandbox) (state, desired string) {
 		return StateStarted, StateStarted
 	case supervisor.Destroyed:
 		return StateDestroyed, StateDestroyed
+	}
+	if extensionOf(sb).archived(sb) {
+		return StateArchived, StateArchived
 	}
 	if sb.StopReason == supervisor.StopStartupFailed {
 		return StateError, StateStarted

@@ -12,11 +12,20 @@ import (
 const extensionKey = "daytona"
 
 // extension is what this face keeps with a sandbox: the auto-archive
-// interval, kept and shown as Daytona does but never acting (locally a
-// stopped sandbox keeps its files where they are, which is all an
-// archive would restore). 0 is the longest.
+// interval, kept and shown as Daytona does but never acting (0 is the
+// longest), and the stop an archive was asked for at. Locally a stopped
+// sandbox keeps its files where they are, which is all an archive keeps:
+// an archived sandbox is one stopped by (or since) that stop, and a
+// start, by any API, ends it (the next stop is another).
 type extension struct {
-	AutoArchiveMs int64 `json:"autoArchiveIntervalMs,omitempty"`
+	AutoArchiveMs int64     `json:"autoArchiveIntervalMs,omitempty"`
+	ArchivedStop  time.Time `json:"archivedStop,omitzero"`
+}
+
+// archived reports whether sb is archived: stopped, by the stop its
+// archive was asked at.
+func (x extension) archived(sb supervisor.Sandbox) bool {
+	return sb.State == supervisor.Stopped && !sb.StoppedAt.IsZero() && x.ArchivedStop.Equal(sb.StoppedAt)
 }
 
 // extensionOf is what this face keeps with sb; a value it cannot read

@@ -154,6 +154,31 @@ func (a *API) start(w http.ResponseWriter, r *http.Request) {
 	a.writeSandbox(w, r, sb)
 }
 
+// archive stops the sandbox (if it runs) and marks it archived: its files
+// stay where they are, which is all an archive keeps here, and a start
+// brings it back as from a stop.
+func (a *API) archive(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	sb, err := a.sup.Get(id)
+	if err == nil && sb.State.Live() {
+		sb, err = a.sup.Stop(r.Context(), id, false)
+	}
+	if err == nil && sb.State != supervisor.Stopped {
+		err = fmt.Errorf("%w: %s is %s; only a stopped sandbox is archived", supervisor.ErrNotRunning, id, sb.State)
+	}
+	if err != nil {
+		a.fail(w, r, err, wire.CodeStopFailed)
+		return
+	}
+	x := extensionOf(sb)
+	x.ArchivedStop = sb.StoppedAt
+	if sb, err = a.sup.SetExtension(id, extensionKey, x.raw()); err != nil {
+		a.fail(w, r, err, wire.CodeInternal)
+		return
+	}
+	a.writeSandbox(w, r, sb)
+}
+
 // recover is Daytona's way out of error: here, a start (skipStart=true
 // leaves the sandbox stopped, which it already is).
 func (a *API) recover(w http.ResponseWriter, r *http.Request) {

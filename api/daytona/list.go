@@ -90,7 +90,7 @@ func (lq *listQuery) states(q url.Values) error {
 				s = supervisor.Starting
 			case StateStarted:
 				s = supervisor.Started
-			case StateStopped, StateError:
+			case StateStopped, StateError, StateArchived:
 				s = supervisor.Stopped
 			default:
 				continue
