@@ -68,9 +68,10 @@ func (a *API) toolboxRoutes() []Route {
 	}
 	// What the toolbox does not have answers, at each of its paths and
 	// for every method, a 400 naming it.
+	out = append(out, a.gitRoutes(p)...)
+	out = append(out, refusedExcept(p+"/git", "this git operation", "Daytona's toolbox has no such route", out)...)
 	for _, f := range []struct{ paths, what, why string }{
 		{"/computeruse", "computer use", "there is no desktop in a sandbox here"},
-		{"/git", "git", "run git through process/execute"},
 		{"/lsp", "language servers", "none runs here"},
 		{"/process/interpreter", "the interpreter", "no interpreter is bundled; run one through process/execute"},
 		{"/process/pty", "PTY sessions", "sessions here have no terminal"},
@@ -83,6 +84,22 @@ func (a *API) toolboxRoutes() []Route {
 		Route{"GET", p + "/process/session/entrypoint", a.entrypointSession, false, false, false},
 		Route{"GET", p + "/process/session/entrypoint/logs", a.entrypointLogs, false, false, false},
 	)
+}
+
+// refusedExcept are refused's routes of path that no route of have
+// takes already.
+func refusedExcept(path, what, why string, have []Route) []Route {
+	taken := map[string]bool{}
+	for _, rt := range have {
+		taken[rt.Method+" "+rt.Path] = true
+	}
+	var out []Route
+	for _, rt := range refused(path, what, why) {
+		if !taken[rt.Method+" "+rt.Path] {
+			out = append(out, rt)
+		}
+	}
+	return out
 }
 
 // refusedMethods are the methods a refused feature's paths answer.
