@@ -231,6 +231,8 @@ type results struct {
 	Toolbox struct {
 		ExecFloor     stat    `json:"execFloorForkExec"`
 		Exec          stat    `json:"execRoundTrip"`
+		ShellFloor    stat    `json:"executeFloorShell"`
+		Execute       stat    `json:"daytonaExecuteRoundTrip"`
 		SizeMiB       int     `json:"fileMiB"`
 		CopyMiBps     float64 `json:"floorCopyMiBps"`
 		ReadMiBps     float64 `json:"floorReadMiBps"`

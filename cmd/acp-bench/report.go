@@ -145,6 +145,7 @@ func (r *results) markdown(w io.Writer) {
 	if t := r.Toolbox; t.Exec.N > 0 {
 		p("| toolbox (cgroups on) | floor | through the daemon | ratio |\n|---|---:|---:|---:|\n")
 		p("| exec of `true`, round trip (median; floor: fork/exec here) | %.2f ms | %.2f ms | ×%.2f |\n", t.ExecFloor.Median, t.Exec.Median, ratio(t.Exec.Median, t.ExecFloor.Median))
+		p("| Daytona's execute of `true`, round trip (median; floor: the same shell spawned here; goal ≤ floor + 2 ms: %s) | %.2f ms | %.2f ms | ×%.2f |\n", goal(t.Execute.Median <= t.ShellFloor.Median+2), t.ShellFloor.Median, t.Execute.Median, ratio(t.Execute.Median, t.ShellFloor.Median))
 		p("| upload of %d MiB (floor: a synced file copy) | %.0f MiB/s | %.0f MiB/s | ×%.2f |\n", t.SizeMiB, t.CopyMiBps, t.UploadMiBps, ratio(t.UploadMiBps, t.CopyMiBps))
 		p("| download of %d MiB (floor: the file read here) | %.0f MiB/s | %.0f MiB/s | ×%.2f |\n", t.SizeMiB, t.ReadMiBps, t.DownloadMiBps, ratio(t.DownloadMiBps, t.ReadMiBps))
 	}

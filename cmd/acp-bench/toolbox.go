@@ -15,7 +15,9 @@ import (
 
 // benchToolbox measures the toolbox against its floors, interleaved run
 // by run: an exec round trip (`true` through POST …/exec) against a
-// plain fork/exec of `true` from this process, and a file's upload and
+// plain fork/exec of `true` from this process, Daytona's execute of
+// `true` (the sandbox's shell reading it) against that shell spawned
+// here, and a file's upload and
 // download (PUT and GET …/files/content) against the same bytes copied
 // to a synced file here (an upload is written atomically and synced) and
 // read from one (a download reads the file).
@@ -34,7 +36,7 @@ func benchToolbox(c config, d *daemon, r *results) error {
 	if err != nil {
 		return err
 	}
-	var floor, through []time.Duration
+	var floor, through, shellFloor, execute []time.Duration
 	for range c.runs {
 		t0 := time.Now()
 		if err := exec.Command(truePath).Run(); err != nil {
@@ -46,8 +48,23 @@ func benchToolbox(c config, d *daemon, r *results) error {
 			return err
 		}
 		through = append(through, time.Since(t0))
+		// Daytona's execute: the sandbox's shell reading the command,
+		// against that same shell spawned here.
+		t0 = time.Now()
+		sh := exec.Command("sh", "-c", `exec "${SHELL:-sh}"`)
+		sh.Stdin = strings.NewReader("true\n")
+		if err := sh.Run(); err != nil {
+			return err
+		}
+		shellFloor = append(shellFloor, time.Since(t0))
+		t0 = time.Now()
+		if err := post(d.url("/api/toolbox/tb/process/execute"), "application/json", strings.NewReader(`{"command":"true"}`), 200); err != nil {
+			return err
+		}
+		execute = append(execute, time.Since(t0))
 	}
 	r.Toolbox.ExecFloor, r.Toolbox.Exec = summarize(floor), summarize(through)
+	r.Toolbox.ShellFloor, r.Toolbox.Execute = summarize(shellFloor), summarize(execute)
 
 	const size = 64 << 20
 	blob := make([]byte, size)
