@@ -73,23 +73,12 @@ type Options struct {
 	Logger    *slog.Logger
 	Registry  *prometheus.Registry // metrics are registered here; nil: none
 	Heartbeat time.Duration        // SSE comment period; default 15s
-	// AllowHosts are host names accepted besides loopback ones (the
-	// listen host when the daemon is exposed on purpose).
-	AllowHosts []string
-	// Token is the bearer token every route but GET /v1/info (and
-	// /metrics, unless MetricsAuth) requires. Required.
-	Token       string
+	// The host's: see host.Options.
+	AllowHosts  []string
+	Token       string // required
 	MetricsAuth bool
-	// BodyTimeout bounds reading a request's body (default 30s): a body
-	// that does not arrive in time closes its connection. Event streams,
-	// which have no body, are not affected.
 	BodyTimeout time.Duration
-	// MaxConns caps concurrent connections (default 1024); past it, a new
-	// connection takes the place of the one quiet for longest (idle
-	// between requests, or silent since it opened), and waits in the
-	// kernel's backlog while every one is busy: no client exhausts the
-	// daemon's file descriptors, and idle ones cannot keep the owner out.
-	MaxConns int
+	MaxConns    int
 	// Cgroups is what /v1/info says of native sandboxes' containment;
 	// nil says nothing.
 	Cgroups *wire.Cgroups
@@ -98,14 +87,11 @@ type Options struct {
 	ReadyPath      string
 	StartupTimeout time.Duration
 	StopGrace      time.Duration // shown in /v1/info
-	// SignIns keeps the dashboard's browser sign-ins across restarts
-	// (only hashes of their secrets); nil: in memory only. The daemon
-	// gives its supervisor (the file is in the root).
-	SignIns signin.Disk
-	// SignInTTL is how long a dashboard sign-in lasts; default 24 h.
+	// The dashboard's sign-ins, kept by the host: see host.Options (the
+	// daemon gives its supervisor as SignIns: the file is in the root).
+	SignIns   signin.Disk
 	SignInTTL time.Duration
-	// Now is the sign-ins' clock; default time.Now (tests move it).
-	Now func() time.Time
+	Now       func() time.Time
 	// MaxUpload bounds one toolbox upload (default fileops.DefaultMaxUpload).
 	MaxUpload int64
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agent-control-plane/agent-control-plane/supervisor/field"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
@@ -20,7 +21,7 @@ func (s *Supervisor) RefreshActivity(id string) error {
 // SetAutoStop sets the idle interval (0 disables) and counts as activity.
 func (s *Supervisor) SetAutoStop(id string, interval time.Duration) (Sandbox, error) {
 	if interval < 0 {
-		return Sandbox{}, invalid("interval must be ≥ 0 minutes")
+		return Sandbox{}, field.Errorf(field.AutoStop, "must not be negative")
 	}
 	return s.mutate(id, func(sb *Sandbox, _ runtime.Handle) error {
 		sb.AutoStopInterval = interval

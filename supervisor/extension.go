@@ -13,11 +13,13 @@ import (
 // use for, as CRI keeps its metadata in a containerd extension that
 // containerd never interprets: values of JSON under the face's own key,
 // which the core bounds, persists, copies and returns but never reads.
-// Keys in use: "daytona" (Daytona's face keeps {"autoArchiveIntervalMs":
-// N} there), and RecordExtension, the core's own: the fields of a record
-// that this version does not know (a record written before extensions
-// kept Daytona's interval as its own field "autoArchiveIntervalMs"; the
-// face reads it there).
+// Keys in use: "daytona" (Daytona's face keeps its settings there: the
+// auto-archive interval, the stop an archive was asked at), and
+// RecordExtension, the core's own: the fields of a record that this
+// version does not know (a record written before extensions kept
+// Daytona's interval as its own field "autoArchiveIntervalMs"; the face
+// reads it there). RecordExtension is bounded by the record's size, not
+// by MaxExtensionBytes, so that no old record is refused an update.
 //
 // Like Labels, the map of a Sandbox is shared by every copy: read it,
 // never write it; SetExtension replaces it.
@@ -49,7 +51,9 @@ func (x Extensions) check() error {
 		if !json.Valid(v) {
 			return field.Errorf(field.Extension, "%q: value is not JSON", Clip(k, MaxQuoted))
 		}
-		total += len(v)
+		if k != RecordExtension {
+			total += len(v)
+		}
 	}
 	if total > MaxExtensionBytes {
 		return field.Errorf(field.Extension, "values hold %d bytes; at most %d", total, MaxExtensionBytes)

@@ -24,7 +24,6 @@ const (
 	CPU        = "cpu"
 	Memory     = "memory"
 	Pids       = "pids"
-	Port       = "port"
 	Extension  = "extension"
 	Argv       = "argv"
 	Timeout    = "timeout"
