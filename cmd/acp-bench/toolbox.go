@@ -32,39 +32,9 @@ func benchToolbox(c config, d *daemon, r *results) error {
 	}); err != nil {
 		return fmt.Errorf("the sandbox did not start: %w", err)
 	}
-	truePath, err := exec.LookPath("true")
-	if err != nil {
+	if err := benchExecs(c, d, r); err != nil {
 		return err
 	}
-	var floor, through, shellFloor, execute []time.Duration
-	for range c.runs {
-		t0 := time.Now()
-		if err := exec.Command(truePath).Run(); err != nil {
-			return err
-		}
-		floor = append(floor, time.Since(t0))
-		t0 = time.Now()
-		if err := post(d.url("/v1/sandboxes/tb/exec"), "application/json", strings.NewReader(`{"argv":["true"]}`), 200); err != nil {
-			return err
-		}
-		through = append(through, time.Since(t0))
-		// Daytona's execute: the sandbox's shell reading the command,
-		// against that same shell spawned here.
-		t0 = time.Now()
-		sh := exec.Command("sh", "-c", `exec "${SHELL:-sh}"`)
-		sh.Stdin = strings.NewReader("true\n")
-		if err := sh.Run(); err != nil {
-			return err
-		}
-		shellFloor = append(shellFloor, time.Since(t0))
-		t0 = time.Now()
-		if err := post(d.url("/api/toolbox/tb/process/execute"), "application/json", strings.NewReader(`{"command":"true"}`), 200); err != nil {
-			return err
-		}
-		execute = append(execute, time.Since(t0))
-	}
-	r.Toolbox.ExecFloor, r.Toolbox.Exec = summarize(floor), summarize(through)
-	r.Toolbox.ShellFloor, r.Toolbox.Execute = summarize(shellFloor), summarize(execute)
 
 	const size = 64 << 20
 	blob := make([]byte, size)
@@ -156,5 +126,46 @@ func do(req *http.Request, want int) error {
 	if resp.StatusCode != want {
 		return fmt.Errorf("%s %s: %d %s", req.Method, req.URL.Path, resp.StatusCode, b)
 	}
+	return nil
+}
+
+// benchExecs measures the exec round trips against their floors, run by
+// run: /v1's exec of `true` against a fork/exec of it here, Daytona's
+// execute of `true` (the sandbox's shell reading it) against that shell
+// spawned here.
+func benchExecs(c config, d *daemon, r *results) error {
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		return err
+	}
+	var floor, through, shellFloor, execute []time.Duration
+	for range c.runs {
+		t0 := time.Now()
+		if err := exec.Command(truePath).Run(); err != nil {
+			return err
+		}
+		floor = append(floor, time.Since(t0))
+		t0 = time.Now()
+		if err := post(d.url("/v1/sandboxes/tb/exec"), "application/json", strings.NewReader(`{"argv":["true"]}`), 200); err != nil {
+			return err
+		}
+		through = append(through, time.Since(t0))
+		// Daytona's execute: the sandbox's shell reading the command,
+		// against that same shell spawned here.
+		t0 = time.Now()
+		sh := exec.Command("sh", "-c", `exec "${SHELL:-sh}"`)
+		sh.Stdin = strings.NewReader("true\n")
+		if err := sh.Run(); err != nil {
+			return err
+		}
+		shellFloor = append(shellFloor, time.Since(t0))
+		t0 = time.Now()
+		if err := post(d.url("/api/toolbox/tb/process/execute"), "application/json", strings.NewReader(`{"command":"true"}`), 200); err != nil {
+			return err
+		}
+		execute = append(execute, time.Since(t0))
+	}
+	r.Toolbox.ExecFloor, r.Toolbox.Exec = summarize(floor), summarize(through)
+	r.Toolbox.ShellFloor, r.Toolbox.Execute = summarize(shellFloor), summarize(execute)
 	return nil
 }
