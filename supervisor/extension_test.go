@@ -87,3 +87,18 @@ func isField(err error, name string) bool {
 	var fe *field.Error
 	return errors.As(err, &fe) && fe.Field == name && errors.Is(err, ErrInvalid)
 }
+
+// A record is read once when this version knows all of it; one with
+// something after its value is refused, as a whole JSON read refuses it.
+func TestDecodeRecordStrictAndWhole(t *testing.T) {
+	good := `{"version":3,"id":"x","state":"stopped","marker":"m"}`
+	if r, err := DecodeRecord([]byte(good)); err != nil || r.ID != "x" || len(r.Extensions) != 0 {
+		t.Fatalf("a record of this version: %+v %v", r, err)
+	}
+	if _, err := DecodeRecord([]byte(good + `{"more":1}`)); err == nil {
+		t.Fatal("a record followed by another value was read")
+	}
+	if _, err := DecodeRecord([]byte(good + "\n")); err != nil {
+		t.Fatalf("a record ending in a newline: %v", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"reflect"
@@ -218,11 +219,19 @@ func (s *Supervisor) readRecord(name string) (Record, error) {
 // outside (tests, the bench); the daemon reads through readRecord.
 func DecodeRecord(b []byte) (Record, error) {
 	var r Record
-	if err := json.Unmarshal(b, &r); err != nil {
-		return Record{}, fmt.Errorf("decode: %w", err)
-	}
-	if err := r.keepUnknown(b); err != nil {
-		return Record{}, fmt.Errorf("decode: %w", err)
+	// A record this version wrote is decoded once; only one that holds a
+	// field this version does not know (an older or a newer daemon's) is
+	// read again for it (keepUnknown): re-adoption reads every record.
+	strict := json.NewDecoder(bytes.NewReader(b))
+	strict.DisallowUnknownFields()
+	if strict.Decode(&r) != nil || strict.Decode(new(json.RawMessage)) != io.EOF { // the fallback says what is wrong
+		r = Record{}
+		if err := json.Unmarshal(b, &r); err != nil {
+			return Record{}, fmt.Errorf("decode: %w", err)
+		}
+		if err := r.keepUnknown(b); err != nil {
+			return Record{}, fmt.Errorf("decode: %w", err)
+		}
 	}
 	if r.Version == 2 {
 		// The handle was the native runtime's data, bare: its version 1.
