@@ -62,8 +62,12 @@ func (a *API) codeRun(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, r, fmt.Sprintf("language %q: want python, javascript or typescript", clip(b.Language)))
 		return
 	}
-	spec := supervisor.RunSpec{Argv: append(append([]string(nil), argv...), b.Argv...), Stdin: strings.NewReader(script(b.Code)), Env: b.Envs}
-	result, code, ok := a.run(w, r, spec, b.Timeout, func(err error) {
+	timeout, ok := execTimeout(w, r, b.Timeout)
+	if !ok {
+		return
+	}
+	spec := supervisor.RunSpec{Argv: append(append([]string(nil), argv...), b.Argv...), Stdin: strings.NewReader(script(b.Code)), Env: b.Envs, Timeout: timeout}
+	result, code, ok := a.run(w, r, spec, func(err error) {
 		badRequest(w, r, fmt.Sprintf("%s: %s is not installed in the sandbox (%v)", lang, argv[0], err))
 	})
 	if ok {

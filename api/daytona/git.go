@@ -93,10 +93,11 @@ func (a *API) gitRoutes(p string) []Route {
 	}
 }
 
-// git runs git with args in dir (a directory of the workspace), with the
-// credentials when a username or password is given, and answers a
-// failure itself (git's own words, in a 400). It returns git's output.
-func (a *API) git(w http.ResponseWriter, r *http.Request, dir, username, password string, args ...string) (string, bool) {
+// git runs git's op (args after any -c options) in dir, a directory of
+// the workspace, with the credentials when a username or password is
+// given, through the toolbox's run; a failure is answered (git's own
+// words, in a 400). It returns git's output.
+func (a *API) git(w http.ResponseWriter, r *http.Request, op, dir, username, password string, args ...string) (string, bool) {
 	f, ok := a.files(w, r)
 	if !ok {
 		return "", false
@@ -116,28 +117,19 @@ func (a *API) git(w http.ResponseWriter, r *http.Request, dir, username, passwor
 		argv = append(argv, "-c", "credential.helper=", "-c", "credential.helper="+credentialHelper)
 		env = map[string]string{"ACP_GIT_USERNAME": username, "ACP_GIT_PASSWORD": password}
 	}
-	spec := supervisor.RunSpec{Argv: append(argv, args...), Env: env, Dir: resolved, Timeout: GitTimeout, Merged: true}
-	res, err := a.sup.Run(r.Context(), r.PathValue("id"), spec)
-	switch {
-	case r.Context().Err() != nil:
-		return "", false
-	case errors.Is(err, runtime.ErrProgramNotFound):
-		badRequest(w, r, "git is not installed in the sandbox")
-		return "", false
-	case errors.Is(err, supervisor.ErrInvalid):
-		badRequest(w, r, err.Error())
-		return "", false
-	case err != nil:
-		a.fail(w, r, err, wire.CodeInternal)
-		return "", false
-	case res.Exit.Reason == runtime.ReasonTimeout:
-		WriteError(w, r, http.StatusRequestTimeout, fmt.Sprintf("git %s: killed after %s", args[0], GitTimeout))
-		return "", false
-	case res.Exit.Code != 0:
-		badRequest(w, r, fmt.Sprintf("git %s: %s", args[0], strings.TrimSpace(res.Stdout)))
+	spec := supervisor.RunSpec{Argv: append(argv, args...), Env: env, Dir: resolved, Timeout: GitTimeout}
+	out, code, ok := a.run(w, r, spec, func(err error) {
+		if errors.Is(err, runtime.ErrProgramNotFound) {
+			badRequest(w, r, "git is not installed in the sandbox")
+		} else {
+			badRequest(w, r, fmt.Sprintf("git %s: %v", op, err))
+		}
+	})
+	if ok && code != 0 {
+		badRequest(w, r, fmt.Sprintf("git %s: %s", op, strings.TrimSpace(out)))
 		return "", false
 	}
-	return res.Stdout, true
+	return out, ok
 }
 
 func (a *API) gitClone(w http.ResponseWriter, r *http.Request) {
@@ -159,11 +151,11 @@ func (a *API) gitClone(w http.ResponseWriter, r *http.Request) {
 	}
 	// The clone runs in the workspace; "--" keeps a url or path that
 	// begins with a dash from being read as an option.
-	if _, ok := a.git(w, r, ".", b.Username, b.Password, append(args, "--", b.URL, b.Path)...); !ok {
+	if _, ok := a.git(w, r, "clone", ".", b.Username, b.Password, append(args, "--", b.URL, b.Path)...); !ok {
 		return
 	}
 	if b.CommitID != "" {
-		if _, ok := a.git(w, r, b.Path, "", "", "checkout", "--detach", b.CommitID); !ok {
+		if _, ok := a.git(w, r, "checkout", b.Path, "", "", "checkout", "--detach", b.CommitID); !ok {
 			return
 		}
 	}
@@ -171,7 +163,7 @@ func (a *API) gitClone(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) gitStatus(w http.ResponseWriter, r *http.Request) {
-	out, ok := a.git(w, r, r.URL.Query().Get("path"), "", "", "status", "--porcelain=v2", "--branch", "-z")
+	out, ok := a.git(w, r, "status", r.URL.Query().Get("path"), "", "", "status", "--porcelain=v2", "--branch", "-z")
 	if !ok {
 		return
 	}
@@ -238,7 +230,7 @@ func statusWord(c byte) string {
 }
 
 func (a *API) gitBranches(w http.ResponseWriter, r *http.Request) {
-	out, ok := a.git(w, r, r.URL.Query().Get("path"), "", "", "branch", "--format=%(refname:short)")
+	out, ok := a.git(w, r, "branch", r.URL.Query().Get("path"), "", "", "branch", "--format=%(refname:short)")
 	if !ok {
 		return
 	}
@@ -256,7 +248,7 @@ func (a *API) gitCreateBranch(w http.ResponseWriter, r *http.Request) {
 	if !decodeGit(w, r, &b, gitField{"path", &b.Path}, gitField{"name", &b.Name}) {
 		return
 	}
-	if _, ok := a.git(w, r, b.Path, "", "", "branch", "--", b.Name); ok {
+	if _, ok := a.git(w, r, "branch", b.Path, "", "", "branch", "--", b.Name); ok {
 		w.WriteHeader(http.StatusCreated)
 	}
 }
@@ -266,7 +258,7 @@ func (a *API) gitDeleteBranch(w http.ResponseWriter, r *http.Request) {
 	if !decodeGit(w, r, &b, gitField{"path", &b.Path}, gitField{"name", &b.Name}) {
 		return
 	}
-	if _, ok := a.git(w, r, b.Path, "", "", "branch", "-d", "--", b.Name); ok {
+	if _, ok := a.git(w, r, "branch -d", b.Path, "", "", "branch", "-d", "--", b.Name); ok {
 		w.WriteHeader(http.StatusNoContent)
 	}
 }
@@ -280,7 +272,7 @@ func (a *API) gitCheckout(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, r, "branch must not begin with a dash")
 		return
 	}
-	if _, ok := a.git(w, r, b.Path, "", "", "checkout", b.Branch); ok {
+	if _, ok := a.git(w, r, "checkout", b.Path, "", "", "checkout", b.Branch); ok {
 		writeJSON(w, http.StatusOK, map[string]any{})
 	}
 }
@@ -294,7 +286,7 @@ func (a *API) gitAdd(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, r, "files are required (. for all)")
 		return
 	}
-	if _, ok := a.git(w, r, b.Path, "", "", append([]string{"add", "--"}, b.Files...)...); ok {
+	if _, ok := a.git(w, r, "add", b.Path, "", "", append([]string{"add", "--"}, b.Files...)...); ok {
 		writeJSON(w, http.StatusOK, map[string]any{})
 	}
 }
@@ -308,10 +300,10 @@ func (a *API) gitCommit(w http.ResponseWriter, r *http.Request) {
 	if b.AllowEmpty {
 		args = append(args, "--allow-empty")
 	}
-	if _, ok := a.git(w, r, b.Path, "", "", args...); !ok {
+	if _, ok := a.git(w, r, "commit", b.Path, "", "", args...); !ok {
 		return
 	}
-	hash, ok := a.git(w, r, b.Path, "", "", "rev-parse", "HEAD")
+	hash, ok := a.git(w, r, "rev-parse", b.Path, "", "", "rev-parse", "HEAD")
 	if ok {
 		writeJSON(w, http.StatusOK, map[string]string{"hash": strings.TrimSpace(hash)})
 	}
@@ -330,7 +322,7 @@ type GitCommitInfo struct {
 const MaxHistory = 1000
 
 func (a *API) gitHistory(w http.ResponseWriter, r *http.Request) {
-	out, ok := a.git(w, r, r.URL.Query().Get("path"), "", "", "log", "-z", "--max-count="+strconv.Itoa(MaxHistory), "--format=%H%x1f%an%x1f%ae%x1f%B%x1f%aI")
+	out, ok := a.git(w, r, "log", r.URL.Query().Get("path"), "", "", "log", "-z", "--max-count="+strconv.Itoa(MaxHistory), "--format=%H%x1f%an%x1f%ae%x1f%B%x1f%aI")
 	if !ok {
 		return
 	}
@@ -349,7 +341,7 @@ func (a *API) gitPush(w http.ResponseWriter, r *http.Request) {
 	if !decodeGit(w, r, &b, gitField{"path", &b.Path}) {
 		return
 	}
-	if _, ok := a.git(w, r, b.Path, b.Username, b.Password, "push"); ok {
+	if _, ok := a.git(w, r, "push", b.Path, b.Username, b.Password, "push"); ok {
 		writeJSON(w, http.StatusOK, map[string]any{})
 	}
 }
@@ -359,7 +351,7 @@ func (a *API) gitPull(w http.ResponseWriter, r *http.Request) {
 	if !decodeGit(w, r, &b, gitField{"path", &b.Path}) {
 		return
 	}
-	if _, ok := a.git(w, r, b.Path, b.Username, b.Password, "pull", "--no-rebase", "--no-edit"); ok {
+	if _, ok := a.git(w, r, "pull", b.Path, b.Username, b.Password, "pull", "--no-rebase", "--no-edit"); ok {
 		writeJSON(w, http.StatusOK, map[string]any{})
 	}
 }

@@ -209,8 +209,12 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, r, "command is required")
 		return
 	}
-	spec := supervisor.RunSpec{Argv: shellArgv, Stdin: strings.NewReader(script(b.Command)), Env: b.Envs, Dir: b.Cwd}
-	result, code, ok := a.run(w, r, spec, b.Timeout, func(err error) {
+	timeout, ok := execTimeout(w, r, b.Timeout)
+	if !ok {
+		return
+	}
+	spec := supervisor.RunSpec{Argv: shellArgv, Stdin: strings.NewReader(script(b.Command)), Env: b.Envs, Dir: b.Cwd, Timeout: timeout}
+	result, code, ok := a.run(w, r, spec, func(err error) {
 		writeJSON(w, http.StatusOK, ExecuteResponse{Result: err.Error(), ExitCode: -1})
 	})
 	if ok {
@@ -227,22 +231,24 @@ func script(code string) string {
 	return code
 }
 
-// run runs spec (its timeout in seconds, Daytona's, DefaultExecTimeout
-// when nil) with its output merged, and answers what went wrong itself:
-// a bad request, a timeout (408), a program that cannot start
+// execTimeout is a request's timeout in seconds (Daytona's), or
+// DefaultExecTimeout when it gives none; a bad one is answered.
+func execTimeout(w http.ResponseWriter, r *http.Request, seconds *int) (time.Duration, bool) {
+	if seconds == nil || *seconds == 0 {
+		return DefaultExecTimeout, true
+	}
+	if *seconds < 0 || time.Duration(*seconds)*time.Second > supervisor.MaxRunTimeout {
+		badRequest(w, r, fmt.Sprintf("timeout must be 0 to %d seconds", int(supervisor.MaxRunTimeout.Seconds())))
+		return 0, false
+	}
+	return time.Duration(*seconds) * time.Second, true
+}
+
+// run runs spec with its output merged, and answers what went wrong
+// itself: a bad request, a timeout (408), a program that cannot start
 // (notStarted). It returns the output (its tail, marked when cut) and
 // the exit code when there is an answer to give.
-func (a *API) run(w http.ResponseWriter, r *http.Request, spec supervisor.RunSpec, seconds *int, notStarted func(error)) (string, int, bool) {
-	spec.Timeout = DefaultExecTimeout
-	if seconds != nil {
-		if *seconds < 0 || time.Duration(*seconds)*time.Second > supervisor.MaxRunTimeout {
-			badRequest(w, r, fmt.Sprintf("timeout must be 0 to %d seconds", int(supervisor.MaxRunTimeout.Seconds())))
-			return "", 0, false
-		}
-		if *seconds > 0 {
-			spec.Timeout = time.Duration(*seconds) * time.Second
-		}
-	}
+func (a *API) run(w http.ResponseWriter, r *http.Request, spec supervisor.RunSpec, notStarted func(error)) (string, int, bool) {
 	spec.Merged = true
 	res, err := a.sup.Run(r.Context(), r.PathValue("id"), spec)
 	switch {
