@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/field"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/logcap"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
@@ -68,16 +69,12 @@ func (s *Supervisor) Run(ctx context.Context, id string, spec RunSpec) (RunResul
 	if err := spec.check(); err != nil {
 		return RunResult{}, err
 	}
-	env := make([]string, 0, len(spec.Env))
-	for k, v := range spec.Env {
-		env = append(env, k+"="+v)
-	}
 	timeout := spec.Timeout
 	if timeout == 0 {
 		timeout = MaxRunTimeout
 	}
 	stdout, stderr := logcap.NewTail(MaxRunOutput), logcap.NewTail(MaxRunOutput)
-	x := runtime.ExecSpec{Argv: spec.Argv, Env: env, Dir: spec.Dir, Stdin: spec.Stdin, Stdout: stdout, Stderr: stderr, Merged: spec.Merged, Timeout: timeout}
+	x := runtime.ExecSpec{Argv: spec.Argv, Env: childenv.List(spec.Env), Dir: spec.Dir, Stdin: spec.Stdin, Stdout: stdout, Stderr: stderr, Merged: spec.Merged, Timeout: timeout}
 	if spec.Merged {
 		x.Stderr = nil
 	}

@@ -36,6 +36,10 @@ const (
 // has ended.
 var ErrBusy = errors.New("too many commands at once")
 
+// nonInteractive is childenv.NonInteractive as an exec's variables, made
+// once: every command gets it.
+var nonInteractive = childenv.List(childenv.NonInteractive)
+
 // toolbox is the supervisor's count of running commands and the
 // sessions of each sandbox.
 type toolbox struct {
@@ -50,8 +54,8 @@ type toolbox struct {
 // Exec runs spec inside a running sandbox and counts as activity. The
 // command is bounded (ErrBusy past MaxExecsPerSandbox or MaxExecs), gets
 // childenv.NonInteractive unless spec asks for a terminal, and ends when
-// ctx does, after spec.Timeout, or when the sandbox stops. A runtime that cannot
-// run commands is ErrUnsupportedRuntime.
+// ctx does, after spec.Timeout, or when the sandbox stops. A runtime that
+// cannot run commands is ErrUnsupportedRuntime.
 func (s *Supervisor) Exec(ctx context.Context, id string, spec runtime.ExecSpec) (runtime.Process, error) {
 	e, h, err := s.liveHandle(id)
 	if err != nil {
@@ -65,7 +69,7 @@ func (s *Supervisor) Exec(ctx context.Context, id string, spec runtime.ExecSpec)
 		return nil, err
 	}
 	if !spec.TTY {
-		spec.Env = append(childenv.List(childenv.NonInteractive), spec.Env...)
+		spec.Env = append(slices.Clone(nonInteractive), spec.Env...)
 	}
 	p, err := ex.Exec(ctx, spec)
 	if err != nil {
