@@ -10,6 +10,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -151,12 +152,18 @@ func runToolbox(t *testing.T, d *testenv.Daemon, id string, s toolboxSuite) {
 	}
 	// code-run: the sandbox's python, or a 400 naming it where the
 	// sandbox has none (the busybox image).
+	_, pyErr := exec.LookPath("python3")
 	switch code, b := tc.json("POST", "/process/code-run", `{"code":"print(sum(range(10)))","language":"python"}`); {
-	case code == 200 && strings.Contains(string(b), `"result":"45\n"`):
-	case code == 400 && strings.Contains(string(b), "python3"):
-		t.Log("code-run: no python3 in this sandbox, and the answer says so")
+	case s.ordered && pyErr == nil: // a native sandbox runs this machine's python3
+		if code != 200 || !strings.Contains(string(b), `"result":"45\n"`) {
+			t.Fatalf("code-run: %d %s", code, b)
+		}
+	case !s.ordered: // the busybox image has none
+		if code != 400 || !strings.Contains(string(b), "python3") {
+			t.Fatalf("code-run without python3: %d %s", code, b)
+		}
 	default:
-		t.Fatalf("code-run: %d %s", code, b)
+		t.Log("python3 is not installed here: code-run's answer is not checked")
 	}
 
 	// 10 MiB of random bytes up, listed, and down again.
