@@ -316,8 +316,11 @@ type Spec struct {
 	// Stdio, when set, are the child's stdin, stdout and stderr instead
 	// of /dev/null and the two logs (pipes of an exec); the caller
 	// closes them after Spawn.
-	Stdio  []*os.File
-	Marker string // unique per process; recorded in Identity
+	Stdio []*os.File
+	// Terminal makes Stdio[0], a terminal, the child's controlling
+	// terminal in its new session (a shell's job control needs one).
+	Terminal bool
+	Marker   string // unique per process; recorded in Identity
 	// Cgroup, when set, places the child in its cgroups at birth: no
 	// instant of its life is spent outside them.
 	Cgroup Placement
@@ -462,6 +465,9 @@ func spawn(spec Spec) (*Process, error) {
 		Env:   env,
 		Files: fds(files, spec.Stdio),
 		Sys:   &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd},
+	}
+	if spec.Terminal {
+		attr.Sys.Setctty, attr.Sys.Ctty = true, 0
 	}
 	pid, err := forkExec(path, spec, attr)
 	if err != nil {

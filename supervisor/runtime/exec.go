@@ -38,8 +38,12 @@ type ExecSpec struct {
 	// command writes (its stderr is its stdout, as with 2>&1); Stderr is
 	// then unused.
 	Merged bool
-	// TTY gives the command a terminal, for an interactive shell.
-	TTY bool
+	// TTY gives the command a terminal, for an interactive shell: its
+	// controlling terminal is stdin, stdout and stderr at once, so all
+	// its output goes to Stdout, and the Process is a Terminal. Cols and
+	// Rows are its first size (0: 80 by 24).
+	TTY        bool
+	Cols, Rows int
 	// Timeout kills the command this long after it started (its Exit
 	// then has Reason "timeout"); zero: no limit but ctx.
 	Timeout time.Duration
@@ -55,6 +59,26 @@ type Process interface {
 	// ended is no error.
 	Kill() error
 }
+
+// Terminal is a Process started with TTY.
+type Terminal interface {
+	Process
+	// Resize changes the terminal's size; the command gets SIGWINCH.
+	Resize(cols, rows int) error
+}
+
+// TerminalSize is cols by rows as a terminal is first given it: 80 by 24
+// where either is not set, each at most MaxTerminalSide.
+func TerminalSize(cols, rows int) (int, int) {
+	if cols <= 0 || rows <= 0 {
+		return 80, 24
+	}
+	return min(cols, MaxTerminalSide), min(rows, MaxTerminalSide)
+}
+
+// MaxTerminalSide is the most columns or rows a terminal has (Daytona's
+// bound).
+const MaxTerminalSide = 1000
 
 // ReasonTimeout is Exit.Reason of an exec killed after its Timeout.
 const ReasonTimeout = "timeout"

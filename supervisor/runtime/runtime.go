@@ -64,6 +64,9 @@ type Capabilities struct {
 	LocalPort bool
 	// Exec: handles run commands inside the workload (Execer).
 	Exec bool
+	// Terminal: those commands can have a terminal (ExecSpec.TTY; the
+	// Process is then a Terminal).
+	Terminal bool
 	// Files: handles read and write the workload's files (Files).
 	Files bool
 	// Limits: the runtime enforces limits (Limiter; handles Resizer).

@@ -121,7 +121,7 @@ var (
 // gets none of the host's base environment, runs images; exec through
 // the engine, files in its bind-mounted workspace; limits.
 func (r *Runtime) Capabilities() runtime.Capabilities {
-	return runtime.Capabilities{LocalPort: true, Exec: true, Files: true, Limits: true, Isolation: true, Images: true}
+	return runtime.Capabilities{LocalPort: true, Exec: true, Terminal: true, Files: true, Limits: true, Isolation: true, Images: true}
 }
 
 // Enforceable: the engine enforces cpu, memory and pids, a cpu limit up

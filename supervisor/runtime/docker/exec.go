@@ -41,14 +41,21 @@ func (h *handle) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Proce
 	if err := h.lookPath(ctx, spec.Argv[0], dir, env); err != nil {
 		return nil, err
 	}
-	created, err := h.r.Client.ContainerExecCreate(ctx, h.st.ID, container.ExecOptions{
+	opts := container.ExecOptions{
 		Cmd: spec.Argv, Env: env, WorkingDir: dir, Tty: spec.TTY,
 		AttachStdin: spec.Stdin != nil, AttachStdout: true, AttachStderr: true,
-	})
+	}
+	if spec.TTY {
+		cols, rows := runtime.TerminalSize(spec.Cols, spec.Rows)
+		opts.ConsoleSize = &[2]uint{uint(rows), uint(cols)}
+	}
+	created, err := h.r.Client.ContainerExecCreate(ctx, h.st.ID, opts)
 	if err != nil {
 		return nil, h.r.engineErr("create exec", err)
 	}
-	att, err := h.r.Client.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{Tty: spec.TTY})
+	// The size goes with the start too: engines apply the create's only
+	// from API 1.42's start on.
+	att, err := h.r.Client.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{Tty: spec.TTY, ConsoleSize: opts.ConsoleSize})
 	if err != nil {
 		return nil, h.r.engineErr("start exec", err)
 	}
@@ -57,7 +64,30 @@ func (h *handle) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Proce
 	// start (no such program in the image, a missing directory) has
 	// ended with code 126 or 127 and printed why.
 	go x.run(ctx, spec, att.Reader, att.CloseWrite, att.Close, att.Conn)
+	if spec.TTY {
+		t := terminal{x}
+		// Engines before API 1.42 size an exec's terminal only once it
+		// runs (as docker's CLI does, a few tries while it starts).
+		for try := 1; try <= 5 && t.Resize(spec.Cols, spec.Rows) != nil; try++ {
+			time.Sleep(time.Duration(try) * 10 * time.Millisecond)
+		}
+		return t, nil
+	}
 	return x, nil
+}
+
+// terminal is a command started with a terminal by the engine.
+type terminal struct{ *execProc }
+
+func (t terminal) Resize(cols, rows int) error {
+	cols, rows = runtime.TerminalSize(cols, rows)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := t.h.r.Client.ContainerExecResize(ctx, t.id, container.ResizeOptions{Width: uint(cols), Height: uint(rows)})
+	if err != nil {
+		return t.h.r.engineErr("resize exec", err)
+	}
+	return nil
 }
 
 // defaultPath is the PATH of a container whose image sets none, as the

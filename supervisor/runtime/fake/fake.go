@@ -408,6 +408,9 @@ func (h *handle) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Proce
 	if len(spec.Argv) == 0 || spec.Argv[0] != "stub-exec" {
 		return nil, fmt.Errorf("%w: %w: the fake runtime runs only stub-exec", runtime.ErrExecStart, runtime.ErrProgramNotFound)
 	}
+	if spec.TTY {
+		return nil, fmt.Errorf("%w: the fake runtime offers no terminal", runtime.ErrExecStart)
+	}
 	select {
 	case <-h.Done():
 		return nil, fmt.Errorf("%w: the workload has ended", runtime.ErrExecStart)

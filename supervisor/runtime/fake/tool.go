@@ -1,12 +1,15 @@
 package fake
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Tool runs one of the few commands the conformance suite execs in a
@@ -23,6 +26,9 @@ import (
 //	cat           copy stdin to stdout
 //	err TEXT      print TEXT to stderr
 //	sleep SECS    sleep, then exit 0
+//	term          on a terminal, answer each line read: "size" with
+//	              "size ROWS COLS", "tty" with the terminal's name,
+//	              "exit N" by exiting with N
 func Tool(args []string, env []string, dir string, stdin io.Reader, stdout, stderr io.Writer, stop <-chan struct{}) int {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, "stub-exec: want an operation: exit, env, pwd, cat, err, sleep")
@@ -61,9 +67,39 @@ func Tool(args []string, env []string, dir string, stdin io.Reader, stdout, stde
 		case <-stop:
 		}
 		return 0
+	case "term":
+		return term(stdin, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "stub-exec: unknown operation %q\n", args[0])
 	return 2
+}
+
+// term answers lines about the terminal that stdin is.
+func term(stdin io.Reader, stdout, stderr io.Writer) int {
+	f, ok := stdin.(*os.File)
+	if !ok {
+		fmt.Fprintln(stderr, "stub-exec: term: stdin is no terminal")
+		return 2
+	}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		switch line := strings.TrimSpace(sc.Text()); {
+		case line == "size":
+			ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
+			if err != nil {
+				fmt.Fprintln(stderr, "stub-exec: term:", err)
+				return 1
+			}
+			fmt.Fprintf(stdout, "size %d %d\n", ws.Row, ws.Col)
+		case line == "tty":
+			name, _ := os.Readlink("/proc/self/fd/0")
+			fmt.Fprintln(stdout, "tty", name)
+		case strings.HasPrefix(line, "exit "):
+			n, _ := strconv.Atoi(strings.TrimPrefix(line, "exit "))
+			return n
+		}
+	}
+	return 0
 }
 
 // RunTool is Tool for the process itself (the stub binary's stub-exec).

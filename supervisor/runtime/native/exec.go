@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-control-plane/agent-control-plane/proc"
@@ -58,9 +59,6 @@ func (h *handle) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Proce
 	if len(spec.Argv) == 0 {
 		return nil, fmt.Errorf("%w: empty command", runtime.ErrExecStart)
 	}
-	if spec.TTY {
-		return nil, fmt.Errorf("%w: the native runtime offers no terminal", runtime.ErrExecStart)
-	}
 	env, err := h.p.Environ()
 	if err != nil {
 		return nil, fmt.Errorf("%w: read the sandbox's environment: %v", runtime.ErrExecStart, err)
@@ -80,7 +78,7 @@ func (h *handle) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Proce
 	if err != nil {
 		return nil, err
 	}
-	ps := proc.Spec{Argv: append([]string{argv0}, spec.Argv[1:]...), Env: env, Dir: dir, Marker: h.id.Marker, Stdio: pipes.child[:]}
+	ps := proc.Spec{Argv: append([]string{argv0}, spec.Argv[1:]...), Env: env, Dir: dir, Marker: h.id.Marker, Stdio: pipes.child[:], Terminal: spec.TTY}
 	if h.g != nil {
 		e, err := h.g.Into()
 		if err != nil {
@@ -100,7 +98,22 @@ func (h *handle) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Proce
 	x := &execProc{p: p, Ending: runtime.NewEnding()}
 	copied := pipes.copy(spec)
 	go x.run(ctx, spec.Timeout, copied, pipes.closeOutputs, func() { h.execs.remove(p) })
+	if pipes.pty != nil {
+		return &terminal{execProc: x, pty: pipes.pty}, nil
+	}
 	return x, nil
+}
+
+// terminal is a command started with a terminal: the daemon holds its
+// master side.
+type terminal struct {
+	*execProc
+	pty *os.File
+}
+
+func (t *terminal) Resize(cols, rows int) error {
+	cols, rows = runtime.TerminalSize(cols, rows)
+	return pty.Setsize(t.pty, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
 }
 
 // withVars is env with vars set over it; MarkerEnv stays as it is.
@@ -152,14 +165,19 @@ func lookPath(file string, env []string) (string, error) {
 	return "", fmt.Errorf("%s: not found in the sandbox's PATH", file)
 }
 
-// stdio are the pipes between the daemon and one command.
+// stdio are the pipes between the daemon and one command, or its
+// terminal.
 type stdio struct {
 	child [3]*os.File // the command's stdin, stdout, stderr
 	in    *os.File    // written to the command's stdin; nil: none
 	out   [2]*os.File // read from its stdout and stderr
+	pty   *os.File    // with a terminal: its master, which out[0] is too
 }
 
 func newStdio(spec runtime.ExecSpec) (*stdio, error) {
+	if spec.TTY {
+		return newTerminal(spec)
+	}
 	s := &stdio{}
 	var err error
 	if spec.Stdin == nil {
@@ -183,6 +201,22 @@ func newStdio(spec runtime.ExecSpec) (*stdio, error) {
 	return s, nil
 }
 
+// newTerminal is a new pseudo-terminal of spec's size, its one end the
+// command's stdin, stdout and stderr.
+func newTerminal(spec runtime.ExecSpec) (*stdio, error) {
+	master, tty, err := pty.Open()
+	if err != nil {
+		return nil, fmt.Errorf("%w: open a terminal: %v", runtime.ErrExecStart, err)
+	}
+	cols, rows := runtime.TerminalSize(spec.Cols, spec.Rows)
+	if err := pty.Setsize(master, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}); err != nil {
+		master.Close()
+		tty.Close()
+		return nil, fmt.Errorf("%w: size a terminal: %v", runtime.ErrExecStart, err)
+	}
+	return &stdio{child: [3]*os.File{tty, tty, tty}, out: [2]*os.File{master}, pty: master}, nil
+}
+
 // dup is a second descriptor of f's open file.
 func dup(f *os.File) (*os.File, error) {
 	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
@@ -195,7 +229,7 @@ func dup(f *os.File) (*os.File, error) {
 func (s *stdio) closeChild() {
 	for _, f := range s.child {
 		if f != nil {
-			f.Close()
+			f.Close() // a terminal's one file thrice: closed once, then ErrClosed
 		}
 	}
 }
@@ -235,6 +269,11 @@ func (s *stdio) copy(spec runtime.ExecSpec) <-chan struct{} {
 			_, _ = io.Copy(s.in, spec.Stdin)
 			s.in.Close()
 		}()
+	}
+	if s.pty != nil && spec.Stdin != nil {
+		// The end of a terminal's input is not the end of the terminal:
+		// the master stays open for its output.
+		go func() { _, _ = io.Copy(s.pty, spec.Stdin) }()
 	}
 	var wg sync.WaitGroup
 	for i, w := range []io.Writer{spec.Stdout, spec.Stderr} {

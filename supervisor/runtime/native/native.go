@@ -59,7 +59,7 @@ var (
 // Capabilities: a host port, exec and files in the workspace; limits
 // with cgroups.
 func (n *Runtime) Capabilities() runtime.Capabilities {
-	return runtime.Capabilities{LocalPort: true, Exec: true, Files: true, Limits: n.Cgroups != nil}
+	return runtime.Capabilities{LocalPort: true, Exec: true, Terminal: true, Files: true, Limits: n.Cgroups != nil}
 }
 
 // handle is one sandbox: its leader process and, when contained, its

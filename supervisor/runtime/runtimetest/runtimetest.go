@@ -26,6 +26,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -84,6 +85,9 @@ func Run(t *testing.T, h Harness) {
 	}
 	if caps.Exec {
 		t.Run("Exec", func(t *testing.T) { execs(t, h) })
+	}
+	if caps.Terminal {
+		t.Run("Terminal", func(t *testing.T) { terminal(t, h) })
 	}
 	if caps.Files {
 		t.Run("Files", func(t *testing.T) { files(t, h) })
@@ -221,6 +225,12 @@ func capabilities(t *testing.T, h Harness) {
 	}
 	if !caps.LocalPort && s.spec.Port != 0 {
 		t.Error("a runtime without LocalPort got a port")
+	}
+	if caps.Exec && !caps.Terminal {
+		x := s.h.(runtime.Execer)
+		if p, err := x.Exec(ctxT(t), runtime.ExecSpec{Argv: append(h.Tool, "exit", "0"), TTY: true}); !errors.Is(err, runtime.ErrExecStart) {
+			t.Errorf("no Capabilities.Terminal, but an exec with TTY answered %v, %v, want ErrExecStart", p, err)
+		}
 	}
 }
 
@@ -503,6 +513,80 @@ func execs(t *testing.T, h Harness) {
 			t.Errorf("an exec outlived its sandbox's stop: %v", err)
 		}
 	})
+}
+
+// terminal: a command with a terminal sees a terminal of the size asked,
+// then of a new size, and reads what is typed.
+func terminal(t *testing.T, h Harness) {
+	s := start(t, h, h.New(t), nil)
+	awaitServing(t, s.h.Endpoint())
+	in, typed := io.Pipe()
+	defer typed.Close()
+	out := &lockedBuffer{}
+	p, err := s.h.(runtime.Execer).Exec(ctxT(t), runtime.ExecSpec{Argv: append(append([]string(nil), h.Tool...), "term"), TTY: true, Cols: 100, Rows: 30, Stdin: in, Stdout: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	term, ok := p.(runtime.Terminal)
+	if !ok {
+		t.Fatalf("an exec with TTY is a %T, not a runtime.Terminal", p)
+	}
+	type_ := func(line string) {
+		if _, err := io.WriteString(typed, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type_("tty")
+	type_("size")
+	out.await(t, "tty /dev/pts/", "size 30 100")
+	if err := term.Resize(120, 40); err != nil {
+		t.Fatal(err)
+	}
+	type_("size")
+	out.await(t, "size 40 120")
+	type_("exit 3")
+	if e, err := p.Wait(ctxT(t)); err != nil || e.Code != 3 {
+		t.Errorf("exit 3 typed: %+v, %v", e, err)
+	}
+}
+
+// lockedBuffer is output written by one goroutine and read by another.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// await waits until the output holds every one of want.
+func (b *lockedBuffer) await(t *testing.T, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(b.String(), w) {
+				missing = w
+			}
+		}
+		if missing == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the terminal's output: %q", missing, b.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // usage: a handle that meters its workload says what a running one
