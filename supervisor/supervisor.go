@@ -85,7 +85,8 @@ type Supervisor struct {
 	logs   *logcap.Cap
 	ports  *ports
 	events *hub
-	tools  toolbox // commands running, shell sessions
+	tools  toolbox   // commands running, shell sessions
+	terms  terminals // terminals open
 	// unavail is Unavailable's last answer, until when it holds.
 	unavail struct {
 		mu    sync.Mutex

@@ -1,0 +1,220 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/terminal"
+)
+
+// Bounds of terminals: per sandbox and in all, those whose command has
+// ended included (the oldest ended one makes room for a new one). A
+// running terminal's command is also one of the sandbox's execs.
+const (
+	MaxTerminalsPerSandbox = 8
+	MaxTerminals           = 32
+)
+
+// TerminalArgv is what a terminal runs unless told otherwise: the
+// sandbox's login shell, else sh.
+var TerminalArgv = []string{"sh", "-c", `exec "${SHELL:-sh}"`}
+
+// terminals are the terminals of each sandbox, each bound to the
+// workload it was opened in: a stop or restart leaves it behind.
+type terminals struct {
+	mu    sync.Mutex
+	by    map[string][]*openTerminal // sandbox id → in order of opening
+	count int
+}
+
+type openTerminal struct {
+	*terminal.Terminal
+	in runtime.Handle
+}
+
+// OpenTerminal opens terminal spec in running sandbox id, running argv
+// (nil: TerminalArgv) with spec's variables; it counts as activity. An id
+// in use is ErrConflict; past the bounds, ErrBusy.
+func (s *Supervisor) OpenTerminal(id string, spec terminal.Spec, argv []string) (*terminal.Terminal, error) {
+	if !validName(spec.ID) {
+		return nil, invalid("terminal id %q must match %s", Clip(spec.ID, MaxQuoted), nameRE)
+	}
+	e, h, err := s.liveHandle(id)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	name := e.info.Runtime
+	s.mu.Unlock()
+	if rt, _ := s.opts.Runtimes.Get(name); rt == nil || !rt.Capabilities().Terminal {
+		return nil, fmt.Errorf("%w: the %s runtime gives its commands no terminal", ErrUnsupportedRuntime, name)
+	}
+	if argv == nil {
+		argv = TerminalArgv
+	}
+	env := childenv.List(spec.Env)
+	start := func(stdin io.Reader, stdout io.Writer, cols, rows int) (runtime.Terminal, error) {
+		p, err := s.Exec(context.Background(), id, runtime.ExecSpec{Argv: argv, Env: env, Dir: spec.Dir, Stdin: stdin, Stdout: stdout, TTY: true, Cols: cols, Rows: rows})
+		if err != nil {
+			return nil, err
+		}
+		return p.(runtime.Terminal), nil
+	}
+	red := s.Redactor(id)
+	filter := func(b []byte) []byte { return []byte(red.Redact(string(b))) }
+	s.terms.mu.Lock()
+	defer s.terms.mu.Unlock()
+	if err := s.terms.roomLocked(id, spec.ID, h); err != nil {
+		return nil, err
+	}
+	t, err := terminal.New(spec, start, filter)
+	if err != nil {
+		return nil, err
+	}
+	if s.terms.by == nil {
+		s.terms.by = map[string][]*openTerminal{}
+	}
+	s.terms.by[id] = append(s.terms.by[id], &openTerminal{Terminal: t, in: h})
+	s.terms.count++
+	_ = s.RefreshActivity(id)
+	return t, nil
+}
+
+// roomLocked makes room for terminal tid in sandbox id, whose workload
+// is h: forgets the terminals of an earlier workload, refuses a name in
+// use, and past the bounds forgets the oldest ended terminal or refuses.
+func (ts *terminals) roomLocked(id, tid string, h runtime.Handle) error {
+	ts.pruneLocked(id, h)
+	list := ts.by[id]
+	for _, t := range list {
+		if t.spec().ID == tid {
+			return fmt.Errorf("%w: terminal %s exists in %s", ErrConflict, tid, Clip(id, MaxQuoted))
+		}
+	}
+	if len(list) < MaxTerminalsPerSandbox && ts.count < MaxTerminals {
+		return nil
+	}
+	for _, t := range list {
+		if !t.Info().Active {
+			ts.dropLocked(id, t)
+			return nil
+		}
+	}
+	if len(list) >= MaxTerminalsPerSandbox {
+		return fmt.Errorf("%w: %s has %d terminals running (at most %d); close one first", ErrBusy, Clip(id, MaxQuoted), len(list), MaxTerminalsPerSandbox)
+	}
+	return fmt.Errorf("%w: %d terminals are open (at most %d in all); close one first", ErrBusy, ts.count, MaxTerminals)
+}
+
+func (t *openTerminal) spec() terminal.Spec { return t.Info().Spec }
+
+// pruneLocked forgets sandbox id's terminals opened in a workload other
+// than h (nil: all of them).
+func (ts *terminals) pruneLocked(id string, h runtime.Handle) {
+	for _, t := range slices.Clone(ts.by[id]) {
+		if t.in != h {
+			go t.Close() // ended already with its workload, or ends now
+			ts.dropLocked(id, t)
+		}
+	}
+}
+
+func (ts *terminals) dropLocked(id string, t *openTerminal) {
+	i := slices.Index(ts.by[id], t)
+	if i < 0 {
+		return
+	}
+	ts.by[id] = slices.Delete(ts.by[id], i, i+1)
+	ts.count--
+	if len(ts.by[id]) == 0 {
+		delete(ts.by, id)
+	}
+}
+
+// Terminals lists running sandbox id's terminals, in the order opened.
+func (s *Supervisor) Terminals(id string) ([]*terminal.Terminal, error) {
+	_, h, err := s.liveHandle(id)
+	if err != nil {
+		return nil, err
+	}
+	s.terms.mu.Lock()
+	defer s.terms.mu.Unlock()
+	s.terms.pruneLocked(id, h)
+	out := []*terminal.Terminal{}
+	for _, t := range s.terms.by[id] {
+		out = append(out, t.Terminal)
+	}
+	return out, nil
+}
+
+// Terminal finds terminal tid of running sandbox id (ErrNotFound).
+func (s *Supervisor) Terminal(id, tid string) (*terminal.Terminal, error) {
+	list, err := s.Terminals(id)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range list {
+		if t.Info().ID == tid {
+			return t, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: no terminal %s in %s", ErrNotFound, Clip(tid, MaxQuoted), Clip(id, MaxQuoted))
+}
+
+// TerminalInput types p into terminal tid; it counts as activity.
+func (s *Supervisor) TerminalInput(id, tid string, p []byte) error {
+	t, err := s.Terminal(id, tid)
+	if err != nil {
+		return err
+	}
+	if _, err := t.Write(p); err != nil {
+		return fmt.Errorf("%w: %w", ErrConflict, err)
+	}
+	_ = s.RefreshActivity(id)
+	return nil
+}
+
+// ResizeTerminal sets terminal tid's size; it counts as activity.
+func (s *Supervisor) ResizeTerminal(id, tid string, cols, rows int) (terminal.Info, error) {
+	t, err := s.Terminal(id, tid)
+	if err != nil {
+		return terminal.Info{}, err
+	}
+	if err := t.Resize(cols, rows); err != nil {
+		return terminal.Info{}, invalid("%v", err)
+	}
+	_ = s.RefreshActivity(id)
+	return t.Info(), nil
+}
+
+// CloseTerminal ends terminal tid's command and forgets it; it counts as
+// activity.
+func (s *Supervisor) CloseTerminal(id, tid string) error {
+	t, err := s.Terminal(id, tid)
+	if err != nil {
+		return err
+	}
+	t.Close()
+	s.terms.mu.Lock()
+	for _, o := range s.terms.by[id] {
+		if o.Terminal == t {
+			s.terms.dropLocked(id, o)
+			break
+		}
+	}
+	s.terms.mu.Unlock()
+	_ = s.RefreshActivity(id)
+	return nil
+}
+
+// forget drops a deleted sandbox's terminals.
+func (ts *terminals) forget(id string) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.pruneLocked(id, nil)
+}
