@@ -5,12 +5,14 @@ go 1.26.8
 require (
 	github.com/BurntSushi/toml v1.6.0
 	github.com/chromedp/chromedp v0.23.0
+	github.com/coder/websocket v1.8.15
 	github.com/containerd/errdefs v1.0.0
 	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/creack/pty v1.1.24
 	github.com/docker/docker v28.5.2+incompatible
 	github.com/docker/go-connections v0.8.2
 	github.com/getkin/kin-openapi v0.142.0
+	github.com/gorilla/websocket v1.5.3
 	github.com/launchdarkly/eventsource v1.11.0
 	github.com/oapi-codegen/runtime v1.9.0
 	github.com/pb33f/libopenapi v0.42.5

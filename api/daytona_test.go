@@ -541,9 +541,6 @@ func TestDaytonaRefusedFeaturesAnswer400(t *testing.T) {
 	e := newEnv(t, nil)
 	e.do("POST", "/api/sandbox", `{"name":"rf"}`)
 	for _, c := range []struct{ method, path, names string }{
-		{"GET", "/api/toolbox/rf/process/pty/abc", "PTY"},
-		{"DELETE", "/api/toolbox/rf/process/pty/abc", "PTY"},
-		{"POST", "/api/toolbox/rf/process/pty/abc/resize", "PTY"},
 		{"POST", "/api/toolbox/rf/git/no-such-operation", "git operation"},
 		{"POST", "/api/toolbox/rf/lsp/start", "language servers"},
 		{"DELETE", "/api/toolbox/rf/process/interpreter/context/c1", "interpreter"},

@@ -44,15 +44,9 @@ func (s *Supervisor) OpenTerminal(id string, spec terminal.Spec, argv []string) 
 	if !validName(spec.ID) {
 		return nil, invalid("terminal id %q must match %s", Clip(spec.ID, MaxQuoted), nameRE)
 	}
-	e, h, err := s.liveHandle(id)
+	h, err := s.terminalHandle(id)
 	if err != nil {
 		return nil, err
-	}
-	s.mu.Lock()
-	name := e.info.Runtime
-	s.mu.Unlock()
-	if rt, _ := s.opts.Runtimes.Get(name); rt == nil || !rt.Capabilities().Terminal {
-		return nil, fmt.Errorf("%w: the %s runtime gives its commands no terminal", ErrUnsupportedRuntime, name)
 	}
 	if argv == nil {
 		argv = TerminalArgv
@@ -83,6 +77,22 @@ func (s *Supervisor) OpenTerminal(id string, spec terminal.Spec, argv []string) 
 	s.terms.count++
 	_ = s.RefreshActivity(id)
 	return t, nil
+}
+
+// terminalHandle is running sandbox id's handle, whose runtime gives
+// commands a terminal (ErrUnsupportedRuntime otherwise).
+func (s *Supervisor) terminalHandle(id string) (runtime.Handle, error) {
+	e, h, err := s.liveHandle(id)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	name := e.info.Runtime
+	s.mu.Unlock()
+	if rt, _ := s.opts.Runtimes.Get(name); rt == nil || !rt.Capabilities().Terminal {
+		return nil, fmt.Errorf("%w: the %s runtime gives its commands no terminal", ErrUnsupportedRuntime, name)
+	}
+	return h, nil
 }
 
 // roomLocked makes room for terminal tid in sandbox id, whose workload
@@ -138,7 +148,7 @@ func (ts *terminals) dropLocked(id string, t *openTerminal) {
 
 // Terminals lists running sandbox id's terminals, in the order opened.
 func (s *Supervisor) Terminals(id string) ([]*terminal.Terminal, error) {
-	_, h, err := s.liveHandle(id)
+	h, err := s.terminalHandle(id)
 	if err != nil {
 		return nil, err
 	}

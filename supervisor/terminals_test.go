@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/terminal"
+	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
 // collect gathers an attachment's output until want is in it.

@@ -282,6 +282,16 @@ func runToolbox(t *testing.T, d *testenv.Daemon, id string, s toolboxSuite) {
 		code, _ := tc.json("POST", "/process/session/s1/command/"+async.CmdID+"/input", `{"data":"x\n"}`)
 		return code == 204
 	})
+	// Followed over a WebSocket as the SDK does, the streams apart.
+	code, b = tc.json("POST", "/process/session/s1/exec", `{"command":"echo out; echo err >&2; sleep 0.2; echo more","runAsync":true}`)
+	json.Unmarshal(b, &async)
+	if stdout, stderr := followLogsWS(t, d, tc.base+"/process/session/s1/command/"+async.CmdID+"/logs?follow=true", nil); stdout != "out\nmore\n" || stderr != "err\n" {
+		t.Fatalf("followed over a WebSocket: stdout %q, stderr %q", stdout, stderr)
+	}
+	if stdout, _ := followLogsWS(t, d, tc.base+"/process/session/entrypoint/logs?follow=true", func(o, _ string) bool { return strings.Contains(o, "entrypoint says hi") }); !strings.Contains(stdout, "entrypoint says hi") {
+		t.Fatalf("the entrypoint's logs followed: %q", stdout)
+	}
+	runPty(t, tc)
 	if code, b := tc.json("GET", "/process/session", ""); code != 200 || !strings.Contains(string(b), `"sessionId":"s1"`) {
 		t.Fatalf("sessions: %d %s", code, b)
 	}
@@ -349,10 +359,42 @@ func runToolbox(t *testing.T, d *testenv.Daemon, id string, s toolboxSuite) {
 	t.Logf("%d toolbox exchanges checked against Daytona's document", tc.chk.n)
 }
 
+// runPty drives a PTY session as the SDK's CreatePty does: created,
+// connected, typed into, resized, exited, deleted.
+func runPty(t *testing.T, tc *toolboxClient) {
+	if code, b := tc.json("POST", "/process/pty", `{"id":"p1","cols":100,"rows":30,"envs":{"GREETING":"hi pty"}}`); code != 201 || !strings.Contains(string(b), `"sessionId":"p1"`) {
+		t.Fatalf("create a PTY: %d %s", code, b)
+	}
+	p := connectPty(t, tc.d, tc.base, "p1")
+	p.send(t, "tty; stty size; echo \"$GREETING\" $TERM\n")
+	p.await(t, "/dev/pts/", "30 100", "hi pty xterm-256color")
+	if code, b := tc.json("POST", "/process/pty/p1/resize", `{"cols":120,"rows":40}`); code != 200 || !strings.Contains(string(b), `"cols":120`) {
+		t.Fatalf("resize: %d %s", code, b)
+	}
+	p.send(t, "stty size\n")
+	p.await(t, "40 120")
+	if code, b := tc.json("GET", "/process/pty", ""); code != 200 || !strings.Contains(string(b), `"id":"p1"`) || !strings.Contains(string(b), `"active":true`) {
+		t.Fatalf("PTY list: %d %s", code, b)
+	}
+	p.send(t, "exit 5\n")
+	if code := p.wait(t); code != 5 {
+		t.Fatalf("exit 5 typed: the PTY says %d", code)
+	}
+	if code, b := tc.json("GET", "/process/pty/p1", ""); code != 200 || !strings.Contains(string(b), `"active":false`) {
+		t.Fatalf("an exited PTY: %d %s", code, b)
+	}
+	if code, b := tc.json("DELETE", "/process/pty/p1", ""); code != 200 {
+		t.Fatalf("delete a PTY: %d %s", code, b)
+	}
+	if code, _ := tc.json("GET", "/process/pty/p1", ""); code != 404 {
+		t.Fatalf("a deleted PTY: %d", code)
+	}
+}
+
 func TestToolboxNative(t *testing.T) {
 	lo, hi := portBlock.Next()
 	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi, Env: toolboxEnv})
-	create(t, d, `{"name":"tb"}`)
+	create(t, d, `{"name":"tb","envVars":{"STUB_AGENT_PRINT":"entrypoint says hi"}}`)
 	waitState(t, d, "tb", "started")
 	ws := filepath.Join(d.Root, "tb", supervisor.WorkspaceDir)
 	rec := record(t, d, "tb")
@@ -387,7 +429,7 @@ command = ["/agent-control-plane", "stub-agent"]
 `})
 	t.Cleanup(func() { c.NetworkRemove(context.Background(), conf.InstanceName(d.Root)) })
 	t.Cleanup(func() { call(t, d, "DELETE", "/v1/sandboxes/tbd", "") })
-	create(t, d, `{"name":"tbd","snapshot":"shell"}`)
+	create(t, d, `{"name":"tbd","snapshot":"shell","envVars":{"STUB_AGENT_PRINT":"entrypoint says hi"}}`)
 	waitState(t, d, "tbd", "started")
 	cid := containerOf(t, d, "tbd")
 	runToolbox(t, d, "tbd", toolboxSuite{workDir: "/workspace", hostDir: filepath.Join(d.Root, "tbd", supervisor.WorkspaceDir),

@@ -14,6 +14,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/supervisor/field"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/shell"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/terminal"
 )
 
 // Toolbox is what the toolbox needs of the supervisor.
@@ -29,6 +30,13 @@ type Toolbox interface {
 	CommandOutput(id string, c *shell.Command) supervisor.CommandOutput
 	FollowCommand(ctx context.Context, id string, c *shell.Command, emit func(stderr bool, text string) error) error
 	EntrypointLogs(ctx context.Context, id string, q supervisor.LogQuery) (supervisor.Logs, error)
+	FollowLogs(ctx context.Context, id string, q supervisor.LogQuery, emit func(supervisor.LogChunk) error) (supervisor.Sandbox, error)
+	OpenTerminal(id string, spec terminal.Spec, argv []string) (*terminal.Terminal, error)
+	Terminals(id string) ([]*terminal.Terminal, error)
+	Terminal(id, tid string) (*terminal.Terminal, error)
+	TerminalInput(id, tid string, p []byte) error
+	ResizeTerminal(id, tid string, cols, rows int) (terminal.Info, error)
+	CloseTerminal(id, tid string) error
 }
 
 // DefaultExecTimeout is how long execute lets a command run when the
@@ -69,12 +77,12 @@ func (a *API) toolboxRoutes() []Route {
 	// What the toolbox does not have answers, at each of its paths and
 	// for every method, a 400 naming it.
 	out = append(out, a.gitRoutes(p)...)
+	out = append(out, a.ptyRoutes(p)...)
 	out = append(out, refusedExcept(p+"/git", "this git operation", "Daytona's toolbox has no such route", out)...)
 	for _, f := range []struct{ paths, what, why string }{
 		{"/computeruse", "computer use", "there is no desktop in a sandbox here"},
 		{"/lsp", "language servers", "none runs here"},
 		{"/process/interpreter", "the interpreter", "no interpreter is bundled; run one through process/execute"},
-		{"/process/pty", "PTY sessions", "sessions here have no terminal"},
 	} {
 		out = append(out, refused(p+f.paths, f.what, f.why)...)
 	}

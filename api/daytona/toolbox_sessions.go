@@ -1,10 +1,14 @@
 package daytona
 
 import (
+	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
@@ -211,6 +215,12 @@ func (a *API) commandLogs(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, LogsResponse{Output: output, Stdout: stdout, Stderr: stderr})
 		return
 	}
+	if isWebSocket(r) {
+		a.streamLogs(w, r, func(ctx context.Context, emit func(stderr bool, text string) error) {
+			a.sup.FollowCommand(ctx, r.PathValue("id"), c, emit)
+		})
+		return
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
@@ -222,6 +232,32 @@ func (a *API) commandLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		return rc.Flush()
 	})
+}
+
+// Markers that tell a followed log's streams apart on a WebSocket, as
+// Daytona's SDKs read them.
+var (
+	stdoutMark = []byte{1, 1, 1}
+	stderrMark = []byte{2, 2, 2}
+)
+
+// streamLogs sends what follow emits over a WebSocket, each piece after
+// its stream's marker, and closes it normally at the end.
+func (a *API) streamLogs(w http.ResponseWriter, r *http.Request, follow func(ctx context.Context, emit func(stderr bool, text string) error)) {
+	c, ok := accept(w, r)
+	if !ok {
+		return
+	}
+	defer c.CloseNow()
+	ctx := c.CloseRead(r.Context()) // ends when the client goes
+	follow(ctx, func(stderr bool, text string) error {
+		mark := stdoutMark
+		if stderr {
+			mark = stderrMark
+		}
+		return wsWrite(ctx, c, websocket.MessageBinary, append(slices.Clip(mark), text...))
+	})
+	_ = c.Close(websocket.StatusNormalClosure, "")
 }
 
 // entrypointSession is the sandbox's own workload as a session: one
@@ -236,8 +272,26 @@ func (a *API) entrypointSession(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, Session{SessionID: EntrypointSession, Commands: []Command{cmd}})
 }
 
-// entrypointLogs are the workload's logs, redacted as on /v1.
+// entrypointLogs are the workload's logs, redacted as on /v1; with
+// follow=true over a WebSocket, streamed as they come while it runs.
 func (a *API) entrypointLogs(w http.ResponseWriter, r *http.Request) {
+	follow, ok := boolQuery(w, r, "follow")
+	if !ok {
+		return
+	}
+	if follow && isWebSocket(r) {
+		id := r.PathValue("id")
+		if _, err := a.sup.Get(id); err != nil {
+			a.fail(w, r, err, wire.CodeInternal)
+			return
+		}
+		a.streamLogs(w, r, func(ctx context.Context, emit func(stderr bool, text string) error) {
+			a.sup.FollowLogs(ctx, id, supervisor.LogQuery{}, func(c supervisor.LogChunk) error {
+				return emit(c.Stream == "stderr", c.Text)
+			})
+		})
+		return
+	}
 	l, err := a.sup.EntrypointLogs(r.Context(), r.PathValue("id"), supervisor.LogQuery{})
 	if err != nil {
 		a.fail(w, r, err, wire.CodeInternal)
