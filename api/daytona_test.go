@@ -543,7 +543,7 @@ func TestDaytonaRefusedFeaturesAnswer400(t *testing.T) {
 	for _, c := range []struct{ method, path, names string }{
 		{"POST", "/api/toolbox/rf/git/no-such-operation", "git operation"},
 		{"POST", "/api/toolbox/rf/lsp/start", "language servers"},
-		{"DELETE", "/api/toolbox/rf/process/interpreter/context/c1", "interpreter"},
+		{"GET", "/api/toolbox/rf/computeruse/status", "computer use"},
 		{"GET", "/api/volumes/by-name/data", "volumes"},
 		{"DELETE", "/api/volumes/v1", "volumes"},
 		{"POST", "/api/snapshots", "changing snapshots"},

@@ -406,6 +406,7 @@ func (s *Supervisor) delete(e *sandbox) error {
 	s.logs.Forget(e.id)
 	s.tools.forget(e.id)
 	s.terms.forget(e.id)
+	s.ctxs.forget(e.id)
 	s.mu.Lock()
 	delete(s.sandboxes, e.id)
 	gone := e.info

@@ -87,6 +87,7 @@ type Supervisor struct {
 	events *hub
 	tools  toolbox   // commands running, shell sessions
 	terms  terminals // terminals open
+	ctxs   contexts  // interpreter contexts
 	// unavail is Unavailable's last answer, until when it holds.
 	unavail struct {
 		mu    sync.Mutex

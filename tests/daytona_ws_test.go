@@ -163,3 +163,42 @@ func followLogsWS(t *testing.T, d *testenv.Daemon, path string, until func(stdou
 	}
 	return out.String(), errs.String()
 }
+
+// codeRun is what RunCode's channels give: the outputs, the error the
+// code raised, and how the stream closed.
+type codeRun struct {
+	stdout, stderr    string
+	errName, errValue string
+	traceback         string
+	closeCode         int
+}
+
+// runCodeWS runs code as CodeInterpreterService.RunCode does: the request
+// as the first message, then messages to the close.
+func runCodeWS(t *testing.T, d *testenv.Daemon, base string, req map[string]any) codeRun {
+	t.Helper()
+	c := dialToolbox(t, d, base+"/process/interpreter/execute")
+	if err := c.WriteJSON(req); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(2 * time.Minute))
+	var r codeRun
+	for {
+		var m struct{ Type, Text, Name, Value, Traceback string }
+		if err := c.ReadJSON(&m); err != nil {
+			if ce, ok := err.(*websocket.CloseError); ok {
+				r.closeCode = ce.Code
+				return r
+			}
+			t.Fatalf("run code: %v", err)
+		}
+		switch m.Type {
+		case "stdout":
+			r.stdout += m.Text
+		case "stderr":
+			r.stderr += m.Text
+		case "error":
+			r.errName, r.errValue, r.traceback = m.Name, m.Value, m.Traceback
+		}
+	}
+}

@@ -292,6 +292,7 @@ func runToolbox(t *testing.T, d *testenv.Daemon, id string, s toolboxSuite) {
 		t.Fatalf("the entrypoint's logs followed: %q", stdout)
 	}
 	runPty(t, tc)
+	runInterpreter(t, tc, s.ordered)
 	if code, b := tc.json("GET", "/process/session", ""); code != 200 || !strings.Contains(string(b), `"sessionId":"s1"`) {
 		t.Fatalf("sessions: %d %s", code, b)
 	}
@@ -388,6 +389,54 @@ func runPty(t *testing.T, tc *toolboxClient) {
 	}
 	if code, _ := tc.json("GET", "/process/pty/p1", ""); code != 404 {
 		t.Fatalf("a deleted PTY: %d", code)
+	}
+}
+
+// runInterpreter drives the code interpreter as the SDK does: state kept
+// in a context across runs, contexts apart, errors, a timeout; where the
+// sandbox has no python3 (the busybox image), an error naming it.
+func runInterpreter(t *testing.T, tc *toolboxClient, native bool) {
+	_, pyErr := exec.LookPath("python3")
+	if !native || pyErr != nil {
+		r := runCodeWS(t, tc.d, tc.base, map[string]any{"code": "print(1)"})
+		if r.errName == "" || !strings.Contains(r.errValue, "python3") || r.closeCode != 1000 {
+			t.Fatalf("code without python3 in the sandbox: %+v", r)
+		}
+		return
+	}
+	code, b := tc.json("POST", "/process/interpreter/context", `{"language":"python"}`)
+	var ic struct{ ID string }
+	if json.Unmarshal(b, &ic); code != 200 || ic.ID == "" {
+		t.Fatalf("create a context: %d %s", code, b)
+	}
+	run := func(ctxID, code string) codeRun {
+		req := map[string]any{"code": code}
+		if ctxID != "" {
+			req["contextId"] = ctxID
+		}
+		return runCodeWS(t, tc.d, tc.base, req)
+	}
+	run(ic.ID, "counter = 41")
+	if r := run(ic.ID, "import sys, os\ncounter += 1\nprint(counter)\nprint('warn', file=sys.stderr)\nos.system('echo from a subprocess')"); r.stdout != "42\nfrom a subprocess\n" || r.stderr != "warn\n" || r.errName != "" || r.closeCode != 1000 {
+		t.Fatalf("state across runs: %+v", r)
+	}
+	if r := run("", "print('counter' in globals())"); r.stdout != "False\n" {
+		t.Fatalf("the default context sees another context's state: %+v", r)
+	}
+	if r := run(ic.ID, "1/0"); r.errName != "ZeroDivisionError" || !strings.Contains(r.traceback, "ZeroDivisionError") {
+		t.Fatalf("an error: %+v", r)
+	}
+	if r := runCodeWS(t, tc.d, tc.base, map[string]any{"code": "import time\ntime.sleep(30)", "contextId": ic.ID, "timeout": 1}); r.closeCode != 4001 {
+		t.Fatalf("past its timeout: %+v", r)
+	}
+	if code, b := tc.json("GET", "/process/interpreter/context", ""); code != 200 || !strings.Contains(string(b), `"id":"`+ic.ID+`"`) || strings.Contains(string(b), `"id":"default"`) {
+		t.Fatalf("contexts: %d %s", code, b)
+	}
+	if code, b := tc.json("DELETE", "/process/interpreter/context/"+ic.ID, ""); code != 200 {
+		t.Fatalf("delete a context: %d %s", code, b)
+	}
+	if r := run(ic.ID, "print(1)"); r.errName == "" || !strings.Contains(r.errValue, "no interpreter context") {
+		t.Fatalf("code in a deleted context: %+v", r)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/field"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/interp"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/shell"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/terminal"
@@ -37,6 +38,10 @@ type Toolbox interface {
 	TerminalInput(id, tid string, p []byte) error
 	ResizeTerminal(id, tid string, cols, rows int) (terminal.Info, error)
 	CloseTerminal(id, tid string) error
+	CreateContext(id, cwd string) (*interp.Context, error)
+	Contexts(id string) ([]*interp.Context, error)
+	DeleteContext(id, cid string) error
+	RunCode(ctx context.Context, id, cid, code string, envs map[string]string, timeout time.Duration, emit func(interp.Message) error) error
 }
 
 // DefaultExecTimeout is how long execute lets a command run when the
@@ -78,11 +83,11 @@ func (a *API) toolboxRoutes() []Route {
 	// for every method, a 400 naming it.
 	out = append(out, a.gitRoutes(p)...)
 	out = append(out, a.ptyRoutes(p)...)
+	out = append(out, a.interpreterRoutes(p)...)
 	out = append(out, refusedExcept(p+"/git", "this git operation", "Daytona's toolbox has no such route", out)...)
 	for _, f := range []struct{ paths, what, why string }{
 		{"/computeruse", "computer use", "there is no desktop in a sandbox here"},
 		{"/lsp", "language servers", "none runs here"},
-		{"/process/interpreter", "the interpreter", "no interpreter is bundled; run one through process/execute"},
 	} {
 		out = append(out, refused(p+f.paths, f.what, f.why)...)
 	}
