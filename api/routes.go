@@ -54,6 +54,9 @@ var routes = []route{
 	{"POST", "/v1/sandboxes/{id}/sessions/{session}/exec", (*Server).sessionExec, true, inside, jsonBody},
 	{"POST", "/v1/sandboxes/{id}/start", (*Server).start, true, member, jsonBody},
 	{"POST", "/v1/sandboxes/{id}/stop", (*Server).stop, true, member, jsonBody},
+	{"POST", "/v1/sandboxes/{id}/terminals", (*Server).openTerminal, true, inside, jsonBody},
+	{"DELETE", "/v1/sandboxes/{id}/terminals/{terminal}", (*Server).closeTerminal, true, inside, jsonBody},
+	{"GET", "/v1/sandboxes/{id}/terminals/{terminal}/attach", (*Server).attachTerminal, false, inside, jsonBody},
 	{"GET", "/v1/snapshots", (*Server).snapshots, false, member, jsonBody},
 }
 

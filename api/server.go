@@ -25,6 +25,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/shell"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/terminal"
 )
 
 // Supervisor is what /v1, its event feed, its metrics and the dashboard
@@ -60,6 +61,11 @@ type Supervisor interface {
 	Files(id string) (runtime.Files, error)
 	CreateSession(id, sid string) (*shell.Session, error)
 	DeleteSession(id, sid string) error
+	OpenTerminal(id string, spec terminal.Spec, argv []string) (*terminal.Terminal, error)
+	Terminal(id, tid string) (*terminal.Terminal, error)
+	TerminalInput(id, tid string, p []byte) error
+	ResizeTerminal(id, tid string, cols, rows int) (terminal.Info, error)
+	CloseTerminal(id, tid string) error
 	SessionRun(id, sid, line string) (*shell.Command, error)
 	CommandOutput(id string, c *shell.Command) supervisor.CommandOutput
 }

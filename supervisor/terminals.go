@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sync"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/field"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/terminal"
 )
@@ -19,6 +21,9 @@ const (
 	MaxTerminalsPerSandbox = 8
 	MaxTerminals           = 32
 )
+
+// DefaultTerm is TERM in a terminal whose request sets none.
+const DefaultTerm = "xterm-256color"
 
 // TerminalArgv is what a terminal runs unless told otherwise: the
 // sandbox's login shell, else sh.
@@ -44,12 +49,25 @@ func (s *Supervisor) OpenTerminal(id string, spec terminal.Spec, argv []string) 
 	if !validName(spec.ID) {
 		return nil, invalid("terminal id %q must match %s", Clip(spec.ID, MaxQuoted), nameRE)
 	}
+	if argv != nil && (len(argv) == 0 || len(argv) > MaxRunArgs || argv[0] == "") {
+		return nil, field.Errorf(field.Argv, "must hold 1 to %d words, the first the program", MaxRunArgs)
+	}
+	if err := ValidateEnv(spec.Env); err != nil {
+		return nil, err
+	}
 	h, err := s.terminalHandle(id)
 	if err != nil {
 		return nil, err
 	}
 	if argv == nil {
 		argv = TerminalArgv
+	}
+	if _, ok := spec.Env["TERM"]; !ok {
+		spec.Env = maps.Clone(spec.Env)
+		if spec.Env == nil {
+			spec.Env = map[string]string{}
+		}
+		spec.Env["TERM"] = DefaultTerm
 	}
 	env := childenv.List(spec.Env)
 	start := func(stdin io.Reader, stdout io.Writer, cols, rows int) (runtime.Terminal, error) {

@@ -4,9 +4,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
+	"github.com/agent-control-plane/agent-control-plane/tests/testenv"
 )
 
 // exec passes its input through, keeps stdout and stderr apart and exits
@@ -56,5 +63,74 @@ func TestCLIInsideASandbox(t *testing.T) {
 	}
 	if code, out, _ := cli(t, d, "get", "in"); code != 0 || !strings.Contains(out, "Workspace:") || !strings.Contains(out, ws) {
 		t.Fatalf("get: %d %s", code, out)
+	}
+}
+
+// exec -it runs the command on a terminal of the outer terminal's size:
+// what is typed reaches it, a resize of the outer terminal follows, its
+// exit code is exec's, and the outer terminal is as it was after.
+func TestCLIExecTerminal(t *testing.T) {
+	d := startDaemon(t)
+	if code, _, errs := cli(t, d, "create", "tt", "--wait"); code != 0 {
+		t.Fatalf("create: %d %s", code, errs)
+	}
+	cmd := cliCmd(t, d, "exec", "-it", "tt", "sh")
+	outer, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outer.Close()
+	defer tty.Close()
+	pty.Setsize(outer, &pty.Winsize{Rows: 33, Cols: 101})
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen strings.Builder
+	go func() {
+		b := make([]byte, 4096)
+		for {
+			n, err := outer.Read(b)
+			mu.Lock()
+			seen.Write(b[:n])
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	await := func(want string) {
+		t.Helper()
+		testenv.Eventually(t, "the terminal shows "+want, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return strings.Contains(seen.String(), want)
+		})
+	}
+	outer.Write([]byte("tty; stty size\r"))
+	await("/dev/pts/")
+	await("33 101")
+	pty.Setsize(outer, &pty.Winsize{Rows: 40, Cols: 120})
+	testenv.Eventually(t, "the inner terminal follows the outer's size", func() bool {
+		outer.Write([]byte("stty size\r"))
+		time.Sleep(100 * time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(seen.String(), "40 120")
+	})
+	outer.Write([]byte("exit 7\r"))
+	if code := waitExit(t, cmd); code != 7 {
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("exec -it of exit 7: %d; the terminal showed %q", code, seen.String())
+	}
+	if st, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS); err != nil || st.Lflag&(unix.ICANON|unix.ECHO) != unix.ICANON|unix.ECHO {
+		t.Errorf("the outer terminal after exec -it: %+v, %v (not back in cooked mode)", st, err)
+	}
+	// A command without a terminal to attach to is refused, saying why.
+	if code, _, errs := cli(t, d, "exec", "-t", "tt", "true"); code == 0 || !strings.Contains(errs, "needs a terminal") {
+		t.Fatalf("exec -t without a terminal: %d %q", code, errs)
 	}
 }

@@ -200,7 +200,10 @@ func (cc *contractClient) do(method, target, body string, hdr ...string) exchang
 		cc.t.Fatal(err)
 	}
 	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
+	var b []byte
+	if res.StatusCode != http.StatusSwitchingProtocols { // a WebSocket's frames are no document answer
+		b, _ = io.ReadAll(res.Body)
+	}
 	ex := exchange{req, []byte(body), res.StatusCode, res.Header, b}
 	if err := cc.c.check(req, []byte(body), res.StatusCode, res.Header, b); err != nil {
 		cc.t.Error(err)
@@ -213,6 +216,31 @@ func (cc *contractClient) state(id string) string {
 	var info struct{ State string }
 	json.Unmarshal(cc.do("GET", "/v1/sandboxes/"+id, "").body, &info)
 	return info.State
+}
+
+// wsHandshake are the headers that ask to switch to a WebSocket.
+var wsHandshake = []string{"Upgrade", "websocket", "Connection", "Upgrade", "Sec-WebSocket-Version", "13", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}
+
+// runTerminals drives the terminals of running sandbox k1: one attached
+// to its end, the bounds, the refusals.
+func runTerminals(cc *contractClient) {
+	var term struct{ ID string }
+	json.Unmarshal(cc.do("POST", "/v1/sandboxes/k1/terminals", `{"argv":["sh","-c","echo hi"],"cols":90,"rows":20}`).body, &term)
+	cc.do("GET", "/v1/sandboxes/k1/terminals/"+term.ID+"/attach", "", wsHandshake...)
+	cc.do("GET", "/v1/sandboxes/k1/terminals/nope/attach", "", wsHandshake...)
+	cc.do("POST", "/v1/sandboxes/k1/terminals", `{"argv":[]}`)
+	cc.do("POST", "/v1/sandboxes/k1/terminals", `{}`, "Content-Type", "text/plain")
+	cc.do("POST", "/v1/sandboxes/missing/terminals", `{}`)
+	var ids []string
+	for range supervisor.MaxTerminalsPerSandbox + 1 { // the last is one too many (the ended one made room)
+		var t struct{ ID string }
+		json.Unmarshal(cc.do("POST", "/v1/sandboxes/k1/terminals", `{}`).body, &t)
+		ids = append(ids, t.ID)
+	}
+	for _, id := range ids[:supervisor.MaxTerminalsPerSandbox] {
+		cc.do("DELETE", "/v1/sandboxes/k1/terminals/"+id, "")
+	}
+	cc.do("DELETE", "/v1/sandboxes/k1/terminals/"+ids[0], "")
 }
 
 // runScenario drives every route of the running daemon.
@@ -343,6 +371,7 @@ func runScenario(t *testing.T, cc *contractClient) {
 	cc.do("POST", "/v1/sandboxes/k1/sessions/work/exec", `{"command":" "}`)
 	cc.do("POST", "/v1/sandboxes/k1/sessions/work/exec", `{}`, "Content-Type", "text/plain")
 	cc.do("POST", "/v1/sandboxes/k1/sessions/nope/exec", `{"command":"true"}`)
+	runTerminals(cc)
 	for i := 1; i <= supervisor.MaxSessionsPerSandbox; i++ { // the last is one too many
 		cc.do("POST", "/v1/sandboxes/k1/sessions", fmt.Sprintf(`{"name":"s%d"}`, i))
 	}
@@ -396,6 +425,9 @@ func runScenario(t *testing.T, cc *contractClient) {
 	cc.do("GET", "/v1/sandboxes/k1/files/content?path=notes.txt", "")
 	cc.do("PUT", "/v1/sandboxes/k1/files/content?path=notes.txt", "x", "Content-Type", "application/octet-stream")
 	cc.do("POST", "/v1/sandboxes/k1/sessions", `{"name":"late"}`)
+	cc.do("POST", "/v1/sandboxes/k1/terminals", `{}`)
+	cc.do("DELETE", "/v1/sandboxes/k1/terminals/t1", "")
+	cc.do("GET", "/v1/sandboxes/k1/terminals/t1/attach", "", wsHandshake...)
 	cc.do("POST", "/v1/sandboxes/k1/autostop", `{"interval":5}`)
 	cc.do("POST", "/v1/sandboxes/k1/autostop/5", "")
 	cc.do("POST", "/v1/sandboxes/k1/resize", `{"cpu":1}`)

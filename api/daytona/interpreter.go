@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket/wsjson"
 
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
+	"github.com/agent-control-plane/agent-control-plane/api/wsock"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/interp"
 )
@@ -104,14 +105,14 @@ func (a *API) executeCode(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err, wire.CodeInternal)
 		return
 	}
-	c, ok := accept(w, r)
+	c, ok := wsock.Accept(w, r)
 	if !ok {
 		return
 	}
 	defer c.CloseNow()
 	ctx := r.Context()
 	var req executeRequest
-	rctx, cancel := context.WithTimeout(ctx, wsWriteTimeout)
+	rctx, cancel := context.WithTimeout(ctx, wsock.WriteTimeout)
 	err := wsjson.Read(rctx, c, &req)
 	cancel()
 	if err != nil {
@@ -124,14 +125,14 @@ func (a *API) executeCode(w http.ResponseWriter, r *http.Request) {
 		timeout = time.Duration(*req.Timeout) * time.Second
 	}
 	err = a.sup.RunCode(ctx, r.PathValue("id"), req.ContextID, req.Code, req.Envs, timeout, func(m interp.Message) error {
-		return wsWriteJSON(ctx, c, m)
+		return wsock.WriteJSON(ctx, c, m)
 	})
 	switch {
 	case errors.Is(err, interp.ErrTimeout):
 		_ = c.Close(timeoutClose, "execution timed out")
 		return
 	case err != nil && ctx.Err() == nil:
-		_ = wsWriteJSON(ctx, c, interp.Message{Type: "error", Name: "InterpreterError", Value: err.Error()})
+		_ = wsock.WriteJSON(ctx, c, interp.Message{Type: "error", Name: "InterpreterError", Value: err.Error()})
 	}
 	_ = c.Close(websocket.StatusNormalClosure, "")
 }

@@ -1,15 +1,12 @@
 package daytona
 
 import (
-	"context"
 	"crypto/rand"
 	"net/http"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
-	"github.com/agent-control-plane/agent-control-plane/supervisor"
+	"github.com/agent-control-plane/agent-control-plane/api/wsock"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/terminal"
 )
 
@@ -51,9 +48,6 @@ func ptyInfo(i terminal.Info, workDir string) PtySessionInfo {
 		CreatedAt: i.Created.UTC().Format(time.RFC3339Nano), Active: i.Active, LazyStart: i.Lazy}
 }
 
-// defaultTerm is TERM in a PTY whose request sets none.
-const defaultTerm = "xterm-256color"
-
 func (a *API) ptyRoutes(p string) []Route {
 	return []Route{
 		{"GET", p + "/process/pty", a.listPty, false, true, false},
@@ -74,11 +68,7 @@ func (a *API) createPty(w http.ResponseWriter, r *http.Request) {
 	if b.ID == "" {
 		b.ID = "pty-" + rand.Text()[:12]
 	}
-	env := map[string]string{"TERM": defaultTerm}
-	for k, v := range b.Envs {
-		env[k] = v
-	}
-	spec := terminal.Spec{ID: b.ID, Dir: b.Cwd, Env: env, Lazy: b.LazyStart}
+	spec := terminal.Spec{ID: b.ID, Dir: b.Cwd, Env: b.Envs, Lazy: b.LazyStart}
 	if b.Cols != nil {
 		spec.Cols = *b.Cols
 	}
@@ -156,17 +146,8 @@ func (a *API) workDirOf(r *http.Request) string {
 	return f.WorkDir()
 }
 
-// ptyControl is Daytona's control message on a PTY's WebSocket.
-type ptyControl struct {
-	Type   string `json:"type"` // "control"
-	Status string `json:"status"`
-	Error  string `json:"error,omitempty"`
-}
-
-// connectPty is a PTY's WebSocket as Daytona's SDKs read it: a control
-// message once attached, the output kept so far and then as it comes
-// (binary), input from every message the client sends, and at the end a
-// normal close whose reason is {"exitCode":N}.
+// connectPty is a PTY's WebSocket as Daytona's SDKs read it
+// (wsock.ServeTerminal); every message the client sends is typed in.
 func (a *API) connectPty(w http.ResponseWriter, r *http.Request) {
 	id, sid := r.PathValue("id"), r.PathValue("sid")
 	t, err := a.sup.Terminal(id, sid)
@@ -174,71 +155,10 @@ func (a *API) connectPty(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err, wire.CodeInternal)
 		return
 	}
-	c, ok := accept(w, r)
+	c, ok := wsock.Accept(w, r)
 	if !ok {
 		return
 	}
 	defer c.CloseNow()
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	kept, at, err := t.Attach()
-	if err != nil {
-		_ = wsWriteJSON(ctx, c, ptyControl{Type: "control", Status: "error", Error: err.Error()})
-		_ = c.Close(websocket.StatusTryAgainLater, "")
-		return
-	}
-	defer at.Detach()
-	if wsWriteJSON(ctx, c, ptyControl{Type: "control", Status: "connected"}) != nil {
-		return
-	}
-	if len(kept) > 0 && wsWrite(ctx, c, websocket.MessageBinary, kept) != nil {
-		return
-	}
-	go func() {
-		defer cancel()
-		for {
-			_, p, err := c.Read(ctx)
-			if err != nil || a.sup.TerminalInput(id, sid, p) != nil {
-				return
-			}
-		}
-	}()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case p, open := <-at.Output():
-			if !open {
-				a.closePty(ctx, c, t, at)
-				return
-			}
-			if wsWrite(ctx, c, websocket.MessageBinary, p) != nil {
-				return
-			}
-		}
-	}
-}
-
-// closePty ends a PTY's WebSocket once its output has ended: with the
-// exit, or saying the client fell behind.
-func (a *API) closePty(ctx context.Context, c *websocket.Conn, t *terminal.Terminal, at *terminal.Attachment) {
-	if at.Lagged() {
-		_ = c.Close(websocket.StatusPolicyViolation, "the client fell behind the terminal's output; connect again")
-		return
-	}
-	select {
-	case <-t.Ended():
-	case <-ctx.Done():
-		return
-	}
-	e := t.Exit()
-	type exit struct {
-		ExitCode   int    `json:"exitCode"`
-		ExitReason string `json:"exitReason,omitempty"`
-	}
-	reason := exit{ExitCode: e.Code}
-	if e.Reason != "" {
-		reason.ExitReason = supervisor.Clip(e.Reason, 60)
-	}
-	_ = c.Close(websocket.StatusNormalClosure, closeReason(reason))
+	wsock.ServeTerminal(r.Context(), c, t, func(p []byte) error { return a.sup.TerminalInput(id, sid, p) }, nil)
 }

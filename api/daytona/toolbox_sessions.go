@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
+	"github.com/agent-control-plane/agent-control-plane/api/wsock"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/shell"
 )
@@ -215,7 +216,7 @@ func (a *API) commandLogs(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, LogsResponse{Output: output, Stdout: stdout, Stderr: stderr})
 		return
 	}
-	if isWebSocket(r) {
+	if wsock.IsUpgrade(r) {
 		a.streamLogs(w, r, func(ctx context.Context, emit func(stderr bool, text string) error) {
 			a.sup.FollowCommand(ctx, r.PathValue("id"), c, emit)
 		})
@@ -244,7 +245,7 @@ var (
 // streamLogs sends what follow emits over a WebSocket, each piece after
 // its stream's marker, and closes it normally at the end.
 func (a *API) streamLogs(w http.ResponseWriter, r *http.Request, follow func(ctx context.Context, emit func(stderr bool, text string) error)) {
-	c, ok := accept(w, r)
+	c, ok := wsock.Accept(w, r)
 	if !ok {
 		return
 	}
@@ -255,7 +256,7 @@ func (a *API) streamLogs(w http.ResponseWriter, r *http.Request, follow func(ctx
 		if stderr {
 			mark = stderrMark
 		}
-		return wsWrite(ctx, c, websocket.MessageBinary, append(slices.Clip(mark), text...))
+		return wsock.Write(ctx, c, websocket.MessageBinary, append(slices.Clip(mark), text...))
 	})
 	_ = c.Close(websocket.StatusNormalClosure, "")
 }
@@ -279,7 +280,7 @@ func (a *API) entrypointLogs(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if follow && isWebSocket(r) {
+	if follow && wsock.IsUpgrade(r) {
 		id := r.PathValue("id")
 		if _, err := a.sup.Get(id); err != nil {
 			a.fail(w, r, err, wire.CodeInternal)

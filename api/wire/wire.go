@@ -88,6 +88,38 @@ type ExecRequest struct {
 	TimeoutMs int64 `json:"timeoutMs,omitempty"`
 }
 
+// TerminalRequest opens a terminal in a sandbox (POST …/terminals): a
+// command on a pseudo-terminal, which starts when a client attaches
+// (GET …/terminals/{terminal}/attach, a WebSocket).
+type TerminalRequest struct {
+	// Argv is the command; empty: the sandbox's shell ($SHELL, else sh).
+	Argv []string          `json:"argv,omitempty"`
+	Env  map[string]string `json:"env,omitempty"` // TERM defaults to xterm-256color
+	Dir  string            `json:"dir,omitempty"` // as the workload sees it; default its workspace
+	Cols int               `json:"cols,omitempty"`
+	Rows int               `json:"rows,omitempty"` // both 0: 80 by 24
+}
+
+// Terminal is an open terminal.
+type Terminal struct {
+	ID        string    `json:"id"`
+	Cols      int       `json:"cols"`
+	Rows      int       `json:"rows"`
+	Active    bool      `json:"active"` // its command runs or waits for its client
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// TerminalResize is the text message that resizes a terminal on its
+// WebSocket; every binary message is typed into it. The daemon sends a
+// control message once attached ({"type":"control","status":"connected"}),
+// the output as binary messages, and closes normally at the command's
+// end with the reason {"exitCode":N} (Daytona's PTY protocol).
+type TerminalResize struct {
+	Type string `json:"type"` // "resize"
+	Cols int    `json:"cols"`
+	Rows int    `json:"rows"`
+}
+
 // ExecResponse is how the command ended and what it wrote (the last MiB
 // of each stream; OutputCut says when more was written).
 type ExecResponse struct {

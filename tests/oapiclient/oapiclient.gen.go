@@ -928,6 +928,29 @@ type StreamEvent1 struct {
 	Type interface{} `json:"type,omitempty"`
 }
 
+// TerminalInfo defines model for TerminalInfo.
+type TerminalInfo struct {
+	Active    bool      `json:"active"`
+	Cols      int       `json:"cols"`
+	CreatedAt time.Time `json:"createdAt"`
+	Id        string    `json:"id"`
+	Rows      int       `json:"rows"`
+}
+
+// TerminalRequest defines model for TerminalRequest.
+type TerminalRequest struct {
+	// Argv The command; absent, the sandbox's shell.
+	Argv *[]string `json:"argv,omitempty"`
+	Cols *int      `json:"cols,omitempty"`
+
+	// Dir As the workload sees it; default its workspace.
+	Dir *string `json:"dir,omitempty"`
+
+	// Env Added to the sandbox's environment; TERM defaults to xterm-256color.
+	Env  *map[string]string `json:"env,omitempty"`
+	Rows *int               `json:"rows,omitempty"`
+}
+
 // Timestamp Examples: 2026-11-29T10:22:29.768Z
 type Timestamp = time.Time
 
@@ -952,6 +975,9 @@ type RequiredPath = string
 
 // Session defines model for session.
 type Session = string
+
+// Terminal defines model for terminal.
+type Terminal = string
 
 // BadRequest defines model for BadRequest.
 type BadRequest = Error
@@ -1097,6 +1123,9 @@ type CreateSessionJSONRequestBody = CreateSessionRequest
 
 // RunInSessionJSONRequestBody defines body for RunInSession for application/json ContentType.
 type RunInSessionJSONRequestBody = SessionExecRequest
+
+// OpenTerminalJSONRequestBody defines body for OpenTerminal for application/json ContentType.
+type OpenTerminalJSONRequestBody = TerminalRequest
 
 // AsCreateSandboxRequestAutoDeleteInterval0 returns the union data inside the CreateSandboxRequest_AutoDeleteInterval as a CreateSandboxRequestAutoDeleteInterval0
 func (t CreateSandboxRequest_AutoDeleteInterval) AsCreateSandboxRequestAutoDeleteInterval0() (CreateSandboxRequestAutoDeleteInterval0, error) {
@@ -1700,6 +1729,53 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/sandboxes/{id}/stop (the `StopSandbox` operationId).
 	StopSandbox(ctx context.Context, id Id, params *StopSandboxParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OpenTerminalWithBody Open a terminal in a running sandbox; its command starts when a client attaches.
+	//
+	// A command (default the sandbox's shell, $SHELL else sh) on a real
+	// pseudo-terminal inside the sandbox (its cgroup; a TTY exec for
+	// docker), for the CLI's exec -t. Its output is redacted as logs
+	// are and its last 64 KiB kept for a client that attaches later. At
+	// most 8 per sandbox (429 busy past them; an ended one makes room).
+	// Counts as activity.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/terminals (the `OpenTerminal` operationId).
+	OpenTerminalWithBody(ctx context.Context, id Id, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OpenTerminal Open a terminal in a running sandbox; its command starts when a client attaches.
+	//
+	// A command (default the sandbox's shell, $SHELL else sh) on a real
+	// pseudo-terminal inside the sandbox (its cgroup; a TTY exec for
+	// docker), for the CLI's exec -t. Its output is redacted as logs
+	// are and its last 64 KiB kept for a client that attaches later. At
+	// most 8 per sandbox (429 busy past them; an ended one makes room).
+	// Counts as activity.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/terminals (the `OpenTerminal` operationId).
+	OpenTerminal(ctx context.Context, id Id, body OpenTerminalJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CloseTerminal End a terminal's command and forget the terminal.
+	//
+	// Corresponds with DELETE /v1/sandboxes/{id}/terminals/{terminal} (the `CloseTerminal` operationId).
+	CloseTerminal(ctx context.Context, id Id, terminal Terminal, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AttachTerminal Attach to a terminal over a WebSocket (Daytona's PTY protocol).
+	//
+	// Starts the command if it waits. The daemon sends a text control
+	// message once attached ({"type":"control","status":"connected"}),
+	// the output kept so far and then as it comes in binary messages,
+	// and closes normally at the command's end with the reason
+	// {"exitCode":N}. Every binary message the client sends is typed
+	// in; a text message {"type":"resize","cols":C,"rows":R} resizes
+	// the terminal. At most 4 clients at once; one that falls 256
+	// messages behind is closed (1008).
+	//
+	// Corresponds with GET /v1/sandboxes/{id}/terminals/{terminal}/attach (the `AttachTerminal` operationId).
+	AttachTerminal(ctx context.Context, id Id, terminal Terminal, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListSnapshots The snapshots creates may name, by name.
 	//
@@ -2362,6 +2438,93 @@ func (c *Client) StartSandbox(ctx context.Context, id Id, reqEditors ...RequestE
 // Corresponds with POST /v1/sandboxes/{id}/stop (the `StopSandbox` operationId).
 func (c *Client) StopSandbox(ctx context.Context, id Id, params *StopSandboxParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewStopSandboxRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OpenTerminalWithBody Open a terminal in a running sandbox; its command starts when a client attaches.
+//
+// A command (default the sandbox's shell, $SHELL else sh) on a real
+// pseudo-terminal inside the sandbox (its cgroup; a TTY exec for
+// docker), for the CLI's exec -t. Its output is redacted as logs
+// are and its last 64 KiB kept for a client that attaches later. At
+// most 8 per sandbox (429 busy past them; an ended one makes room).
+// Counts as activity.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sandboxes/{id}/terminals (the `OpenTerminal` operationId).
+func (c *Client) OpenTerminalWithBody(ctx context.Context, id Id, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenTerminalRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OpenTerminal Open a terminal in a running sandbox; its command starts when a client attaches.
+//
+// A command (default the sandbox's shell, $SHELL else sh) on a real
+// pseudo-terminal inside the sandbox (its cgroup; a TTY exec for
+// docker), for the CLI's exec -t. Its output is redacted as logs
+// are and its last 64 KiB kept for a client that attaches later. At
+// most 8 per sandbox (429 busy past them; an ended one makes room).
+// Counts as activity.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sandboxes/{id}/terminals (the `OpenTerminal` operationId).
+func (c *Client) OpenTerminal(ctx context.Context, id Id, body OpenTerminalJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenTerminalRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CloseTerminal End a terminal's command and forget the terminal.
+//
+// Corresponds with DELETE /v1/sandboxes/{id}/terminals/{terminal} (the `CloseTerminal` operationId).
+func (c *Client) CloseTerminal(ctx context.Context, id Id, terminal Terminal, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCloseTerminalRequest(c.Server, id, terminal)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AttachTerminal Attach to a terminal over a WebSocket (Daytona's PTY protocol).
+//
+// Starts the command if it waits. The daemon sends a text control
+// message once attached ({"type":"control","status":"connected"}),
+// the output kept so far and then as it comes in binary messages,
+// and closes normally at the command's end with the reason
+// {"exitCode":N}. Every binary message the client sends is typed
+// in; a text message {"type":"resize","cols":C,"rows":R} resizes
+// the terminal. At most 4 clients at once; one that falls 256
+// messages behind is closed (1008).
+//
+// Corresponds with GET /v1/sandboxes/{id}/terminals/{terminal}/attach (the `AttachTerminal` operationId).
+func (c *Client) AttachTerminal(ctx context.Context, id Id, terminal Terminal, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAttachTerminalRequest(c.Server, id, terminal)
 	if err != nil {
 		return nil, err
 	}
@@ -3748,6 +3911,135 @@ func NewStopSandboxRequest(server string, id Id, params *StopSandboxParams) (*ht
 	return req, nil
 }
 
+// NewOpenTerminalRequest calls the generic OpenTerminal builder with application/json body
+func NewOpenTerminalRequest(server string, id Id, body OpenTerminalJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOpenTerminalRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewOpenTerminalRequestWithBody constructs an http.Request for the OpenTerminal method, with any body, and a specified content type
+func NewOpenTerminalRequestWithBody(server string, id Id, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/terminals", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewCloseTerminalRequest constructs an http.Request for the CloseTerminal method
+func NewCloseTerminalRequest(server string, id Id, terminal Terminal) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "terminal", terminal, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/terminals/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAttachTerminalRequest constructs an http.Request for the AttachTerminal method
+func NewAttachTerminalRequest(server string, id Id, terminal Terminal) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "terminal", terminal, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/terminals/%s/attach", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListSnapshotsRequest constructs an http.Request for the ListSnapshots method
 func NewListSnapshotsRequest(server string) (*http.Request, error) {
 	var err error
@@ -4176,6 +4468,57 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/sandboxes/{id}/stop (the `StopSandbox` operationId).
 	StopSandboxWithResponse(ctx context.Context, id Id, params *StopSandboxParams, reqEditors ...RequestEditorFn) (*StopSandboxResponse, error)
+
+	// OpenTerminalWithBodyWithResponse Open a terminal in a running sandbox; its command starts when a client attaches.
+	//
+	// A command (default the sandbox's shell, $SHELL else sh) on a real
+	// pseudo-terminal inside the sandbox (its cgroup; a TTY exec for
+	// docker), for the CLI's exec -t. Its output is redacted as logs
+	// are and its last 64 KiB kept for a client that attaches later. At
+	// most 8 per sandbox (429 busy past them; an ended one makes room).
+	// Counts as activity.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/terminals (the `OpenTerminal` operationId).
+	OpenTerminalWithBodyWithResponse(ctx context.Context, id Id, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*OpenTerminalResponse, error)
+
+	// OpenTerminalWithResponse Open a terminal in a running sandbox; its command starts when a client attaches.
+	//
+	// A command (default the sandbox's shell, $SHELL else sh) on a real
+	// pseudo-terminal inside the sandbox (its cgroup; a TTY exec for
+	// docker), for the CLI's exec -t. Its output is redacted as logs
+	// are and its last 64 KiB kept for a client that attaches later. At
+	// most 8 per sandbox (429 busy past them; an ended one makes room).
+	// Counts as activity.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/terminals (the `OpenTerminal` operationId).
+	OpenTerminalWithResponse(ctx context.Context, id Id, body OpenTerminalJSONRequestBody, reqEditors ...RequestEditorFn) (*OpenTerminalResponse, error)
+
+	// CloseTerminalWithResponse End a terminal's command and forget the terminal.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/sandboxes/{id}/terminals/{terminal} (the `CloseTerminal` operationId).
+	CloseTerminalWithResponse(ctx context.Context, id Id, terminal Terminal, reqEditors ...RequestEditorFn) (*CloseTerminalResponse, error)
+
+	// AttachTerminalWithResponse Attach to a terminal over a WebSocket (Daytona's PTY protocol).
+	//
+	// Starts the command if it waits. The daemon sends a text control
+	// message once attached ({"type":"control","status":"connected"}),
+	// the output kept so far and then as it comes in binary messages,
+	// and closes normally at the command's end with the reason
+	// {"exitCode":N}. Every binary message the client sends is typed
+	// in; a text message {"type":"resize","cols":C,"rows":R} resizes
+	// the terminal. At most 4 clients at once; one that falls 256
+	// messages behind is closed (1008).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sandboxes/{id}/terminals/{terminal}/attach (the `AttachTerminal` operationId).
+	AttachTerminalWithResponse(ctx context.Context, id Id, terminal Terminal, reqEditors ...RequestEditorFn) (*AttachTerminalResponse, error)
 
 	// ListSnapshotsWithResponse The snapshots creates may name, by name.
 	//
@@ -6221,6 +6564,241 @@ func (r StopSandboxResponse) ContentType() string {
 	return ""
 }
 
+// OpenTerminalResponse401Headers the declared response headers of an HTTP 401 response for OpenTerminal
+type OpenTerminalResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type OpenTerminalResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *TerminalInfo
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Busy
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *OpenTerminalResponse401Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r OpenTerminalResponse) GetJSON201() *TerminalInfo {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r OpenTerminalResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r OpenTerminalResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r OpenTerminalResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r OpenTerminalResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r OpenTerminalResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r OpenTerminalResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r OpenTerminalResponse) GetJSON429() *Busy {
+	return r.JSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r OpenTerminalResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r OpenTerminalResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r OpenTerminalResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r OpenTerminalResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CloseTerminalResponse401Headers the declared response headers of an HTTP 401 response for CloseTerminal
+type CloseTerminalResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type CloseTerminalResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CloseTerminalResponse401Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CloseTerminalResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CloseTerminalResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CloseTerminalResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CloseTerminalResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetBody returns the raw response body bytes
+func (r CloseTerminalResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CloseTerminalResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CloseTerminalResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CloseTerminalResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AttachTerminalResponse401Headers the declared response headers of an HTTP 401 response for AttachTerminal
+type AttachTerminalResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type AttachTerminalResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AttachTerminalResponse401Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AttachTerminalResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r AttachTerminalResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r AttachTerminalResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r AttachTerminalResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetBody returns the raw response body bytes
+func (r AttachTerminalResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AttachTerminalResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AttachTerminalResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AttachTerminalResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListSnapshotsResponse401Headers the declared response headers of an HTTP 401 response for ListSnapshots
 type ListSnapshotsResponse401Headers struct {
 	WWWAuthenticate *string
@@ -6843,6 +7421,81 @@ func (c *ClientWithResponses) StopSandboxWithResponse(ctx context.Context, id Id
 		return nil, err
 	}
 	return ParseStopSandboxResponse(rsp)
+}
+
+// OpenTerminalWithBodyWithResponse Open a terminal in a running sandbox; its command starts when a client attaches.
+//
+// A command (default the sandbox's shell, $SHELL else sh) on a real
+// pseudo-terminal inside the sandbox (its cgroup; a TTY exec for
+// docker), for the CLI's exec -t. Its output is redacted as logs
+// are and its last 64 KiB kept for a client that attaches later. At
+// most 8 per sandbox (429 busy past them; an ended one makes room).
+// Counts as activity.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{id}/terminals (the `OpenTerminal` operationId).
+func (c *ClientWithResponses) OpenTerminalWithBodyWithResponse(ctx context.Context, id Id, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*OpenTerminalResponse, error) {
+	rsp, err := c.OpenTerminalWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOpenTerminalResponse(rsp)
+}
+
+// OpenTerminalWithResponse Open a terminal in a running sandbox; its command starts when a client attaches.
+//
+// A command (default the sandbox's shell, $SHELL else sh) on a real
+// pseudo-terminal inside the sandbox (its cgroup; a TTY exec for
+// docker), for the CLI's exec -t. Its output is redacted as logs
+// are and its last 64 KiB kept for a client that attaches later. At
+// most 8 per sandbox (429 busy past them; an ended one makes room).
+// Counts as activity.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{id}/terminals (the `OpenTerminal` operationId).
+func (c *ClientWithResponses) OpenTerminalWithResponse(ctx context.Context, id Id, body OpenTerminalJSONRequestBody, reqEditors ...RequestEditorFn) (*OpenTerminalResponse, error) {
+	rsp, err := c.OpenTerminal(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOpenTerminalResponse(rsp)
+}
+
+// CloseTerminalWithResponse End a terminal's command and forget the terminal.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/sandboxes/{id}/terminals/{terminal} (the `CloseTerminal` operationId).
+func (c *ClientWithResponses) CloseTerminalWithResponse(ctx context.Context, id Id, terminal Terminal, reqEditors ...RequestEditorFn) (*CloseTerminalResponse, error) {
+	rsp, err := c.CloseTerminal(ctx, id, terminal, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCloseTerminalResponse(rsp)
+}
+
+// AttachTerminalWithResponse Attach to a terminal over a WebSocket (Daytona's PTY protocol).
+//
+// Starts the command if it waits. The daemon sends a text control
+// message once attached ({"type":"control","status":"connected"}),
+// the output kept so far and then as it comes in binary messages,
+// and closes normally at the command's end with the reason
+// {"exitCode":N}. Every binary message the client sends is typed
+// in; a text message {"type":"resize","cols":C,"rows":R} resizes
+// the terminal. At most 4 clients at once; one that falls 256
+// messages behind is closed (1008).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sandboxes/{id}/terminals/{terminal}/attach (the `AttachTerminal` operationId).
+func (c *ClientWithResponses) AttachTerminalWithResponse(ctx context.Context, id Id, terminal Terminal, reqEditors ...RequestEditorFn) (*AttachTerminalResponse, error) {
+	rsp, err := c.AttachTerminal(ctx, id, terminal, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAttachTerminalResponse(rsp)
 }
 
 // ListSnapshotsWithResponse The snapshots creates may name, by name.
@@ -8650,6 +9303,220 @@ func ParseStopSandboxResponse(rsp *http.Response) (*StopSandboxResponse, error) 
 	switch {
 	case rsp.StatusCode == 401:
 		var headers StopSandboxResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseOpenTerminalResponse parses an HTTP response from a OpenTerminalWithResponse call
+func ParseOpenTerminalResponse(rsp *http.Response) (*OpenTerminalResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &OpenTerminalResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest TerminalInfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Busy
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers OpenTerminalResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCloseTerminalResponse parses an HTTP response from a CloseTerminalWithResponse call
+func ParseCloseTerminalResponse(rsp *http.Response) (*CloseTerminalResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CloseTerminalResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers CloseTerminalResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAttachTerminalResponse parses an HTTP response from a AttachTerminalWithResponse call
+func ParseAttachTerminalResponse(rsp *http.Response) (*AttachTerminalResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AttachTerminalResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 101:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers AttachTerminalResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

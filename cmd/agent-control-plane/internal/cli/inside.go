@@ -26,6 +26,7 @@ const maxExecStdin = wire.MaxBodyBytes - 64<<10
 func execCommand() command {
 	var timeout time.Duration
 	var dir string
+	var interactive, tty bool
 	env := kvFlag{}
 	return command{
 		name: "exec", args: "NAME [--] COMMAND [ARG...]", summary: "run a command inside a sandbox (its exit code passed through)", minArgs: 2, maxArgs: -1, client: true,
@@ -33,6 +34,11 @@ func execCommand() command {
 			fs.DurationVar(&timeout, "timeout", 0, "kill the command after this `duration` (default the daemon's 10m)")
 			fs.StringVar(&dir, "dir", "", "working `directory` as the sandbox sees it (default its workspace)")
 			fs.Var(env, "env", "`KEY=VALUE` added to its environment (repeatable)")
+			fs.BoolVar(&interactive, "i", false, "forward this input to the command (with -t: what is typed)")
+			fs.BoolVar(&tty, "t", false, "run the command on a terminal, sized as this one")
+			both := func(string) error { interactive, tty = true, true; return nil }
+			fs.BoolFunc("it", "-i and -t", both)
+			fs.BoolFunc("ti", "-i and -t", both)
 		},
 		exec: func(ctx context.Context, c *cli, args []string) error {
 			name, argv := args[0], args[1:]
@@ -46,7 +52,10 @@ func execCommand() command {
 			if len(env) > 0 {
 				req.Env = env
 			}
-			if f, ok := c.stdin.(*os.File); c.stdin != nil && (!ok || !isTerminal(f)) {
+			if tty {
+				return c.execTerminal(ctx, name, req, interactive)
+			}
+			if f, ok := c.stdin.(*os.File); c.stdin != nil && (interactive || !ok || !isTerminal(f)) {
 				b, err := io.ReadAll(io.LimitReader(c.stdin, maxExecStdin+1))
 				if err != nil {
 					return err
