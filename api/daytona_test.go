@@ -542,7 +542,7 @@ func TestDaytonaRefusedFeaturesAnswer400(t *testing.T) {
 	e.do("POST", "/api/sandbox", `{"name":"rf"}`)
 	for _, c := range []struct{ method, path, names string }{
 		{"POST", "/api/toolbox/rf/git/no-such-operation", "git operation"},
-		{"POST", "/api/toolbox/rf/lsp/start", "language servers"},
+		{"POST", "/api/toolbox/rf/computeruse/start", "computer use"},
 		{"GET", "/api/toolbox/rf/computeruse/status", "computer use"},
 		{"GET", "/api/volumes/by-name/data", "volumes"},
 		{"DELETE", "/api/volumes/v1", "volumes"},

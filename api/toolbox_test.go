@@ -341,7 +341,7 @@ func TestToolboxSessions(t *testing.T) {
 		t.Fatalf("delete session: %d", r.code)
 	}
 	daytonaError(t, e.do("GET", base+"/process/session/work", ""), 404)
-	for _, p := range []string{"/git/status", "/lsp/start", "/computeruse/status"} {
+	for _, p := range []string{"/git/status", "/computeruse/status"} {
 		daytonaError(t, e.do("GET", base+p, ""), 400)
 	}
 }

@@ -88,6 +88,7 @@ type Supervisor struct {
 	tools  toolbox   // commands running, shell sessions
 	terms  terminals // terminals open
 	ctxs   contexts  // interpreter contexts
+	lsps   languageServers
 	// unavail is Unavailable's last answer, until when it holds.
 	unavail struct {
 		mu    sync.Mutex

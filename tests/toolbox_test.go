@@ -293,6 +293,7 @@ func runToolbox(t *testing.T, d *testenv.Daemon, id string, s toolboxSuite) {
 	}
 	runPty(t, tc)
 	runInterpreter(t, tc, s.ordered)
+	runLanguageServer(t, tc, s.workDir, s.ordered)
 	if code, b := tc.json("GET", "/process/session", ""); code != 200 || !strings.Contains(string(b), `"sessionId":"s1"`) {
 		t.Fatalf("sessions: %d %s", code, b)
 	}
@@ -358,86 +359,6 @@ func runToolbox(t *testing.T, d *testenv.Daemon, id string, s toolboxSuite) {
 		t.Fatalf("execute in a stopped sandbox: %d", code)
 	}
 	t.Logf("%d toolbox exchanges checked against Daytona's document", tc.chk.n)
-}
-
-// runPty drives a PTY session as the SDK's CreatePty does: created,
-// connected, typed into, resized, exited, deleted.
-func runPty(t *testing.T, tc *toolboxClient) {
-	if code, b := tc.json("POST", "/process/pty", `{"id":"p1","cols":100,"rows":30,"envs":{"GREETING":"hi pty"}}`); code != 201 || !strings.Contains(string(b), `"sessionId":"p1"`) {
-		t.Fatalf("create a PTY: %d %s", code, b)
-	}
-	p := connectPty(t, tc.d, tc.base, "p1")
-	p.send(t, "tty; stty size; echo \"$GREETING\" $TERM\n")
-	p.await(t, "/dev/pts/", "30 100", "hi pty xterm-256color")
-	if code, b := tc.json("POST", "/process/pty/p1/resize", `{"cols":120,"rows":40}`); code != 200 || !strings.Contains(string(b), `"cols":120`) {
-		t.Fatalf("resize: %d %s", code, b)
-	}
-	p.send(t, "stty size\n")
-	p.await(t, "40 120")
-	if code, b := tc.json("GET", "/process/pty", ""); code != 200 || !strings.Contains(string(b), `"id":"p1"`) || !strings.Contains(string(b), `"active":true`) {
-		t.Fatalf("PTY list: %d %s", code, b)
-	}
-	p.send(t, "exit 5\n")
-	if code := p.wait(t); code != 5 {
-		t.Fatalf("exit 5 typed: the PTY says %d", code)
-	}
-	if code, b := tc.json("GET", "/process/pty/p1", ""); code != 200 || !strings.Contains(string(b), `"active":false`) {
-		t.Fatalf("an exited PTY: %d %s", code, b)
-	}
-	if code, b := tc.json("DELETE", "/process/pty/p1", ""); code != 200 {
-		t.Fatalf("delete a PTY: %d %s", code, b)
-	}
-	if code, _ := tc.json("GET", "/process/pty/p1", ""); code != 404 {
-		t.Fatalf("a deleted PTY: %d", code)
-	}
-}
-
-// runInterpreter drives the code interpreter as the SDK does: state kept
-// in a context across runs, contexts apart, errors, a timeout; where the
-// sandbox has no python3 (the busybox image), an error naming it.
-func runInterpreter(t *testing.T, tc *toolboxClient, native bool) {
-	_, pyErr := exec.LookPath("python3")
-	if !native || pyErr != nil {
-		r := runCodeWS(t, tc.d, tc.base, map[string]any{"code": "print(1)"})
-		if r.errName == "" || !strings.Contains(r.errValue, "python3") || r.closeCode != 1000 {
-			t.Fatalf("code without python3 in the sandbox: %+v", r)
-		}
-		return
-	}
-	code, b := tc.json("POST", "/process/interpreter/context", `{"language":"python"}`)
-	var ic struct{ ID string }
-	if json.Unmarshal(b, &ic); code != 200 || ic.ID == "" {
-		t.Fatalf("create a context: %d %s", code, b)
-	}
-	run := func(ctxID, code string) codeRun {
-		req := map[string]any{"code": code}
-		if ctxID != "" {
-			req["contextId"] = ctxID
-		}
-		return runCodeWS(t, tc.d, tc.base, req)
-	}
-	run(ic.ID, "counter = 41")
-	if r := run(ic.ID, "import sys, os\ncounter += 1\nprint(counter)\nprint('warn', file=sys.stderr)\nos.system('echo from a subprocess')"); r.stdout != "42\nfrom a subprocess\n" || r.stderr != "warn\n" || r.errName != "" || r.closeCode != 1000 {
-		t.Fatalf("state across runs: %+v", r)
-	}
-	if r := run("", "print('counter' in globals())"); r.stdout != "False\n" {
-		t.Fatalf("the default context sees another context's state: %+v", r)
-	}
-	if r := run(ic.ID, "1/0"); r.errName != "ZeroDivisionError" || !strings.Contains(r.traceback, "ZeroDivisionError") {
-		t.Fatalf("an error: %+v", r)
-	}
-	if r := runCodeWS(t, tc.d, tc.base, map[string]any{"code": "import time\ntime.sleep(30)", "contextId": ic.ID, "timeout": 1}); r.closeCode != 4001 {
-		t.Fatalf("past its timeout: %+v", r)
-	}
-	if code, b := tc.json("GET", "/process/interpreter/context", ""); code != 200 || !strings.Contains(string(b), `"id":"`+ic.ID+`"`) || strings.Contains(string(b), `"id":"default"`) {
-		t.Fatalf("contexts: %d %s", code, b)
-	}
-	if code, b := tc.json("DELETE", "/process/interpreter/context/"+ic.ID, ""); code != 200 {
-		t.Fatalf("delete a context: %d %s", code, b)
-	}
-	if r := run(ic.ID, "print(1)"); r.errName == "" || !strings.Contains(r.errValue, "no interpreter context") {
-		t.Fatalf("code in a deleted context: %+v", r)
-	}
 }
 
 func TestToolboxNative(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/field"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/interp"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/lsp"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/shell"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/terminal"
@@ -42,6 +43,10 @@ type Toolbox interface {
 	Contexts(id string) ([]*interp.Context, error)
 	DeleteContext(id, cid string) error
 	RunCode(ctx context.Context, id, cid, code string, envs map[string]string, timeout time.Duration, emit func(interp.Message) error) error
+	StartLanguageServer(ctx context.Context, id, language, project string) error
+	StopLanguageServer(id, language, project string) error
+	LanguageServer(id, language, project string) (*lsp.Server, error)
+	OpenDocument(ctx context.Context, id, language, project, uri string) error
 }
 
 // DefaultExecTimeout is how long execute lets a command run when the
@@ -84,10 +89,10 @@ func (a *API) toolboxRoutes() []Route {
 	out = append(out, a.gitRoutes(p)...)
 	out = append(out, a.ptyRoutes(p)...)
 	out = append(out, a.interpreterRoutes(p)...)
+	out = append(out, a.lspRoutes(p)...)
 	out = append(out, refusedExcept(p+"/git", "this git operation", "Daytona's toolbox has no such route", out)...)
 	for _, f := range []struct{ paths, what, why string }{
 		{"/computeruse", "computer use", "there is no desktop in a sandbox here"},
-		{"/lsp", "language servers", "none runs here"},
 	} {
 		out = append(out, refused(p+f.paths, f.what, f.why)...)
 	}
