@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -544,8 +546,7 @@ func TestDaytonaRefusedFeaturesAnswer400(t *testing.T) {
 		{"POST", "/api/toolbox/rf/git/no-such-operation", "git operation"},
 		{"POST", "/api/toolbox/rf/computeruse/start", "computer use"},
 		{"GET", "/api/toolbox/rf/computeruse/status", "computer use"},
-		{"GET", "/api/volumes/by-name/data", "volumes"},
-		{"DELETE", "/api/volumes/v1", "volumes"},
+		{"POST", "/api/volumes/v1/no-such-operation", "volume operation"},
 		{"POST", "/api/snapshots", "changing snapshots"},
 		{"DELETE", "/api/snapshots/default", "changing snapshots"},
 		{"GET", "/api/snapshots/default/build-logs", "snapshot builds"},
@@ -618,4 +619,41 @@ func TestDaytonaArchive(t *testing.T) {
 		t.Fatalf("a stop after the start: %d %s", r.code, r.body)
 	}
 	daytonaError(t, e.do("POST", "/api/sandbox/nope/archive", ""), 404)
+}
+
+// Volumes: made, listed, found by id and by name, one name each; a
+// sandbox whose runtime cannot mount them is refused naming the field; a
+// mounted volume cannot be deleted; a deleted one is gone with its files.
+func TestDaytonaVolumes(t *testing.T) {
+	e := newEnv(t, nil)
+	r := e.do("POST", "/api/volumes", `{"name":"data"}`)
+	var v daytona.VolumeDto
+	if json.Unmarshal(r.body, &v); r.code != 200 || v.Name != "data" || v.State != "ready" || v.ID == "" {
+		t.Fatalf("create a volume: %d %s", r.code, r.body)
+	}
+	daytonaError(t, e.do("POST", "/api/volumes", `{"name":"data"}`), 409)
+	daytonaError(t, e.do("POST", "/api/volumes", `{"name":"../x"}`), 400)
+	for _, p := range []string{"/api/volumes/" + v.ID, "/api/volumes/by-name/data"} {
+		if r := e.do("GET", p, ""); r.code != 200 || !strings.Contains(string(r.body), `"id":"`+v.ID+`"`) {
+			t.Fatalf("GET %s: %d %s", p, r.code, r.body)
+		}
+	}
+	if r := e.do("GET", "/api/volumes", ""); r.code != 200 || !strings.Contains(string(r.body), `"name":"data"`) {
+		t.Fatalf("list: %d %s", r.code, r.body)
+	}
+	data := filepath.Join(e.sup.Root(), supervisor.VolumesDir, v.ID, "data")
+	if fi, err := os.Stat(data); err != nil || !fi.IsDir() {
+		t.Fatalf("the volume's directory: %v", err)
+	}
+	msg := daytonaError(t, e.do("POST", "/api/sandbox", `{"name":"vm","volumes":[{"volumeId":"`+v.ID+`","mountPath":"/data"}]}`), 400)
+	if !strings.Contains(msg, "volumes") || !strings.Contains(msg, "docker") {
+		t.Errorf("volumes on a runtime that cannot mount them: %q", msg)
+	}
+	if r := e.do("DELETE", "/api/volumes/"+v.ID, ""); r.code != 200 {
+		t.Fatalf("delete: %d %s", r.code, r.body)
+	}
+	daytonaError(t, e.do("GET", "/api/volumes/"+v.ID, ""), 404)
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Errorf("a deleted volume's files remain: %v", err)
+	}
 }

@@ -333,6 +333,9 @@ func DecodeCreate(r *http.Request) (supervisor.CreateRequest, error) {
 		return supervisor.CreateRequest{}, err
 	}
 	req, err := createRequest(body.CreateSandboxRequest)
+	for _, m := range body.Volumes {
+		req.Volumes = append(req.Volumes, supervisor.VolumeMount(m))
+	}
 	if err == nil && body.AutoArchiveInterval != nil {
 		var d time.Duration
 		d, err = minutesToDuration("autoArchiveInterval", *body.AutoArchiveInterval)

@@ -9,9 +9,11 @@ import (
 	"io/fs"
 	"maps"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/field"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/logcap"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
@@ -65,7 +67,11 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 		return Sandbox{}, err
 	}
 	tr.Mark(StepDirectory)
-	h, err := rt.Start(runtime.WithTrace(context.WithoutCancel(ctx), tr), s.spec(e, e.marker, e.info.Port, childenv.List(env), snap, req.Labels, e.info.Resources))
+	spec, err := s.spec(e, e.marker, e.info.Port, childenv.List(env), snap, req.Labels, e.info.Resources)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	h, err := rt.Start(runtime.WithTrace(context.WithoutCancel(ctx), tr), spec)
 	if err != nil {
 		return Sandbox{}, fmt.Errorf("start workload: %w", err)
 	}
@@ -109,6 +115,12 @@ func (s *Supervisor) prepare(req CreateRequest) (*sandbox, snapshot.Snapshot, ru
 	if res, err = s.enforceable(rt, snap.Runtime, res); err != nil {
 		return nil, snapshot.Snapshot{}, nil, err
 	}
+	if len(req.Volumes) > 0 && !rt.Capabilities().Mounts {
+		return nil, snapshot.Snapshot{}, nil, field.Errorf(field.Volumes, "cannot be mounted by the %s runtime; use a snapshot of a runtime that mounts them (docker)", snap.Runtime)
+	}
+	if err := s.checkMounts(req.Volumes); err != nil {
+		return nil, snapshot.Snapshot{}, nil, err
+	}
 	now := s.clock()
 	autoStop := time.Duration(s.autoStop.Load())
 	if req.AutoStopInterval != nil {
@@ -131,7 +143,7 @@ func (s *Supervisor) prepare(req CreateRequest) (*sandbox, snapshot.Snapshot, ru
 			ID: req.Name, Runtime: snap.Runtime, Labels: cloneMap(req.Labels),
 			Snapshot: snap.Name, Public: req.Public, CreatedAt: now, UpdatedAt: now,
 			LastActivityAt: now, AutoStopInterval: autoStop, AutoDeleteInterval: autoDelete,
-			Extensions: req.Extensions.clone(), Resources: res,
+			Extensions: req.Extensions.clone(), Resources: res, Volumes: slices.Clone(req.Volumes),
 		},
 	}
 	if err := move(&e.info, Starting); err != nil {
@@ -231,14 +243,19 @@ func (u undoList) run() {
 }
 
 // spec is what runtime gets to start e's workload under marker: the
-// sandbox's facts and what its snapshot, variables, labels and limits say.
-func (s *Supervisor) spec(e *sandbox, marker string, port int, vars []string, snap snapshot.Snapshot, labels map[string]string, res runtime.Resources) runtime.Spec {
+// sandbox's facts and what its snapshot, variables, labels, limits and
+// volumes say.
+func (s *Supervisor) spec(e *sandbox, marker string, port int, vars []string, snap snapshot.Snapshot, labels map[string]string, res runtime.Resources) (runtime.Spec, error) {
+	mounts, err := s.mounts(e.info.Volumes)
+	if err != nil {
+		return runtime.Spec{}, err
+	}
 	return runtime.Spec{
 		ID: e.id, Vars: vars, Dir: e.dir, Workspace: filepath.Join(e.dir, WorkspaceDir),
 		Stdout: filepath.Join(e.dir, logcap.Stdout), Stderr: filepath.Join(e.dir, logcap.Stderr),
 		Port: port, Marker: marker, Seal: s.fs.seal(marker), Command: snap.Command, Image: snap.Image,
-		Labels: cloneMap(labels), Resources: res,
-	}
+		Labels: cloneMap(labels), Resources: res, Mounts: mounts,
+	}, nil
 }
 
 // enforceable is the part of r that runtime rt (called name) enforces.

@@ -40,7 +40,7 @@ func (s *Supervisor) rehydrate(ctx context.Context) {
 	for _, ent := range ents {
 		name := ent.Name()
 		switch {
-		case name == lockFile || name == MarkFile || name == SignInsFile || s.fs.ownTempFile(name):
+		case name == lockFile || name == MarkFile || name == SignInsFile || name == VolumesDir || s.fs.ownTempFile(name):
 			continue
 		case s.fs.ownTemp(name):
 			// A create or a delete interrupted by a crash. No workload

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
 // Start starts a stopped sandbox again in place: the same
@@ -81,7 +82,11 @@ func (s *Supervisor) Start(ctx context.Context, id string) (Sandbox, error) {
 		release()
 		return Sandbox{}, fmt.Errorf("write %s: %w", RecordFile, err)
 	}
-	h, err := rt.Start(context.WithoutCancel(ctx), s.spec(e, marker, port, vars, snap, sb.Labels, res))
+	spec, err := s.spec(e, marker, port, vars, snap, sb.Labels, res)
+	var h runtime.Handle
+	if err == nil {
+		h, err = rt.Start(context.WithoutCancel(ctx), spec)
+	}
 	if err != nil {
 		release()
 		if werr := s.writeRecord(id, s.toRecord(e, sb, s.handleState(e)), false); werr != nil {

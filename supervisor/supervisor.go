@@ -89,6 +89,7 @@ type Supervisor struct {
 	terms  terminals // terminals open
 	ctxs   contexts  // interpreter contexts
 	lsps   languageServers
+	volMu  sync.Mutex // volumes made and deleted one at a time
 	// unavail is Unavailable's last answer, until when it holds.
 	unavail struct {
 		mu    sync.Mutex

@@ -66,6 +66,8 @@ type Sandbox struct {
 	// runtime reports it.
 	Port     int
 	Endpoint runtime.Endpoint
+	// Volumes are mounted into it at each start; fixed at create.
+	Volumes []VolumeMount
 
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
@@ -129,6 +131,8 @@ type CreateRequest struct {
 	AutoDeleteInterval *time.Duration
 	// Extensions: see Sandbox.
 	Extensions Extensions
+	// Volumes to mount, for a runtime with runtime.Capabilities.Mounts.
+	Volumes []VolumeMount
 }
 
 // Limits are resource limits in the core's units, as a request gives

@@ -48,6 +48,10 @@ type Supervisor interface {
 	EnvKeys(id string) ([]string, error)
 	PortEndpoint(ctx context.Context, id string, port int) (runtime.Endpoint, error)
 	Snapshots() []snapshot.Snapshot
+	CreateVolume(name string) (supervisor.Volume, error)
+	Volumes() ([]supervisor.Volume, error)
+	Volume(idOrName string) (supervisor.Volume, error)
+	DeleteVolume(id string) error
 	Toolbox
 }
 
@@ -107,7 +111,7 @@ type Route struct {
 // Routes lists every operation, sorted by path then method. Paths name
 // the sandbox {id}: Daytona's sandboxIdOrName and sandboxId are one here.
 func (a *API) Routes() []Route {
-	out := slices.Concat(a.sandboxRoutes(), a.toolboxRoutes(), a.snapshotRoutes(), refusedRoutes())
+	out := slices.Concat(a.sandboxRoutes(), a.toolboxRoutes(), a.snapshotRoutes(), a.volumeRoutes(), refusedExcept("/api/volumes", "this volume operation", "Daytona's API has no such route", a.volumeRoutes()))
 	slices.SortFunc(out, func(a, b Route) int {
 		return cmp.Or(strings.Compare(a.Path, b.Path), strings.Compare(a.Method, b.Method))
 	})
@@ -142,12 +146,6 @@ func (a *API) sandboxRoutes() []Route {
 		{"POST", "/api/sandbox/{id}/stop", a.stop, true, false, false},
 		{"GET", "/api/sandbox/{id}/toolbox-proxy-url", a.toolboxProxyURL, false, false, false},
 	}
-}
-
-// refusedRoutes are the features of Daytona's API this daemon does not
-// have, at every path and method a client may call them by.
-func refusedRoutes() []Route {
-	return refused("/api/volumes", "volumes", "there are no volumes here")
 }
 
 // Error is Daytona's error body (NestJS's): its SDKs read message.

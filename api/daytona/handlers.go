@@ -78,6 +78,9 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 	req := supervisor.CreateRequest{
 		Name: b.Name, Snapshot: b.Snapshot, Env: b.Env, Labels: b.Labels, Public: b.Public,
 	}
+	for _, m := range b.Volumes {
+		req.Volumes = append(req.Volumes, supervisor.VolumeMount(m))
+	}
 	var err error
 	if req.Limits, err = toLimits(b.CPU, b.Memory); err != nil {
 		a.fail(w, r, err, wire.CodeInvalidRequest)

@@ -13,18 +13,26 @@ import (
 // get the whole network). target is accepted as it is (there is one place
 // here); autoArchiveInterval is kept apart (see daytona.WithAutoArchive).
 type DaytonaFields struct {
-	Target           string            `json:"target,omitempty"`
-	User             string            `json:"user,omitempty"`
-	Class            string            `json:"class,omitempty"`
-	GPU              *float64          `json:"gpu,omitempty"`
-	GPUType          []string          `json:"gpuType,omitempty"`
-	Disk             *float64          `json:"disk,omitempty"`
-	Volumes          []json.RawMessage `json:"volumes,omitempty"`
-	NetworkBlockAll  bool              `json:"networkBlockAll,omitempty"`
-	NetworkAllowList string            `json:"networkAllowList,omitempty"`
-	DomainAllowList  string            `json:"domainAllowList,omitempty"`
-	BuildInfo        json.RawMessage   `json:"buildInfo,omitempty"`
-	LinkedSandbox    string            `json:"linkedSandbox,omitempty"`
+	Target           string          `json:"target,omitempty"`
+	User             string          `json:"user,omitempty"`
+	Class            string          `json:"class,omitempty"`
+	GPU              *float64        `json:"gpu,omitempty"`
+	GPUType          []string        `json:"gpuType,omitempty"`
+	Disk             *float64        `json:"disk,omitempty"`
+	Volumes          []VolumeMount   `json:"volumes,omitempty"`
+	NetworkBlockAll  bool            `json:"networkBlockAll,omitempty"`
+	NetworkAllowList string          `json:"networkAllowList,omitempty"`
+	DomainAllowList  string          `json:"domainAllowList,omitempty"`
+	BuildInfo        json.RawMessage `json:"buildInfo,omitempty"`
+	LinkedSandbox    string          `json:"linkedSandbox,omitempty"`
+}
+
+// VolumeMount is Daytona's SandboxVolume: a volume (made through
+// /api/volumes) mounted at MountPath, or its Subpath only.
+type VolumeMount struct {
+	VolumeID  string `json:"volumeId"`
+	MountPath string `json:"mountPath"`
+	Subpath   string `json:"subpath,omitempty"`
 }
 
 // Check refuses every field that asks for something this daemon cannot
@@ -42,9 +50,6 @@ func (f DaytonaFields) Check() error {
 	}
 	if f.Disk != nil && *f.Disk != 0 {
 		why = append(why, "disk: a sandbox's disk is not bounded here (its workspace is a directory of this machine)")
-	}
-	if len(f.Volumes) > 0 {
-		why = append(why, "volumes: there are no volumes here (mount what you need into the snapshot's image)")
 	}
 	if f.NetworkBlockAll {
 		why = append(why, "networkBlockAll: this daemon cannot cut a sandbox's network (a process shares the host's; a container needs the network its agent port is reached by)")

@@ -27,6 +27,7 @@ const (
 	Extension  = "extension"
 	Argv       = "argv"
 	Timeout    = "timeout"
+	Volumes    = "volumes"
 )
 
 // Error is one field at fault and why. Reason reads after the field's

@@ -78,6 +78,9 @@ type Capabilities struct {
 	// Remote: workloads run on another machine; their files and
 	// processes are nothing the daemon can see on this one.
 	Remote bool
+	// Mounts: the runtime mounts directories of this machine into its
+	// workloads at paths of their own (Spec.Mounts).
+	Mounts bool
 	// Images: a create may name an image directly as its snapshot (a
 	// container engine). Other runtimes run only the snapshots the daemon
 	// is configured with.
@@ -189,6 +192,15 @@ type Spec struct {
 	Vars      []string
 	Labels    map[string]string // the request's labels
 	Resources Resources
+	// Mounts are directories of this machine the workload sees at paths
+	// of its own (volumes), for a runtime with Capabilities.Mounts.
+	Mounts []Mount
+}
+
+// Mount is a directory of this machine (Source) seen by a workload at
+// Target, read-write.
+type Mount struct {
+	Source, Target string
 }
 
 // Variables the workload is told its facts in. A request may set none of

@@ -504,8 +504,14 @@ type CreateSandboxRequest struct {
 	// User A sandbox runs as the daemon's user (a container as its image's).
 	User *string `json:"user,omitempty"`
 
-	// Volumes There are no volumes here.
-	Volumes *[]interface{} `json:"volumes,omitempty"`
+	// Volumes Volumes made through Daytona's /api/volumes, mounted read-write
+	// at mountPath (or only their subpath) at each start, where the
+	// sandbox's runtime mounts (docker); elsewhere a 400.
+	Volumes *[]struct {
+		MountPath string  `json:"mountPath"`
+		Subpath   *string `json:"subpath,omitempty"`
+		VolumeId  string  `json:"volumeId"`
+	} `json:"volumes,omitempty"`
 }
 
 // CreateSandboxRequestAutoDeleteInterval0 defines model for CreateSandboxRequest.AutoDeleteInterval.0.

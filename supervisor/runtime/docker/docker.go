@@ -121,7 +121,7 @@ var (
 // gets none of the host's base environment, runs images; exec through
 // the engine, files in its bind-mounted workspace; limits.
 func (r *Runtime) Capabilities() runtime.Capabilities {
-	return runtime.Capabilities{LocalPort: true, Exec: true, Terminal: true, Files: true, Limits: true, Isolation: true, Images: true}
+	return runtime.Capabilities{LocalPort: true, Exec: true, Terminal: true, Mounts: true, Files: true, Limits: true, Isolation: true, Images: true}
 }
 
 // Enforceable: the engine enforces cpu, memory and pids, a cpu limit up
@@ -296,7 +296,7 @@ func (r *Runtime) config(ref string, spec runtime.Spec) (*container.Config, *con
 		// A mount, not a bind string: the engine refuses a source that
 		// does not exist instead of creating it (a create whose answer
 		// was lost must not leave a directory behind in the root).
-		Mounts:        []mount.Mount{{Type: mount.TypeBind, Source: spec.Workspace, Target: WorkspaceDir}},
+		Mounts:        mounts(spec),
 		NetworkMode:   container.NetworkMode(r.network()),
 		ExtraHosts:    []string{"host.docker.internal:host-gateway"},
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
@@ -306,6 +306,15 @@ func (r *Runtime) config(ref string, spec runtime.Spec) (*container.Config, *con
 		Resources: resources(spec.Resources),
 	}
 	return cfg, host
+}
+
+// mounts are the workspace's bind mount and the volumes'.
+func mounts(spec runtime.Spec) []mount.Mount {
+	out := []mount.Mount{{Type: mount.TypeBind, Source: spec.Workspace, Target: WorkspaceDir}}
+	for _, m := range spec.Mounts {
+		out = append(out, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target})
+	}
+	return out
 }
 
 // resources maps limits to the engine's; zero lifts a limit.
