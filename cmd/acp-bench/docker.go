@@ -88,7 +88,7 @@ func benchDocker(c config, d *daemon, r *results) error {
 		d.delete(name)
 	}
 	r.Docker.Floor, r.Docker.ChildAnswers = summarize(floor), summarize(created)
-	return nil
+	return benchDockerExecute(c, d, r, cli)
 }
 
 // runDirect starts the stub image as the docker runtime would, without

@@ -227,6 +227,11 @@ type results struct {
 		Skipped      string `json:"skipped,omitempty"`
 		Floor        stat   `json:"floorEngineDirect"`
 		ChildAnswers stat   `json:"createToContainerAnswers"`
+		// Daytona's execute of `true` against the engine's exec of the
+		// same shell command.
+		ExecuteSkipped string `json:"executeSkipped,omitempty"`
+		ExecuteFloor   stat   `json:"executeFloorEngineExec"`
+		Execute        stat   `json:"daytonaExecuteRoundTrip"`
 	} `json:"docker"`
 	Toolbox struct {
 		ExecFloor     stat    `json:"execFloorForkExec"`

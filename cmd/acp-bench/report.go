@@ -137,6 +137,12 @@ func (r *results) markdown(w io.Writer) {
 		d := r.Docker
 		p("Docker (cgroups on): the image started through the engine API → answers %.2f ms (p99 %.2f); a docker create → the container answers %.2f ms (p99 %.2f), %+.2f ms (goal ≤ floor + 20 ms: %s).\n\n",
 			d.Floor.Median, d.Floor.P99, d.ChildAnswers.Median, d.ChildAnswers.P99, d.ChildAnswers.Median-d.Floor.Median, goal(d.ChildAnswers.Median-d.Floor.Median <= 20))
+		if d.ExecuteSkipped != "" {
+			p("Docker's execute: skipped (%s).\n\n", d.ExecuteSkipped)
+		} else if d.Execute.N > 0 {
+			p("Docker: Daytona's execute of `true` %.2f ms (p99 %.2f) against the engine's exec of the same shell command from here %.2f ms (p99 %.2f): %+.2f ms, ×%.2f (goal ≤ floor + 2 ms: %s).\n\n",
+				d.Execute.Median, d.Execute.P99, d.ExecuteFloor.Median, d.ExecuteFloor.P99, d.Execute.Median-d.ExecuteFloor.Median, ratio(d.Execute.Median, d.ExecuteFloor.Median), goal(d.Execute.Median <= d.ExecuteFloor.Median+2))
+		}
 	}
 	if e := r.Events; e.Subscribers > 0 {
 		p("Events (cgroups on): kill -9 → the event at each of %d subscribers, creates running: median %.2f ms, p99 %.2f ms (goal p99 < 5 ms: %s); no other load: median %.2f ms, p99 %.2f ms; missed: %d (%s).\n\n",

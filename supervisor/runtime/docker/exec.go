@@ -120,10 +120,25 @@ func (h *handle) lookPath(ctx context.Context, program, dir string, env []string
 			}
 		}
 	}
+	key := strings.Join(candidates, ":")
+	h.mu.Lock()
+	known := h.found[key]
+	h.mu.Unlock()
+	if known {
+		return nil
+	}
 	for _, c := range candidates {
 		st, err := h.r.Client.ContainerStatPath(ctx, h.st.ID, c)
 		switch {
 		case err == nil && !st.Mode.IsDir():
+			h.mu.Lock()
+			if h.found == nil {
+				h.found = map[string]bool{}
+			}
+			if len(h.found) < maxFound {
+				h.found[key] = true
+			}
+			h.mu.Unlock()
 			return nil
 		case err != nil && !cerrdefs.IsNotFound(err):
 			return nil // the engine cannot say: the exec will
@@ -131,6 +146,9 @@ func (h *handle) lookPath(ctx context.Context, program, dir string, env []string
 	}
 	return fmt.Errorf("%w: %w: %q is not in the container (looked for %s)", runtime.ErrExecStart, runtime.ErrProgramNotFound, program, strings.Join(candidates, ", "))
 }
+
+// maxFound bounds the programs a handle remembers finding.
+const maxFound = 64
 
 // containerPath is the container's PATH (asked once), or defaultPath.
 func (h *handle) containerPath(ctx context.Context) string {

@@ -30,6 +30,9 @@ type handle struct {
 	unfollow context.CancelFunc
 	ip       string // the container's address on the daemon's network, once asked
 	path     string // the container's PATH, once asked
+	// found are the programs lookPath found, by their candidates: an
+	// image's programs stay where they are, so each is looked for once.
+	found    map[string]bool
 	followed sync.WaitGroup
 }
 
