@@ -5,8 +5,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/interp"
@@ -22,19 +20,6 @@ const (
 
 // DefaultContext is the context a run names no context for.
 const DefaultContext = "default"
-
-// contexts are each sandbox's interpreter contexts, bound to the
-// workload they were made in, as terminals are.
-type contexts struct {
-	mu    sync.Mutex
-	by    map[string][]*boundContext
-	count int
-}
-
-type boundContext struct {
-	*interp.Context
-	in runtime.Handle
-}
 
 // CreateContext makes an interpreter context in running sandbox id whose
 // code runs in cwd (empty: the workspace); it counts as activity. Its
@@ -56,10 +41,10 @@ func (s *Supervisor) context(id, cid, cwd string, create bool) (*interp.Context,
 	}
 	s.ctxs.mu.Lock()
 	defer s.ctxs.mu.Unlock()
-	list := s.ctxs.pruneLocked(id, h)
+	list := s.ctxs.liveLocked(id, h)
 	for _, c := range list {
 		if c.ID == cid {
-			return c.Context, nil
+			return c, nil
 		}
 	}
 	if !create {
@@ -77,32 +62,8 @@ func (s *Supervisor) context(id, cid, cwd string, create bool) (*interp.Context,
 	c := interp.New(cid, cwd, func(stdin io.Reader, stdout io.Writer) (runtime.Process, error) {
 		return s.Exec(context.Background(), id, runtime.ExecSpec{Argv: interp.Argv, Dir: cwd, Stdin: stdin, Stdout: stdout})
 	})
-	if s.ctxs.by == nil {
-		s.ctxs.by = map[string][]*boundContext{}
-	}
-	s.ctxs.by[id] = append(s.ctxs.by[id], &boundContext{Context: c, in: h})
-	s.ctxs.count++
+	s.ctxs.addLocked(id, c, h)
 	return c, nil
-}
-
-// pruneLocked forgets sandbox id's contexts made in a workload other than
-// h (nil: all) and returns those left.
-func (cs *contexts) pruneLocked(id string, h runtime.Handle) []*boundContext {
-	keep := cs.by[id][:0]
-	for _, c := range cs.by[id] {
-		if c.in == h {
-			keep = append(keep, c)
-			continue
-		}
-		go c.Close()
-		cs.count--
-	}
-	if len(keep) == 0 {
-		delete(cs.by, id)
-		return nil
-	}
-	cs.by[id] = keep
-	return keep
 }
 
 // Contexts lists running sandbox id's contexts but the default one.
@@ -114,9 +75,9 @@ func (s *Supervisor) Contexts(id string) ([]*interp.Context, error) {
 	s.ctxs.mu.Lock()
 	defer s.ctxs.mu.Unlock()
 	out := []*interp.Context{}
-	for _, c := range s.ctxs.pruneLocked(id, h) {
+	for _, c := range s.ctxs.liveLocked(id, h) {
 		if c.ID != DefaultContext {
-			out = append(out, c.Context)
+			out = append(out, c)
 		}
 	}
 	return out, nil
@@ -130,8 +91,7 @@ func (s *Supervisor) DeleteContext(id, cid string) error {
 	}
 	c.Close()
 	s.ctxs.mu.Lock()
-	s.ctxs.by[id] = slices.DeleteFunc(s.ctxs.by[id], func(b *boundContext) bool { return b.Context == c })
-	s.ctxs.count--
+	s.ctxs.removeLocked(id, c)
 	s.ctxs.mu.Unlock()
 	_ = s.RefreshActivity(id)
 	return nil
@@ -154,11 +114,4 @@ func (s *Supervisor) RunCode(ctx context.Context, id, cid, code string, envs map
 		m.Text, m.Value, m.Traceback = red.Redact(m.Text), red.Redact(m.Value), red.Redact(m.Traceback)
 		return emit(m)
 	})
-}
-
-// forget drops a deleted sandbox's contexts.
-func (cs *contexts) forget(id string) {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	cs.pruneLocked(id, nil)
 }

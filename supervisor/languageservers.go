@@ -9,7 +9,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/lsp"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
@@ -22,43 +21,6 @@ const (
 	MaxLanguageServers           = 16
 	MaxLSPDocument               = 8 << 20
 )
-
-// languageServers are each sandbox's language servers, bound to the
-// workload they started in, as terminals are.
-type languageServers struct {
-	mu    sync.Mutex
-	by    map[string][]*boundServer
-	count int
-}
-
-type boundServer struct {
-	*lsp.Server
-	in runtime.Handle
-}
-
-// pruneLocked forgets sandbox id's servers of another workload than h (nil:
-// all) and those that ended, and returns those left.
-func (ls *languageServers) pruneLocked(id string, h runtime.Handle) []*boundServer {
-	keep := ls.by[id][:0]
-	for _, s := range ls.by[id] {
-		select {
-		case <-s.Ended():
-		default:
-			if s.in == h {
-				keep = append(keep, s)
-				continue
-			}
-			go s.Stop()
-		}
-		ls.count--
-	}
-	if len(keep) == 0 {
-		delete(ls.by, id)
-		return nil
-	}
-	ls.by[id] = keep
-	return keep
-}
 
 // StartLanguageServer starts the server for language in running sandbox
 // id, for project (a directory as the sandbox sees it); one already
@@ -81,7 +43,7 @@ func (s *Supervisor) StartLanguageServer(ctx context.Context, id, language, proj
 		return nil
 	}
 	s.lsps.mu.Lock()
-	list := s.lsps.pruneLocked(id, h)
+	list := s.lsps.liveLocked(id, h)
 	switch {
 	case len(list) >= MaxLanguageServersPerSandbox:
 		s.lsps.mu.Unlock()
@@ -104,10 +66,8 @@ func (s *Supervisor) StartLanguageServer(ctx context.Context, id, language, proj
 		}
 		return err
 	}
-	if s.lsps.by == nil {
-		s.lsps.by = map[string][]*boundServer{}
-	}
-	s.lsps.by[id] = append(s.lsps.by[id], &boundServer{Server: srv, in: h})
+	s.lsps.count-- // the place taken is the server's now
+	s.lsps.addLocked(id, srv, h)
 	_ = s.RefreshActivity(id)
 	return nil
 }
@@ -121,9 +81,9 @@ func (s *Supervisor) LanguageServer(id, language, project string) (*lsp.Server, 
 	}
 	s.lsps.mu.Lock()
 	defer s.lsps.mu.Unlock()
-	for _, srv := range s.lsps.pruneLocked(id, h) {
+	for _, srv := range s.lsps.liveLocked(id, h) {
 		if srv.Language == language && srv.Project == project {
-			return srv.Server, nil
+			return srv, nil
 		}
 	}
 	return nil, fmt.Errorf("%w: no %s language server runs for %s in %s; start one first", ErrNotFound, Clip(language, MaxQuoted), Clip(project, MaxQuoted), Clip(id, MaxQuoted))
@@ -137,9 +97,7 @@ func (s *Supervisor) StopLanguageServer(id, language, project string) error {
 	}
 	srv.Stop()
 	s.lsps.mu.Lock()
-	n := len(s.lsps.by[id])
-	s.lsps.by[id] = slices.DeleteFunc(s.lsps.by[id], func(b *boundServer) bool { return b.Server == srv })
-	s.lsps.count -= n - len(s.lsps.by[id])
+	s.lsps.removeLocked(id, srv)
 	s.lsps.mu.Unlock()
 	_ = s.RefreshActivity(id)
 	return nil
@@ -174,4 +132,14 @@ func (s *Supervisor) OpenDocument(ctx context.Context, id, language, project, ur
 		return err
 	}
 	return srv.Open(uri, string(text))
+}
+
+// ended reports whether a language server has ended by itself.
+func ended(s *lsp.Server) bool {
+	select {
+	case <-s.Ended():
+		return true
+	default:
+		return false
+	}
 }

@@ -407,9 +407,7 @@ func (s *Supervisor) delete(e *sandbox) error {
 	s.tools.forget(e.id)
 	s.terms.forget(e.id)
 	s.ctxs.forget(e.id)
-	s.lsps.mu.Lock()
-	s.lsps.pruneLocked(e.id, nil)
-	s.lsps.mu.Unlock()
+	s.lsps.forget(e.id)
 	s.mu.Lock()
 	delete(s.sandboxes, e.id)
 	gone := e.info

@@ -13,10 +13,13 @@ import (
 
 	"github.com/agent-control-plane/agent-control-plane/proc/probe"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/interp"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/logcap"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/lsp"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/shell"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/terminal"
 )
 
 // Options configure a Supervisor. Zero values take the defaults noted.
@@ -85,10 +88,10 @@ type Supervisor struct {
 	logs   *logcap.Cap
 	ports  *ports
 	events *hub
-	tools  toolbox   // commands running, shell sessions
-	terms  terminals // terminals open
-	ctxs   contexts  // interpreter contexts
-	lsps   languageServers
+	tools  toolbox // commands running, shell sessions
+	terms  perWorkload[*terminal.Terminal]
+	ctxs   perWorkload[*interp.Context]
+	lsps   perWorkload[*lsp.Server]
 	volMu  sync.Mutex // volumes made and deleted one at a time
 	// unavail is Unavailable's last answer, until when it holds.
 	unavail struct {
@@ -267,6 +270,9 @@ func New(ctx context.Context, opts Options) (*Supervisor, error) {
 		cancel:    cancel,
 		probe:     probe.NewHTTP(time.Second), // per attempt
 		tools:     toolbox{budget: shell.NewBudget(MaxSessionOutput)},
+		terms:     perWorkload[*terminal.Terminal]{end: (*terminal.Terminal).Close},
+		ctxs:      perWorkload[*interp.Context]{end: (*interp.Context).Close},
+		lsps:      perWorkload[*lsp.Server]{end: (*lsp.Server).Stop, ended: ended},
 	}
 	s.snapshots.Store(&snapshots)
 	s.SetDefaults(opts.AutoStop, opts.MaxLifetime)

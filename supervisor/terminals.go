@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"slices"
-	"sync"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/field"
@@ -28,19 +26,6 @@ const DefaultTerm = "xterm-256color"
 // TerminalArgv is what a terminal runs unless told otherwise: the
 // sandbox's login shell, else sh.
 var TerminalArgv = []string{"sh", "-c", `exec "${SHELL:-sh}"`}
-
-// terminals are the terminals of each sandbox, each bound to the
-// workload it was opened in: a stop or restart leaves it behind.
-type terminals struct {
-	mu    sync.Mutex
-	by    map[string][]*openTerminal // sandbox id → in order of opening
-	count int
-}
-
-type openTerminal struct {
-	*terminal.Terminal
-	in runtime.Handle
-}
 
 // OpenTerminal opens terminal spec in running sandbox id, running argv
 // (nil: TerminalArgv) with spec's variables; it counts as activity. An id
@@ -81,18 +66,14 @@ func (s *Supervisor) OpenTerminal(id string, spec terminal.Spec, argv []string) 
 	filter := func(b []byte) []byte { return []byte(red.Redact(string(b))) }
 	s.terms.mu.Lock()
 	defer s.terms.mu.Unlock()
-	if err := s.terms.roomLocked(id, spec.ID, h); err != nil {
+	if err := s.roomForTerminalLocked(id, spec.ID, h); err != nil {
 		return nil, err
 	}
 	t, err := terminal.New(spec, start, filter)
 	if err != nil {
 		return nil, err
 	}
-	if s.terms.by == nil {
-		s.terms.by = map[string][]*openTerminal{}
-	}
-	s.terms.by[id] = append(s.terms.by[id], &openTerminal{Terminal: t, in: h})
-	s.terms.count++
+	s.terms.addLocked(id, t, h)
 	_ = s.RefreshActivity(id)
 	return t, nil
 }
@@ -113,55 +94,29 @@ func (s *Supervisor) terminalHandle(id string) (runtime.Handle, error) {
 	return h, nil
 }
 
-// roomLocked makes room for terminal tid in sandbox id, whose workload
-// is h: forgets the terminals of an earlier workload, refuses a name in
-// use, and past the bounds forgets the oldest ended terminal or refuses.
-func (ts *terminals) roomLocked(id, tid string, h runtime.Handle) error {
-	ts.pruneLocked(id, h)
-	list := ts.by[id]
+// roomForTerminalLocked makes room for terminal tid in sandbox id, whose
+// workload is h: refuses a name in use, and past the bounds forgets the
+// oldest ended terminal or refuses.
+func (s *Supervisor) roomForTerminalLocked(id, tid string, h runtime.Handle) error {
+	list := s.terms.liveLocked(id, h)
 	for _, t := range list {
-		if t.spec().ID == tid {
+		if t.Info().ID == tid {
 			return fmt.Errorf("%w: terminal %s exists in %s", ErrConflict, tid, Clip(id, MaxQuoted))
 		}
 	}
-	if len(list) < MaxTerminalsPerSandbox && ts.count < MaxTerminals {
+	if len(list) < MaxTerminalsPerSandbox && s.terms.count < MaxTerminals {
 		return nil
 	}
 	for _, t := range list {
 		if !t.Info().Active {
-			ts.dropLocked(id, t)
+			s.terms.removeLocked(id, t)
 			return nil
 		}
 	}
 	if len(list) >= MaxTerminalsPerSandbox {
 		return fmt.Errorf("%w: %s has %d terminals running (at most %d); close one first", ErrBusy, Clip(id, MaxQuoted), len(list), MaxTerminalsPerSandbox)
 	}
-	return fmt.Errorf("%w: %d terminals are open (at most %d in all); close one first", ErrBusy, ts.count, MaxTerminals)
-}
-
-func (t *openTerminal) spec() terminal.Spec { return t.Info().Spec }
-
-// pruneLocked forgets sandbox id's terminals opened in a workload other
-// than h (nil: all of them).
-func (ts *terminals) pruneLocked(id string, h runtime.Handle) {
-	for _, t := range slices.Clone(ts.by[id]) {
-		if t.in != h {
-			go t.Close() // ended already with its workload, or ends now
-			ts.dropLocked(id, t)
-		}
-	}
-}
-
-func (ts *terminals) dropLocked(id string, t *openTerminal) {
-	i := slices.Index(ts.by[id], t)
-	if i < 0 {
-		return
-	}
-	ts.by[id] = slices.Delete(ts.by[id], i, i+1)
-	ts.count--
-	if len(ts.by[id]) == 0 {
-		delete(ts.by, id)
-	}
+	return fmt.Errorf("%w: %d terminals are open (at most %d in all); close one first", ErrBusy, s.terms.count, MaxTerminals)
 }
 
 // Terminals lists running sandbox id's terminals, in the order opened.
@@ -172,12 +127,7 @@ func (s *Supervisor) Terminals(id string) ([]*terminal.Terminal, error) {
 	}
 	s.terms.mu.Lock()
 	defer s.terms.mu.Unlock()
-	s.terms.pruneLocked(id, h)
-	out := []*terminal.Terminal{}
-	for _, t := range s.terms.by[id] {
-		out = append(out, t.Terminal)
-	}
-	return out, nil
+	return append([]*terminal.Terminal{}, s.terms.liveLocked(id, h)...), nil
 }
 
 // Terminal finds terminal tid of running sandbox id (ErrNotFound).
@@ -229,20 +179,8 @@ func (s *Supervisor) CloseTerminal(id, tid string) error {
 	}
 	t.Close()
 	s.terms.mu.Lock()
-	for _, o := range s.terms.by[id] {
-		if o.Terminal == t {
-			s.terms.dropLocked(id, o)
-			break
-		}
-	}
+	s.terms.removeLocked(id, t)
 	s.terms.mu.Unlock()
 	_ = s.RefreshActivity(id)
 	return nil
-}
-
-// forget drops a deleted sandbox's terminals.
-func (ts *terminals) forget(id string) {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	ts.pruneLocked(id, nil)
 }
