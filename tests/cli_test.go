@@ -595,3 +595,33 @@ func TestIntervalsOneUnit(t *testing.T) {
 		t.Errorf("create --autostop 90s: %d %q %q", code, out, errs)
 	}
 }
+
+// The CLI finds a daemon on another address than the default with no
+// flag and no variable: the daemon writes its address beside its token,
+// where the CLI looks; the file goes with the daemon. A miss names the
+// flag and the variable that point the CLI elsewhere.
+func TestCLIFindsItsDaemon(t *testing.T) {
+	lo, hi := portBlock.Next()
+	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi, TokenFile: true})
+	if strings.HasSuffix(d.URL, ":4025") {
+		t.Fatalf("the daemon listens on the default address %s: nothing to find", d.URL)
+	}
+	cmd := exec.Command(testenv.Binary(t), "ls")
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+d.State, "AGENT_CONTROL_PLANE_URL=", "AGENT_CONTROL_PLANE_TOKEN=", "NO_COLOR=1")
+	if code, out, errs := runCmd(t, cmd); code != 0 {
+		t.Fatalf("ls with no address given: %d %q %q", code, out, errs)
+	}
+	addr := filepath.Join(d.State, "agent-control-plane", "address")
+	if b, err := os.ReadFile(addr); err != nil || strings.TrimSpace(string(b)) != d.URL {
+		t.Fatalf("the address file: %q %v, want %s", b, err, d.URL)
+	}
+	d.Signal(syscall.SIGTERM)
+	testenv.Eventually(t, "the address file is removed with its daemon", func() bool {
+		_, err := os.Stat(addr)
+		return os.IsNotExist(err)
+	})
+	code, _, errs := cliAt(t, "http://127.0.0.1:1", "ls")
+	if code == 0 || !strings.Contains(errs, "--url") || !strings.Contains(errs, "AGENT_CONTROL_PLANE_URL") {
+		t.Fatalf("a miss: %d %q", code, errs)
+	}
+}

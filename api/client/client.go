@@ -105,11 +105,15 @@ func (c *Client) unauthorized(e *Error) error {
 }
 
 // New returns a client for baseURL; an empty baseURL means
-// $AGENT_CONTROL_PLANE_URL, or DefaultURL. A bare host:port (as people
+// $AGENT_CONTROL_PLANE_URL, else the address the daemon wrote beside its
+// token (auth.AddressFile), else DefaultURL. A bare host:port (as people
 // type it: localhost:4025) means http://host:port.
 func New(baseURL string, opts ...Option) *Client {
 	if baseURL == "" {
 		baseURL = os.Getenv(URLEnv)
+	}
+	if baseURL == "" {
+		baseURL = auth.FindAddress(os.Getenv)
 	}
 	if baseURL == "" {
 		baseURL = DefaultURL
@@ -191,7 +195,7 @@ type UnavailableError struct {
 }
 
 func (e *UnavailableError) Error() string {
-	return fmt.Sprintf("no agent-control-plane at %s (%v); start it with 'agent-control-plane serve' or 'agent-control-plane ensure'", e.URL, e.Cause)
+	return fmt.Sprintf("no agent-control-plane at %s (%v); start it with 'agent-control-plane serve' or 'agent-control-plane ensure', or point at the one running with --url or $%s", e.URL, e.Cause, URLEnv)
 }
 
 func (e *UnavailableError) Unwrap() []error { return []error{ErrUnavailable, e.Cause} }

@@ -226,3 +226,29 @@ func IsLoopbackHost(host string) bool {
 	a, err := netip.ParseAddr(strings.Trim(host, "[]"))
 	return err == nil && a.IsLoopback()
 }
+
+// AddressFile is where a daemon whose token file is tokenFile writes the
+// URL it serves at: beside the token, for clients told no other address
+// (as docker's contexts and kubectl's config tell theirs).
+func AddressFile(tokenFile string) string {
+	return filepath.Join(filepath.Dir(tokenFile), "address")
+}
+
+// maxAddressLen bounds what is read from an address file.
+const maxAddressLen = 512
+
+// FindAddress is the URL in the address file beside the token file
+// clients find (DefaultFile), "" when there is none or it is not one.
+func FindAddress(getenv func(string) string) string {
+	f, err := os.Open(AddressFile(DefaultFile(getenv)))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, maxAddressLen+1))
+	u := strings.TrimSpace(string(b))
+	if len(b) > maxAddressLen || !strings.HasPrefix(u, "http://") || strings.ContainsAny(u, " \n\t") {
+		return ""
+	}
+	return u
+}

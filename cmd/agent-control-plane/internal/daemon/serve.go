@@ -131,6 +131,7 @@ func Serve(cfg conf.Config, src conf.Sources, logw io.Writer, version string) er
 	go sup.RunChecks(ctx)
 	// The supervisor has rehydrated and the listener is bound, so
 	// connections queue until Run accepts them: the API answers.
+	defer publishAddress(cfg.TokenFile, "http://"+ln.Addr().String(), log)()
 	sd := notifier{log}
 	go sd.ready(ctx, sup)
 	context.AfterFunc(ctx, sd.stopping) // at SIGTERM, before the shutdown's wait
