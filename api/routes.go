@@ -388,7 +388,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	sb, err := s.sup.Create(r.Context(), req)
 	if errors.Is(err, supervisor.ErrConflict) {
-		err = fmt.Errorf("%w: DELETE /v1/sandboxes/%s, or agent-control-plane rm %s", err, req.Name, req.Name)
+		err = fmt.Errorf("%w (DELETE /v1/sandboxes/%s, or agent-control-plane rm %s)", err, req.Name, req.Name)
 	}
 	if err != nil {
 		s.writeSupervisorError(w, err, wire.CodeCreateFailed)

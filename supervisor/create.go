@@ -159,8 +159,11 @@ func (s *Supervisor) reserve(e *sandbox) error {
 	if s.closed {
 		return ErrClosed
 	}
-	if _, taken := s.sandboxes[e.id]; taken {
-		return fmt.Errorf("%w: %s (a sandbox keeps its name, also while stopped, until it is deleted)", ErrConflict, e.id)
+	if other, taken := s.sandboxes[e.id]; taken {
+		if other.pending || other.info.State.Live() {
+			return fmt.Errorf("%w: %s is taken by a sandbox that is %s; choose another name, or delete that one first", ErrConflict, e.id, other.info.State)
+		}
+		return fmt.Errorf("%w: %s is taken by a sandbox that is %s (it keeps its name until it is deleted); start it again, or delete it first", ErrConflict, e.id, other.info.State)
 	}
 	s.sandboxes[e.id] = e
 	return nil

@@ -625,3 +625,33 @@ func TestCLIFindsItsDaemon(t *testing.T) {
 		t.Fatalf("a miss: %d %q", code, errs)
 	}
 }
+
+// What the CLI says is true: an opener's failure is reported, a stop of
+// a stopped sandbox says it was stopped already, one is one, and a name
+// taken by a running sandbox is not blamed on a stopped one.
+func TestCLITellsTheTruth(t *testing.T) {
+	d := startDaemon(t)
+	if code, _, errs := cli(t, d, "create", "truth", "--wait"); code != 0 {
+		t.Fatalf("create: %d %s", code, errs)
+	}
+	cmd := cliCmd(t, d, "open", "truth")
+	cmd.Env = append(cmd.Env, "BROWSER=false")
+	if code, out, errs := runCmd(t, cmd); code == 0 || strings.Contains(out, "Opened") || !strings.Contains(errs, "failed") {
+		t.Fatalf("open with an opener that fails: %d %q %q", code, out, errs)
+	}
+	if code, _, errs := cli(t, d, "create", "truth"); code == 0 || !strings.Contains(errs, "is started") || strings.Contains(errs, "start it again") {
+		t.Fatalf("a name taken by a running sandbox: %d %q", code, errs)
+	}
+	if code, out, _ := cli(t, d, "stop", "truth"); code != 0 || !strings.Contains(out, "Stopped truth") {
+		t.Fatalf("stop: %d %q", code, out)
+	}
+	if code, out, _ := cli(t, d, "stop", "truth"); code != 0 || !strings.Contains(out, "already") || strings.Contains(out, "SIGTERM") {
+		t.Fatalf("stop of a stopped sandbox: %d %q", code, out)
+	}
+	if code, _, errs := cli(t, d, "create", "truth"); code == 0 || !strings.Contains(errs, "stopped") || !strings.Contains(errs, "start it again") {
+		t.Fatalf("a name taken by a stopped sandbox: %d %q", code, errs)
+	}
+	if code, _, errs := cli(t, d, "prune"); code == 0 || !strings.Contains(errs, "1 stopped sandbox would") {
+		t.Fatalf("prune of one: %d %q", code, errs)
+	}
+}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -153,12 +154,31 @@ func openBrowser(target string) error {
 		opener = b
 	}
 	cmd := exec.Command(opener[0], append(opener[1:], target)...)
+	var errs bytes.Buffer
+	cmd.Stderr = &errs
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("open a browser (%s): %w", opener[0], err)
 	}
-	go cmd.Wait()
+	// xdg-open hands the address over and exits: its failure is said.
+	// An opener still running after a while is the browser itself.
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			why := strings.TrimSpace(errs.String())
+			if why == "" {
+				why = err.Error()
+			}
+			return fmt.Errorf("open a browser (%s) failed: %s; open %s yourself", opener[0], inert(why), inert(target))
+		}
+	case <-time.After(openerWait):
+	}
 	return nil
 }
+
+// openerWait is how long a browser opener is waited for.
+const openerWait = 5 * time.Second
 
 func openCommand() command {
 	return command{

@@ -116,9 +116,12 @@ func stopCommand() command {
 			if err != nil {
 				return err
 			}
-			if c.json {
+			switch {
+			case c.json:
 				c.printJSON(sb)
-			} else {
+			case sb.already:
+				fmt.Fprintf(c.stdout, "Sandbox %s is %s already\n", inert(sb.ID), inert(sb.State))
+			default:
 				fmt.Fprintf(c.stdout, "Stopped %s\n", inert(sb.ID))
 			}
 			return nil
@@ -157,18 +160,37 @@ func startCommand(restart bool) command {
 // stop stops sandbox id; a polite stop may wait the whole grace for a
 // child that ignores SIGTERM, so it says so rather than sit silent, once
 // the sandbox is known to exist, with its own snapshot's grace.
-func (c *cli) stop(ctx context.Context, cl *client.Client, id string, force bool) (wire.SandboxInfo, error) {
+func (c *cli) stop(ctx context.Context, cl *client.Client, id string, force bool) (stopped, error) {
 	done := func() {}
-	if !force && !c.json {
+	if !c.json {
 		cur, err := cl.Get(ctx, id)
 		if err != nil {
-			return wire.SandboxInfo{}, err
+			return stopped{}, err
 		}
-		done = c.progress(fmt.Sprintf("Stopping sandbox %s: SIGTERM, then SIGKILL after %s if it has not exited", inert(cur.ID), c.graceOf(ctx, cl, cur)))
+		if !wire.Live(cur.State) {
+			return stopped{cur, true}, nil // nothing to stop
+		}
+		if !force {
+			done = c.progress(fmt.Sprintf("Stopping sandbox %s: SIGTERM, then SIGKILL after %s if it has not exited", inert(cur.ID), c.graceOf(ctx, cl, cur)))
+		}
 	}
 	sb, err := cl.Stop(ctx, id, force)
 	done()
-	return sb, err
+	return stopped{SandboxInfo: sb}, err
+}
+
+// stopped is a sandbox after a stop, and whether it was stopped already.
+type stopped struct {
+	wire.SandboxInfo
+	already bool
+}
+
+// count is n with its noun, one or many.
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // waitFlags registers --wait and --timeout (create, start, restart).
@@ -260,9 +282,9 @@ func pruneCommand() command {
 			}
 			if !yes {
 				if !isTerminal(c.stdout) || c.json {
-					return usagef("prune", "%d stopped sandboxes would be deleted; add --yes to do it without a terminal to ask at", len(stale))
+					return usagef("prune", "%s would be deleted; add --yes to do it without a terminal to ask at", count(len(stale), "stopped sandbox", "stopped sandboxes"))
 				}
-				fmt.Fprintf(c.stdout, "Delete %d stopped sandboxes (%s)? [y/N] ", len(stale), inert(strings.Join(stale, ", ")))
+				fmt.Fprintf(c.stdout, "Delete %s (%s)? [y/N] ", count(len(stale), "stopped sandbox", "stopped sandboxes"), inert(strings.Join(stale, ", ")))
 				var answer string
 				fmt.Fscanln(c.stdin, &answer)
 				if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
