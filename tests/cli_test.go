@@ -626,9 +626,10 @@ func TestCLIFindsItsDaemon(t *testing.T) {
 	}
 }
 
-// What the CLI says is true: an opener's failure is reported, a stop of
-// a stopped sandbox says it was stopped already, one is one, and a name
-// taken by a running sandbox is not blamed on a stopped one.
+// What the CLI says is true: an opener's failure is reported, more CPUs
+// than the machine has are refused naming the range, a stop of a stopped
+// sandbox says it was stopped already, one is one, and a name taken by a
+// running sandbox is not blamed on a stopped one.
 func TestCLITellsTheTruth(t *testing.T) {
 	d := startDaemon(t)
 	if code, _, errs := cli(t, d, "create", "truth", "--wait"); code != 0 {
@@ -641,6 +642,9 @@ func TestCLITellsTheTruth(t *testing.T) {
 	}
 	if code, _, errs := cli(t, d, "create", "truth"); code == 0 || !strings.Contains(errs, "is started") || strings.Contains(errs, "start it again") {
 		t.Fatalf("a name taken by a running sandbox: %d %q", code, errs)
+	}
+	if code, out, errs := cli(t, d, "resize", "truth", "--cpu", "100"); code == 0 || !strings.Contains(errs, "CPUs of this machine") {
+		t.Fatalf("more CPUs than the machine has: %d %q %q", code, out, errs)
 	}
 	if code, out, _ := cli(t, d, "stop", "truth"); code != 0 || !strings.Contains(out, "Stopped truth") {
 		t.Fatalf("stop: %d %q", code, out)

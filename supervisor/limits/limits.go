@@ -7,7 +7,9 @@
 package limits
 
 import (
+	"fmt"
 	"math"
+	goruntime "runtime"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/field"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
@@ -47,6 +49,20 @@ func Check(r runtime.Resources) (runtime.Resources, error) {
 	}
 	r.MemoryBytes = r.MemoryBytes / runtime.PageSize * runtime.PageSize
 	return r, nil
+}
+
+// MachineMilliCPU is this machine's CPUs in thousandths: the most a
+// runtime on this machine can give a sandbox.
+func MachineMilliCPU() int64 { return int64(goruntime.NumCPU()) * 1000 }
+
+// OverMachine is an error wrapping runtime.ErrLimitsUnsupported when r
+// asks for more CPUs than this machine has (who: the runtime, as the
+// error names it), nil otherwise.
+func OverMachine(r runtime.Resources, who string) error {
+	if max := MachineMilliCPU(); r.MilliCPU > max {
+		return fmt.Errorf("%w: cpu %g: %s takes %g to %d CPUs (the CPUs of this machine), or 0 for no limit", runtime.ErrLimitsUnsupported, CPUs(r.MilliCPU), who, CPUs(MinMilliCPU), max/1000)
+	}
+	return nil
 }
 
 // MilliCPU converts CPUs to thousandths of a CPU, to the nearest. A

@@ -21,7 +21,6 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
-	goruntime "runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -127,8 +126,8 @@ func (r *Runtime) Capabilities() runtime.Capabilities {
 // Enforceable: the engine enforces cpu, memory and pids, a cpu limit up
 // to the CPUs of its machine (this one: the engine is local).
 func (r *Runtime) Enforceable(res runtime.Resources) (runtime.Resources, error) {
-	if n := goruntime.NumCPU(); res.MilliCPU > int64(n)*1000 {
-		return runtime.Resources{}, fmt.Errorf("%w: cpu %g: the docker engine takes %g to %d CPUs (the CPUs of this machine)", runtime.ErrLimitsUnsupported, limits.CPUs(res.MilliCPU), limits.CPUs(limits.MinMilliCPU), n)
+	if err := limits.OverMachine(res, "the docker engine"); err != nil {
+		return runtime.Resources{}, err
 	}
 	return res, nil
 }

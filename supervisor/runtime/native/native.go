@@ -19,6 +19,7 @@ import (
 
 	"github.com/agent-control-plane/agent-control-plane/cgroup"
 	"github.com/agent-control-plane/agent-control-plane/proc"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/limits"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/workspace"
 )
@@ -143,6 +144,9 @@ func (n *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 // Enforceable is r without the limits the machine's cgroups cannot
 // enforce.
 func (n *Runtime) Enforceable(r runtime.Resources) (runtime.Resources, error) {
+	if err := limits.OverMachine(r, "a native sandbox"); err != nil {
+		return runtime.Resources{}, err
+	}
 	got, err := n.Cgroups.Enforceable(cgroup.Limits(r))
 	if err != nil {
 		return runtime.Resources(got), fmt.Errorf("%w: %v", runtime.ErrLimitsUnsupported, err)
