@@ -98,6 +98,27 @@ func portFree(port int) bool {
 	return unix.Bind(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}) == nil
 }
 
+// leaseAgain leases prev for id again when it is in the range, no sandbox
+// holds it and it is free (a sandbox started again keeps its address),
+// else any port as lease does.
+func (p *ports) leaseAgain(id string, prev int) (int, error) {
+	if prev >= p.lo && prev <= p.hi {
+		p.mu.Lock()
+		_, taken := p.used[prev]
+		if !taken {
+			p.used[prev] = id
+		}
+		p.mu.Unlock()
+		if !taken {
+			if p.probe(prev) {
+				return prev, nil
+			}
+			p.release(prev, id)
+		}
+	}
+	return p.lease(id)
+}
+
 // lease returns a free port for id, or ErrPortsExhausted. Ports held by
 // foreign processes are skipped. The search starts after the last port
 // handed out, so a just-released port is not reused at once. The bind

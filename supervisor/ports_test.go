@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -138,5 +139,40 @@ func TestEphemeralOverlapLogged(t *testing.T) {
 	})
 	if got := logBuf.String(); !strings.Contains(got, "overlaps the ports the kernel gives outgoing connections") || !strings.Contains(got, "ephemeral="+eph) {
 		t.Fatalf("no warning for ports %d-%d inside %s; the log:\n%s", lo, lo+99, eph, got)
+	}
+}
+
+// A sandbox started again gets its old port back while it is free, and
+// another when a listener has taken it meanwhile.
+func TestStartAgainKeepsItsPort(t *testing.T) {
+	h := realHarness(t, nil)
+	sb := h.create("p1", nil, nil)
+	h.waitState("p1", Started)
+	for round := range 2 {
+		if _, err := h.sup.Stop(t.Context(), "p1", false); err != nil {
+			t.Fatal(err)
+		}
+		var squatter net.Listener
+		if round == 1 { // someone else listens on it now
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", sb.Port))
+			if err != nil {
+				t.Fatal(err)
+			}
+			squatter = l
+		}
+		again, err := h.sup.Start(t.Context(), "p1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if round == 0 && again.Port != sb.Port {
+			t.Fatalf("started again on %d, was %d (free)", again.Port, sb.Port)
+		}
+		if round == 1 && again.Port == sb.Port {
+			t.Fatalf("started again on %d, which another listener holds", again.Port)
+		}
+		h.waitState("p1", Started)
+		if squatter != nil {
+			squatter.Close()
+		}
 	}
 }

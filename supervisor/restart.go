@@ -67,7 +67,7 @@ func (s *Supervisor) Start(ctx context.Context, id string) (Sandbox, error) {
 
 	port := 0
 	if rt.Capabilities().LocalPort {
-		if port, err = s.ports.lease(id); err != nil {
+		if port, err = s.ports.leaseAgain(id, sb.Port); err != nil {
 			return Sandbox{}, err
 		}
 	}

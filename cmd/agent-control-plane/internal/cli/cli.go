@@ -180,6 +180,11 @@ func plural(n int64, word string) string {
 	if n == 1 {
 		return "1 " + word
 	}
+	for _, end := range []string{"s", "x", "ch", "sh"} {
+		if strings.HasSuffix(word, end) {
+			return strconv.FormatInt(n, 10) + " " + word + "es"
+		}
+	}
 	return strconv.FormatInt(n, 10) + " " + word + "s"
 }
 

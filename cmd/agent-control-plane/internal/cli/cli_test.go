@@ -155,7 +155,7 @@ func TestWatchAlignsWithColour(t *testing.T) {
 		if strings.HasSuffix(l, "sandboxes") {
 			continue
 		}
-		i := strings.Index(l, " sb ")
+		i := strings.Index(l+" ", " sb ") // a line ends at the name when it shows no port
 		if col < 0 {
 			col = i
 		}

@@ -50,7 +50,7 @@ func TestUnknownCommandSuggests(t *testing.T) {
 }
 
 func TestPlural(t *testing.T) {
-	if plural(1, "task") != "1 task" || plural(0, "task") != "0 tasks" || plural(64, "task") != "64 tasks" {
+	if plural(1, "task") != "1 task" || plural(0, "task") != "0 tasks" || plural(64, "task") != "64 tasks" || plural(2, "sandbox") != "2 sandboxes" {
 		t.Error("plural")
 	}
 }

@@ -112,16 +112,25 @@ func watchCommand() command {
 func (c *cli) watchLine(ev wire.StreamEvent) {
 	ts := ev.Time.Local().Format("15:04:05.000")
 	if ev.Type == wire.EventReplaced {
-		fmt.Fprintf(c.stdout, "%s  %d sandboxes\n", ts, len(ev.Sandboxes))
+		fmt.Fprintf(c.stdout, "%s  %s\n", ts, plural(int64(len(ev.Sandboxes)), "sandbox"))
 		for _, sb := range ev.Sandboxes {
-			fmt.Fprintf(c.stdout, "%s  %s %s  port %d\n", ts, c.paintPad(inert(sb.State), stateWidth), inert(sb.ID), sb.Port)
+			fmt.Fprintf(c.stdout, "%s  %s %s%s\n", ts, c.paintPad(inert(sb.State), stateWidth), inert(sb.ID), portOf(sb))
 		}
 		return
 	}
 	sb := ev.Sandbox
-	line := fmt.Sprintf("%s  %s %s  port %d", ts, c.paintPad(inert(strings.TrimPrefix(ev.Type, "sandbox.")), stateWidth), inert(sb.ID), sb.Port)
+	line := fmt.Sprintf("%s  %s %s%s", ts, c.paintPad(inert(strings.TrimPrefix(ev.Type, "sandbox.")), stateWidth), inert(sb.ID), portOf(*sb))
 	if r := reason(*sb); r != "" {
 		line += "  (" + r + ")"
 	}
 	fmt.Fprintln(c.stdout, line)
+}
+
+// portOf is "  port N" for a sandbox that holds a port, "" for one that
+// holds none (stopped: its old number may be another's now).
+func portOf(sb wire.SandboxInfo) string {
+	if !wire.Live(sb.State) || sb.Port == 0 {
+		return ""
+	}
+	return fmt.Sprintf("  port %d", sb.Port)
 }

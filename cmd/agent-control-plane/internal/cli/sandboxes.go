@@ -185,14 +185,6 @@ type stopped struct {
 	already bool
 }
 
-// count is n with its noun, one or many.
-func count(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
-}
-
 // waitFlags registers --wait and --timeout (create, start, restart).
 func waitFlags(fs *flag.FlagSet, wait *bool, timeout *time.Duration) {
 	fs.BoolVar(wait, "wait", false, "wait until the daemon says it started (its ready path answered) or stopped")
@@ -282,9 +274,9 @@ func pruneCommand() command {
 			}
 			if !yes {
 				if !isTerminal(c.stdout) || c.json {
-					return usagef("prune", "%s would be deleted; add --yes to do it without a terminal to ask at", count(len(stale), "stopped sandbox", "stopped sandboxes"))
+					return usagef("prune", "%s would be deleted; add --yes to do it without a terminal to ask at", plural(int64(len(stale)), "stopped sandbox"))
 				}
-				fmt.Fprintf(c.stdout, "Delete %s (%s)? [y/N] ", count(len(stale), "stopped sandbox", "stopped sandboxes"), inert(strings.Join(stale, ", ")))
+				fmt.Fprintf(c.stdout, "Delete %s (%s)? [y/N] ", plural(int64(len(stale)), "stopped sandbox"), inert(strings.Join(stale, ", ")))
 				var answer string
 				fmt.Fscanln(c.stdin, &answer)
 				if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
