@@ -1726,7 +1726,7 @@ type ClientInterface interface {
 
 	// StartSandbox Start a stopped sandbox again, in place.
 	//
-	// The same name, directory and workspace (its files kept), labels, snapshot, variables and limits, with a fresh workload: a new port where the runtime leases one. The answer is the sandbox in state starting (sandbox.starting on the event stream, then sandbox.started once it is ready); a sandbox that is starting or started answers as it is.
+	// The same name, directory and workspace (its files kept), labels, snapshot, variables and limits, with a fresh workload: its old port while that is free (else a new one) where the runtime leases one. The answer is the sandbox in state starting (sandbox.starting on the event stream, then sandbox.started once it is ready); a sandbox that is starting or started answers as it is.
 	//
 	// Corresponds with POST /v1/sandboxes/{id}/start (the `StartSandbox` operationId).
 	StartSandbox(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2424,7 +2424,7 @@ func (c *Client) RunInSession(ctx context.Context, id Id, session Session, body 
 
 // StartSandbox Start a stopped sandbox again, in place.
 //
-// The same name, directory and workspace (its files kept), labels, snapshot, variables and limits, with a fresh workload: a new port where the runtime leases one. The answer is the sandbox in state starting (sandbox.starting on the event stream, then sandbox.started once it is ready); a sandbox that is starting or started answers as it is.
+// The same name, directory and workspace (its files kept), labels, snapshot, variables and limits, with a fresh workload: its old port while that is free (else a new one) where the runtime leases one. The answer is the sandbox in state starting (sandbox.starting on the event stream, then sandbox.started once it is ready); a sandbox that is starting or started answers as it is.
 //
 // Corresponds with POST /v1/sandboxes/{id}/start (the `StartSandbox` operationId).
 func (c *Client) StartSandbox(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4461,7 +4461,7 @@ type ClientWithResponsesInterface interface {
 
 	// StartSandboxWithResponse Start a stopped sandbox again, in place.
 	//
-	// The same name, directory and workspace (its files kept), labels, snapshot, variables and limits, with a fresh workload: a new port where the runtime leases one. The answer is the sandbox in state starting (sandbox.starting on the event stream, then sandbox.started once it is ready); a sandbox that is starting or started answers as it is.
+	// The same name, directory and workspace (its files kept), labels, snapshot, variables and limits, with a fresh workload: its old port while that is free (else a new one) where the runtime leases one. The answer is the sandbox in state starting (sandbox.starting on the event stream, then sandbox.started once it is ready); a sandbox that is starting or started answers as it is.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7403,7 +7403,7 @@ func (c *ClientWithResponses) RunInSessionWithResponse(ctx context.Context, id I
 
 // StartSandboxWithResponse Start a stopped sandbox again, in place.
 //
-// The same name, directory and workspace (its files kept), labels, snapshot, variables and limits, with a fresh workload: a new port where the runtime leases one. The answer is the sandbox in state starting (sandbox.starting on the event stream, then sandbox.started once it is ready); a sandbox that is starting or started answers as it is.
+// The same name, directory and workspace (its files kept), labels, snapshot, variables and limits, with a fresh workload: its old port while that is free (else a new one) where the runtime leases one. The answer is the sandbox in state starting (sandbox.starting on the event stream, then sandbox.started once it is ready); a sandbox that is starting or started answers as it is.
 //
 // Returns a wrapper object for the known response body format(s).
 //
