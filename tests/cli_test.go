@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -447,6 +448,29 @@ func TestCLIAgainstANonDaemon(t *testing.T) {
 		code, _, errOut := cliAt(t, srv.URL, args...)
 		if code == 0 || !strings.Contains(errOut, "is not an agent-control-plane daemon") || strings.Contains(errOut, "<html") || strings.Count(errOut, "\n") != 1 {
 			t.Errorf("%q at a web server: %d %q", args, code, errOut)
+		}
+	}
+	// Something that is not HTTP at all: it closes at once, or it says
+	// something else.
+	for _, greet := range []string{"", "SSH-2.0-OpenSSH_9.2\r\n"} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				io.WriteString(c, greet)
+				c.Close()
+			}
+		}()
+		code, _, errOut := cliAt(t, "http://"+ln.Addr().String(), "ls")
+		ln.Close()
+		if code == 0 || !strings.Contains(errOut, "is not an agent-control-plane daemon") {
+			t.Errorf("ls at a server that says %q: %d %q", greet, code, errOut)
 		}
 	}
 }

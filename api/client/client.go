@@ -288,6 +288,14 @@ func (c *Client) transportError(err error) error {
 	if errors.As(err, &ne) && ne.Timeout() {
 		return &UnavailableError{URL: c.base, Cause: errors.New("timed out")}
 	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		// It took the connection and closed it without an answer, or
+		// answered something that is not HTTP: no daemon of ours does.
+		return fmt.Errorf("%s is %w (it closed the connection without an HTTP answer)", c.base, ErrNotDaemon)
+	}
+	if strings.Contains(err.Error(), "malformed HTTP") { // net/http says no more than that
+		return fmt.Errorf("%s is %w (it answered something that is not HTTP)", c.base, ErrNotDaemon)
+	}
 	return err
 }
 
