@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -683,3 +684,62 @@ func TestCLITellsTheTruth(t *testing.T) {
 		t.Fatalf("prune of one: %d %q", code, errs)
 	}
 }
+
+// watch keeps running through an outage of the daemon and says so, on
+// stderr, when it loses the daemon and when it has it again; the events
+// of a sandbox made meanwhile follow.
+func TestWatchThroughAnOutage(t *testing.T) {
+	d := startDaemon(t)
+	cmd := cliCmd(t, d, "watch")
+	stdout, _ := cmd.StdoutPipe()
+	var mu sync.Mutex
+	var said strings.Builder
+	cmd.Stderr = writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return said.Write(p)
+	})
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	if line := <-lines; !strings.Contains(line, "0 sandboxes") {
+		t.Fatalf("first line %q", line)
+	}
+	saw := func(what string) {
+		t.Helper()
+		testenv.Eventually(t, "watch says "+what, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return strings.Contains(said.String(), what)
+		})
+	}
+	d.Kill()
+	saw("lost the daemon")
+	d.Start()
+	saw("reconnected")
+	call(t, d, "POST", "/v1/sandboxes", `{"name":"after"}`)
+	deadline := time.After(60 * time.Second)
+	for {
+		select {
+		case line := <-lines:
+			if strings.Contains(line, "after") {
+				return
+			}
+		case <-deadline:
+			t.Fatal("no event of the sandbox made after the outage")
+		}
+	}
+}
+
+// writerFunc is a function as an io.Writer.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -25,10 +25,33 @@ import (
 // whole truth). An event is never delivered twice, and none is skipped.
 // Cancellation returns nil.
 func (c *Client) Watch(ctx context.Context, labels map[string]string, handler func(wire.StreamEvent) error) error {
+	return c.WatchOutages(ctx, labels, handler, nil)
+}
+
+// Outage is told when a Watch loses the daemon (Lost, with why) and when
+// it has it again (Lost false): what came in between is replayed, or a
+// fresh sandboxes_replaced says the whole truth.
+type Outage struct {
+	Lost bool
+	Err  error
+}
+
+// WatchOutages is Watch that also tells outage each time the stream is
+// lost and each time it is back (nil: nothing is told).
+func (c *Client) WatchOutages(ctx context.Context, labels map[string]string, handler func(wire.StreamEvent) error, outage func(Outage)) error {
+	if outage == nil {
+		outage = func(Outage) {}
+	}
 	var last uint64
 	attempt := 0
+	lost := false
 	for {
-		delivered, err := c.watchOnce(ctx, labels, &last, handler)
+		delivered, err := c.watchOnce(ctx, labels, &last, handler, func() {
+			if lost {
+				lost = false
+				outage(Outage{})
+			}
+		})
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -42,6 +65,13 @@ func (c *Client) Watch(ctx context.Context, labels map[string]string, handler fu
 		}
 		if delivered {
 			attempt = 0
+		}
+		if !lost {
+			lost = true
+			if err == nil {
+				err = errors.New("the stream ended")
+			}
+			outage(Outage{Lost: true, Err: err})
 		}
 		select {
 		case <-ctx.Done():
@@ -61,7 +91,7 @@ type handlerError struct{ err error }
 func (h handlerError) Error() string { return h.err.Error() }
 
 // watchOnce runs one connection. It reports whether it delivered anything.
-func (c *Client) watchOnce(ctx context.Context, labels map[string]string, last *uint64, handler func(wire.StreamEvent) error) (bool, error) {
+func (c *Client) watchOnce(ctx context.Context, labels map[string]string, last *uint64, handler func(wire.StreamEvent) error, opened func()) (bool, error) {
 	var resume string
 	if *last > 0 {
 		resume = strconv.FormatUint(*last, 10)
@@ -70,6 +100,7 @@ func (c *Client) watchOnce(ctx context.Context, labels map[string]string, last *
 	if err != nil {
 		return false, err
 	}
+	opened()
 	defer closeStream()
 	delivered := false
 	for {

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/agent-control-plane/agent-control-plane/api/client"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 )
 
@@ -97,12 +98,20 @@ func watchCommand() command {
 				return err
 			}
 			enc := json.NewEncoder(c.stdout)
-			return cl.Watch(ctx, labels, func(ev wire.StreamEvent) error {
+			return cl.WatchOutages(ctx, labels, func(ev wire.StreamEvent) error {
 				if c.json {
 					return enc.Encode(ev)
 				}
 				c.watchLine(ev)
 				return nil
+			}, func(o client.Outage) {
+				// Said on stderr: stdout stays the events alone.
+				ts := time.Now().Format("15:04:05.000")
+				if o.Lost {
+					fmt.Fprintf(c.stderr, "%s  lost the daemon (%s); reconnecting\n", ts, inert(o.Err.Error()))
+				} else {
+					fmt.Fprintf(c.stderr, "%s  reconnected; what was missed follows\n", ts)
+				}
 			})
 		},
 	}
