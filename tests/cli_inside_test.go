@@ -134,3 +134,16 @@ func TestCLIExecTerminal(t *testing.T) {
 		t.Fatalf("exec -t without a terminal: %d %q", code, errs)
 	}
 }
+
+// shell passes the shell's own end on: exit 5 typed is shell's exit 5.
+func TestCLIShellExitStatus(t *testing.T) {
+	d := startDaemon(t)
+	if code, _, errs := cli(t, d, "create", "sx", "--wait"); code != 0 {
+		t.Fatalf("create: %d %s", code, errs)
+	}
+	cmd := cliCmd(t, d, "shell", "sx")
+	cmd.Stdin = strings.NewReader("echo before\nexit 5\necho never\n")
+	if code, out, errs := runCmd(t, cmd); code != 5 || out != "before\n" || strings.Contains(errs, "not_found") {
+		t.Fatalf("shell with exit 5: %d %q %q", code, out, errs)
+	}
+}

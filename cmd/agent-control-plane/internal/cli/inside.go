@@ -91,6 +91,14 @@ func execCommand() command {
 	}
 }
 
+// exitErrorOrNil is exit code n as exec's own: nil for 0.
+func exitErrorOrNil(n int) error {
+	if n == 0 {
+		return nil
+	}
+	return exitError(n)
+}
+
 // cpCommand copies a file into or out of a sandbox.
 func cpCommand() command {
 	return command{
@@ -178,16 +186,23 @@ func shellCommand() command {
 					if err := in.Err(); err != nil {
 						return err
 					}
-					if last != 0 {
-						return exitError(last)
-					}
-					return nil
+					return exitErrorOrNil(last)
 				}
 				line := strings.TrimSpace(in.Text())
 				if line == "" {
 					continue
 				}
 				out, err := cl.SessionExec(ctx, sb.ID, name, line)
+				var ae *client.Error
+				if errors.As(err, &ae) && ae.Code == string(wire.CodeNotFound) {
+					if now, gerr := cl.Get(ctx, sb.ID); gerr == nil && wire.Live(now.State) {
+						// The sandbox runs, its session is gone: its shell
+						// ended (an exit typed), its status the last
+						// command's, as with sh -s.
+						fmt.Fprintln(c.stderr)
+						return exitErrorOrNil(last)
+					}
+				}
 				if err != nil {
 					return err
 				}
