@@ -35,6 +35,11 @@ func TestCLIInsideASandbox(t *testing.T) {
 	if code, out, _ := cli(t, d, "exec", "--env", "GREETING=hey", "in", "--", "sh", "-c", "echo $GREETING; pwd"); code != 0 || !strings.Contains(out, "hey\n") {
 		t.Fatalf("exec --env: %d %q", code, out)
 	}
+	// As docker exec: everything after the name is the command, its
+	// flags too, with no "--".
+	if code, out, errs := cli(t, d, "exec", "in", "ls", "-la"); code != 0 || !strings.Contains(out, " ..\n") {
+		t.Fatalf("exec in ls -la: %d %q %q", code, out, errs)
+	}
 
 	local := filepath.Join(t.TempDir(), "notes.txt")
 	os.WriteFile(local, []byte("round trip\n"), 0o640)

@@ -19,12 +19,12 @@ func TestParseInterleavedFlags(t *testing.T) {
 	labels := kvFlag{}
 	fs.Var(labels, "label", "")
 	wait := fs.Bool("wait", false, "")
-	pos, err := parseInterleaved(fs, []string{"--label", "a=1", "demo", "--wait", "--label", "b=2=3", "--", "--not-a-flag"})
+	pos, err := parseInterleaved(fs, []string{"--label", "a=1", "demo", "--wait", "--label", "b=2=3", "--", "--not-a-flag"}, 0)
 	if err != nil || len(pos) != 2 || pos[0] != "demo" || pos[1] != "--not-a-flag" || !*wait || labels["a"] != "1" || labels["b"] != "2=3" {
 		t.Fatalf("pos %q err %v wait %v labels %v", pos, err, *wait, labels)
 	}
 	for _, args := range [][]string{{"--label", "nokv"}, {"--nope"}} {
-		if _, err := parseInterleaved(fs, args); err == nil {
+		if _, err := parseInterleaved(fs, args, 0); err == nil {
 			t.Errorf("parseInterleaved(%q) accepted", args)
 		}
 	}
@@ -119,7 +119,7 @@ func TestGlobalFlagsBeforeCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 		fs := cmd.flagSet(c)
-		if _, err := parseInterleaved(fs, nil); err != nil {
+		if _, err := parseInterleaved(fs, nil, 0); err != nil {
 			t.Fatal(err)
 		}
 		cmd.exec(context.Background(), c, nil)

@@ -42,6 +42,10 @@ type command struct {
 	json bool
 	// flags binds the command's own flags; nil when it has none.
 	flags func(fs *flag.FlagSet)
+	// commandAfter, when set, ends the flags at the first argument
+	// after this many positionals: the rest is a command to run, its
+	// own flags included (exec NAME ls -la, as docker exec reads it).
+	commandAfter int
 	// exec runs the command. A usageError exits 2, an exitError exits
 	// with its code and prints nothing more; any other error is printed
 	// as one line by the dispatcher.
@@ -202,7 +206,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		return c.report(usagef(cmd.name, "%s takes no %s", cmd.name, takes))
 	}
 	fs := cmd.flagSet(c)
-	pos, err := parseInterleaved(fs, args[1:])
+	pos, err := parseInterleaved(fs, args[1:], cmd.commandAfter)
 	if errors.Is(err, flag.ErrHelp) {
 		cmd.usage(stdout, fs)
 		return exitOK
@@ -302,10 +306,11 @@ func upperFirst(s string) string {
 
 // parseInterleaved parses flags that may stand before, between or after
 // positional arguments and returns the positionals. Everything after "--"
-// is positional.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+// is positional, and, with commandAfter > 0, everything after that many
+// positionals (flag.Parse stops at the first, or after a "--").
+func parseInterleaved(fs *flag.FlagSet, args []string, commandAfter int) ([]string, error) {
 	var tail []string
-	if i := slices.Index(args, "--"); i >= 0 {
+	if i := slices.Index(args, "--"); i >= 0 && commandAfter == 0 {
 		args, tail = args[:i], args[i+1:]
 	}
 	var pos []string
@@ -319,6 +324,12 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		pos = append(pos, args[0])
 		args = args[1:]
+		if commandAfter > 0 && len(pos) == commandAfter {
+			if len(args) > 0 && args[0] == "--" {
+				args = args[1:]
+			}
+			return append(pos, args...), nil
+		}
 	}
 }
 

@@ -29,7 +29,7 @@ func execCommand() command {
 	var interactive, tty bool
 	env := kvFlag{}
 	return command{
-		name: "exec", args: "NAME [--] COMMAND [ARG...]", summary: "run a command inside a sandbox (its exit code passed through)", minArgs: 2, maxArgs: -1, client: true,
+		name: "exec", args: "NAME [--] COMMAND [ARG...]", summary: "run a command inside a sandbox (its exit code passed through); exec's flags go before NAME, everything after it is the command", minArgs: 2, maxArgs: -1, client: true, commandAfter: 1,
 		flags: func(fs *flag.FlagSet) {
 			fs.DurationVar(&timeout, "timeout", 0, "kill the command after this `duration` (default the daemon's 10m)")
 			fs.StringVar(&dir, "dir", "", "working `directory` as the sandbox sees it (default its workspace)")
