@@ -58,6 +58,7 @@ type Supervisor interface {
 	SetCredentials(values ...string)
 	// The toolbox.
 	Run(ctx context.Context, id string, spec supervisor.RunSpec) (supervisor.RunResult, error)
+	RunStream(ctx context.Context, id string, spec supervisor.RunSpec, started func(), emit func(stderr bool, text string) error) (runtime.Exit, error)
 	Files(id string) (runtime.Files, error)
 	CreateSession(id, sid string) (*shell.Session, error)
 	DeleteSession(id, sid string) error

@@ -129,6 +129,34 @@ func (st *stream) send(b []byte) bool {
 	return st.rc.Flush() == nil
 }
 
+// heartbeat sends keepAlive every interval until ctx ends; a client
+// gone cancels.
+func (st *stream) heartbeat(ctx context.Context, every time.Duration, cancel func()) {
+	hb := time.NewTicker(every)
+	defer hb.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hb.C:
+			if !st.send(keepAlive) {
+				cancel()
+				return
+			}
+		}
+	}
+}
+
+// sendJSON sends one event of type event whose data is v; false when
+// the client is gone.
+func (st *stream) sendJSON(event string, v any) bool {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return false
+	}
+	return st.send(fmt.Appendf(nil, "event: %s\ndata: %s\n\n", event, b))
+}
+
 // followLogs streams a sandbox's entrypoint logs as Server-Sent Events:
 // "stdout" and "stderr" events whose data is {"text": …} (whole lines,
 // redacted, at most supervisor.FollowChunk bytes each), then one "end"
@@ -143,32 +171,14 @@ func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, q supervisor
 	st := startStream(w)
 	errGone := errors.New("the client is gone")
 	send := func(event string, v any) error {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		if !st.send(fmt.Appendf(nil, "event: %s\ndata: %s\n\n", event, b)) {
+		if !st.sendJSON(event, v) {
 			return errGone
 		}
 		return nil
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	go func() {
-		hb := time.NewTicker(s.opts.Heartbeat)
-		defer hb.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hb.C:
-				if !st.send(keepAlive) {
-					cancel()
-					return
-				}
-			}
-		}
-	}()
+	go st.heartbeat(ctx, s.opts.Heartbeat, cancel)
 	sb, err := s.sup.FollowLogs(ctx, id, q, func(c supervisor.LogChunk) error {
 		return send(c.Stream, wire.LogChunk{Text: c.Text, Time: c.At.UTC().Format(wire.LogTimeFormat)})
 	})

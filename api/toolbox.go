@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -43,6 +44,10 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	if b.Stdin != "" {
 		spec.Stdin = strings.NewReader(b.Stdin)
 	}
+	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		s.execStream(w, r, spec)
+		return
+	}
 	res, err := s.sup.Run(r.Context(), r.PathValue("id"), spec)
 	if r.Context().Err() != nil {
 		return // the client went away: the command ended with its request
@@ -53,6 +58,43 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, wire.ExecResponse{ExitCode: res.Exit.Code, Signal: int(res.Exit.Signal), Reason: res.Exit.Reason,
 		Stdout: res.Stdout, Stderr: res.Stderr, OutputCut: res.Cut})
+}
+
+// execStream runs spec and streams its output as Server-Sent Events, as
+// the command writes it: "stdout" and "stderr" events (wire.ExecChunk),
+// then "exit" (wire.ExecResponse without output); the stream begins once
+// the command runs, heartbeats keeping a quiet one alive. A command that
+// cannot start answers an error instead.
+func (s *Server) execStream(w http.ResponseWriter, r *http.Request, spec supervisor.RunSpec) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	var st *stream
+	begin := func() {
+		st = startStream(w)
+		go st.heartbeat(ctx, s.opts.Heartbeat, cancel)
+	}
+	errGone := errors.New("the client is gone")
+	exit, err := s.sup.RunStream(ctx, r.PathValue("id"), spec, begin, func(stderr bool, text string) error {
+		event := wire.ExecEventStdout
+		if stderr {
+			event = wire.ExecEventStderr
+		}
+		if !st.sendJSON(event, wire.ExecChunk{Text: text}) {
+			return errGone
+		}
+		return nil
+	})
+	switch {
+	case ctx.Err() != nil:
+		return // the client went away: the command ended with its request
+	case err != nil && st == nil:
+		s.writeSupervisorError(w, execFields.Wrap(err), wire.CodeInternal)
+		return
+	case err != nil:
+		return
+	}
+	cancel() // no more heartbeats; send takes turns with one under way
+	st.sendJSON(wire.ExecEventExit, wire.ExecResponse{ExitCode: exit.Code, Signal: int(exit.Signal), Reason: exit.Reason})
 }
 
 // execFields are the names /v1's exec gives the fields the core checks.

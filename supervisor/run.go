@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
@@ -89,3 +90,44 @@ func (s *Supervisor) Run(ctx context.Context, id string, spec RunSpec) (RunResul
 	red := s.Redactor(id)
 	return RunResult{Exit: exit, Stdout: red.Redact(stdout.String()), Stderr: red.Redact(stderr.String()), Cut: stdout.Cut() || stderr.Cut()}, nil
 }
+
+// RunStream is Run with the output passed to emit as the command writes
+// it (each piece redacted on its own, stderr apart, one piece at a time)
+// instead of kept; started is called once the command runs, before any
+// emit. It returns how the command ended. An emit that fails (the client
+// left) ends the reading of the output; cancel ctx to kill the command.
+func (s *Supervisor) RunStream(ctx context.Context, id string, spec RunSpec, started func(), emit func(stderr bool, text string) error) (runtime.Exit, error) {
+	if err := spec.check(); err != nil {
+		return runtime.Exit{}, err
+	}
+	timeout := spec.Timeout
+	if timeout == 0 {
+		timeout = MaxRunTimeout
+	}
+	red := s.Redactor(id)
+	mu := &sync.Mutex{}
+	mu.Lock() // no output passes before started has been called
+	out := func(stderr bool) io.Writer {
+		return writerFunc(func(p []byte) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err := emit(stderr, red.Redact(string(p))); err != nil {
+				return 0, err
+			}
+			return len(p), nil
+		})
+	}
+	p, err := s.Exec(ctx, id, runtime.ExecSpec{Argv: spec.Argv, Env: childenv.List(spec.Env), Dir: spec.Dir, Stdin: spec.Stdin, Stdout: out(false), Stderr: out(true), Timeout: timeout})
+	if err != nil {
+		mu.Unlock()
+		return runtime.Exit{}, err
+	}
+	started()
+	mu.Unlock()
+	return p.Wait(ctx)
+}
+
+// writerFunc is a function as an io.Writer.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -151,4 +152,52 @@ func TestCLIShellExitStatus(t *testing.T) {
 	if code, out, errs := runCmd(t, cmd); code != 5 || out != "before\n" || strings.Contains(errs, "not_found") {
 		t.Fatalf("shell with exit 5: %d %q %q", code, out, errs)
 	}
+}
+
+// exec streams: what the command writes arrives while it runs, each
+// stream to its own, and its exit code is exec's at the end.
+func TestCLIExecStreams(t *testing.T) {
+	d := startDaemon(t)
+	if code, _, errs := cli(t, d, "create", "st", "--wait"); code != 0 {
+		t.Fatalf("create: %d %s", code, errs)
+	}
+	// The command waits for a file the test makes once it has seen the
+	// first line: that line came while the command ran.
+	cmd := cliCmd(t, d, "exec", "st", "sh", "-c", "echo first; echo early >&2; while [ ! -e go ]; do sleep 0.05; done; echo last; exit 4")
+	stdout, _ := cmd.StdoutPipe()
+	var errs lockedBuilder
+	cmd.Stderr = &errs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	first := make([]byte, len("first\n"))
+	if _, err := io.ReadFull(stdout, first); err != nil || string(first) != "first\n" {
+		t.Fatalf("the first line while the command waits: %q %v", first, err)
+	}
+	testenv.Eventually(t, "stderr while the command waits", func() bool { return strings.Contains(errs.String(), "early") })
+	os.WriteFile(filepath.Join(d.Root, "st", supervisor.WorkspaceDir, "go"), nil, 0o644)
+	rest, _ := io.ReadAll(stdout)
+	if code := waitExit(t, cmd); code != 4 || string(rest) != "last\n" {
+		t.Fatalf("the end: %d %q", code, rest)
+	}
+}
+
+// lockedBuilder is a strings.Builder written by one goroutine and read by
+// another.
+type lockedBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuilder) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuilder) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

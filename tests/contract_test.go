@@ -347,6 +347,7 @@ func runScenario(t *testing.T, cc *contractClient) {
 	cc.do("POST", "/v1/sandboxes/k1/exec", `{"argv":[]}`)
 	cc.do("POST", "/v1/sandboxes/k1/exec", `{"argv":["true"]}`, "Content-Type", "text/plain")
 	cc.do("POST", "/v1/sandboxes/missing/exec", `{"argv":["true"]}`)
+	cc.do("POST", "/v1/sandboxes/k1/exec", `{"argv":["sh","-c","echo out; echo err >&2; exit 3"]}`, "Accept", "text/event-stream")
 	cc.do("PUT", "/v1/sandboxes/k1/files/content?path=notes.txt&mode=0600", "some notes", "Content-Type", "application/octet-stream")
 	cc.do("PUT", "/v1/sandboxes/k1/files/content?path=notes.txt", "as JSON") // JSON is not a file's bytes: 415
 	cc.do("PUT", "/v1/sandboxes/k1/files/content?path=../escape", "x", "Content-Type", "application/octet-stream")

@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -24,6 +26,46 @@ func (c *Client) Exec(ctx context.Context, id string, req wire.ExecRequest) (wir
 	}
 	err := c.do(ctx, wait+c.timeout, "POST", "/v1/sandboxes/"+esc(id)+"/exec", req, &out)
 	return out, err
+}
+
+// ExecStream runs a command inside a running sandbox as Exec does, but
+// passes out its output as the command writes it (stderr true for its
+// stderr; each piece redacted), and returns how it ended (ExitCode,
+// Signal, Reason; no output). Cancel ctx to kill it.
+func (c *Client) ExecStream(ctx context.Context, id string, req wire.ExecRequest, out func(stderr bool, text string) error) (wire.ExecResponse, error) {
+	er, closeStream, err := c.openStreamWith(ctx, "POST", "/v1/sandboxes/"+esc(id)+"/exec", req, "")
+	if err != nil {
+		return wire.ExecResponse{}, err
+	}
+	defer closeStream()
+	for {
+		ev, err := er.Next()
+		if err == io.EOF {
+			return wire.ExecResponse{}, errors.New("the daemon ended the command's stream before its end (it may be restarting)")
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return wire.ExecResponse{}, ctx.Err()
+			}
+			return wire.ExecResponse{}, c.transportError(err)
+		}
+		switch ev.Type {
+		case wire.ExecEventExit:
+			var x wire.ExecResponse
+			if err := json.Unmarshal(ev.Data, &x); err != nil {
+				return x, fmt.Errorf("decode the command's end: %w", err)
+			}
+			return x, nil
+		case wire.ExecEventStdout, wire.ExecEventStderr:
+			var chunk wire.ExecChunk
+			if err := json.Unmarshal(ev.Data, &chunk); err != nil {
+				return wire.ExecResponse{}, fmt.Errorf("decode output: %w", err)
+			}
+			if err := out(ev.Type == wire.ExecEventStderr, chunk.Text); err != nil {
+				return wire.ExecResponse{}, err
+			}
+		}
+	}
 }
 
 // Files lists a directory of a running sandbox (a path as the workload

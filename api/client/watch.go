@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -134,11 +135,28 @@ func (c *Client) watchOnce(ctx context.Context, labels map[string]string, last *
 // not for longer than IdleTimeout (the daemon's heartbeats keep a healthy
 // stream busier than that).
 func (c *Client) openStream(ctx context.Context, path, lastID string) (*EventReader, func(), error) {
+	return c.openStreamWith(ctx, "GET", path, nil, lastID)
+}
+
+// openStreamWith is openStream for a request of method with a JSON body
+// (nil: none).
+func (c *Client) openStreamWith(ctx context.Context, method, path string, body any, lastID string) (*EventReader, func(), error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
 	reqCtx, cancel := context.WithCancel(ctx)
-	req, err := http.NewRequestWithContext(reqCtx, "GET", c.base+path, nil)
+	req, err := http.NewRequestWithContext(reqCtx, method, c.base+path, rd)
 	if err != nil {
 		cancel()
 		return nil, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	c.authorize(req)

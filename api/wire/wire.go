@@ -120,6 +120,21 @@ type TerminalResize struct {
 	Rows int    `json:"rows"`
 }
 
+// Events of a streamed exec (POST …/exec with Accept: text/event-stream):
+// "stdout" and "stderr" events whose data is an ExecChunk, as the command
+// writes, then one "exit" event whose data is an ExecResponse without
+// output.
+const (
+	ExecEventStdout = "stdout"
+	ExecEventStderr = "stderr"
+	ExecEventExit   = "exit"
+)
+
+// ExecChunk is a piece of a streamed exec's output, redacted.
+type ExecChunk struct {
+	Text string `json:"text"`
+}
+
 // ExecResponse is how the command ended and what it wrote (the last MiB
 // of each stream; OutputCut says when more was written).
 type ExecResponse struct {

@@ -1587,6 +1587,12 @@ type ClientInterface interface {
 	// commands run in a sandbox at once, 256 in all (429 busy past
 	// them). A program that is not there is a 400. Counts as activity.
 	//
+	// With Accept: text/event-stream the output is streamed as the
+	// command writes it (SSE), once it runs: "stdout" and "stderr"
+	// events whose data is {"text": …} (redacted, each piece on its
+	// own), then one "exit" event whose data is an ExecResponse without
+	// output; heartbeats keep a quiet stream alive.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/sandboxes/{id}/exec (the `ExecInSandbox` operationId).
@@ -1604,6 +1610,12 @@ type ClientInterface interface {
 	// output is kept (outputCut says when more was written). At most 16
 	// commands run in a sandbox at once, 256 in all (429 busy past
 	// them). A program that is not there is a 400. Counts as activity.
+	//
+	// With Accept: text/event-stream the output is streamed as the
+	// command writes it (SSE), once it runs: "stdout" and "stderr"
+	// events whose data is {"text": …} (redacted, each piece on its
+	// own), then one "exit" event whose data is an ExecResponse without
+	// output; heartbeats keep a quiet stream alive.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2145,6 +2157,12 @@ func (c *Client) GetEntrypointLogs(ctx context.Context, id Id, params *GetEntryp
 // commands run in a sandbox at once, 256 in all (429 busy past
 // them). A program that is not there is a 400. Counts as activity.
 //
+// With Accept: text/event-stream the output is streamed as the
+// command writes it (SSE), once it runs: "stdout" and "stderr"
+// events whose data is {"text": …} (redacted, each piece on its
+// own), then one "exit" event whose data is an ExecResponse without
+// output; heartbeats keep a quiet stream alive.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/sandboxes/{id}/exec (the `ExecInSandbox` operationId).
@@ -2172,6 +2190,12 @@ func (c *Client) ExecInSandboxWithBody(ctx context.Context, id Id, contentType s
 // output is kept (outputCut says when more was written). At most 16
 // commands run in a sandbox at once, 256 in all (429 busy past
 // them). A program that is not there is a 400. Counts as activity.
+//
+// With Accept: text/event-stream the output is streamed as the
+// command writes it (SSE), once it runs: "stdout" and "stderr"
+// events whose data is {"text": …} (redacted, each piece on its
+// own), then one "exit" event whose data is an ExecResponse without
+// output; heartbeats keep a quiet stream alive.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4312,6 +4336,12 @@ type ClientWithResponsesInterface interface {
 	// commands run in a sandbox at once, 256 in all (429 busy past
 	// them). A program that is not there is a 400. Counts as activity.
 	//
+	// With Accept: text/event-stream the output is streamed as the
+	// command writes it (SSE), once it runs: "stdout" and "stderr"
+	// events whose data is {"text": …} (redacted, each piece on its
+	// own), then one "exit" event whose data is an ExecResponse without
+	// output; heartbeats keep a quiet stream alive.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/sandboxes/{id}/exec (the `ExecInSandbox` operationId).
@@ -4329,6 +4359,12 @@ type ClientWithResponsesInterface interface {
 	// output is kept (outputCut says when more was written). At most 16
 	// commands run in a sandbox at once, 256 in all (429 busy past
 	// them). A program that is not there is a 400. Counts as activity.
+	//
+	// With Accept: text/event-stream the output is streamed as the
+	// command writes it (SSE), once it runs: "stdout" and "stderr"
+	// events whose data is {"text": …} (redacted, each piece on its
+	// own), then one "exit" event whose data is an ExecResponse without
+	// output; heartbeats keep a quiet stream alive.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7170,6 +7206,12 @@ func (c *ClientWithResponses) GetEntrypointLogsWithResponse(ctx context.Context,
 // commands run in a sandbox at once, 256 in all (429 busy past
 // them). A program that is not there is a 400. Counts as activity.
 //
+// With Accept: text/event-stream the output is streamed as the
+// command writes it (SSE), once it runs: "stdout" and "stderr"
+// events whose data is {"text": …} (redacted, each piece on its
+// own), then one "exit" event whose data is an ExecResponse without
+// output; heartbeats keep a quiet stream alive.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/sandboxes/{id}/exec (the `ExecInSandbox` operationId).
@@ -7193,6 +7235,12 @@ func (c *ClientWithResponses) ExecInSandboxWithBodyWithResponse(ctx context.Cont
 // output is kept (outputCut says when more was written). At most 16
 // commands run in a sandbox at once, 256 in all (429 busy past
 // them). A program that is not there is a 400. Counts as activity.
+//
+// With Accept: text/event-stream the output is streamed as the
+// command writes it (SSE), once it runs: "stdout" and "stderr"
+// events whose data is {"text": …} (redacted, each piece on its
+// own), then one "exit" event whose data is an ExecResponse without
+// output; heartbeats keep a quiet stream alive.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8484,6 +8532,9 @@ func ParseExecInSandboxResponse(rsp *http.Response) (*ExecInSandboxResponse, err
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/event-stream) unsupported
 
 	}
 

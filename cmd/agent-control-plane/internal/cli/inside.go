@@ -65,7 +65,15 @@ func execCommand() command {
 				}
 				req.Stdin = string(b)
 			}
-			out, err := c.client().Exec(ctx, name, req)
+			// Streamed: both outputs as the command writes them.
+			out, err := c.client().ExecStream(ctx, name, req, func(stderr bool, text string) error {
+				w := c.stdout
+				if stderr {
+					w = c.stderr
+				}
+				_, err := io.WriteString(w, text)
+				return err
+			})
 			var ae *client.Error
 			if errors.As(err, &ae) && ae.Code == string(wire.CodeProgramNotFound) {
 				fmt.Fprintln(c.stderr, "agent-control-plane: "+inert(ae.Message))
@@ -73,11 +81,6 @@ func execCommand() command {
 			}
 			if err != nil {
 				return err
-			}
-			io.WriteString(c.stdout, out.Stdout)
-			io.WriteString(c.stderr, out.Stderr)
-			if out.OutputCut {
-				fmt.Fprintln(c.stderr, "agent-control-plane: the output was cut: only the last MiB of each stream is kept")
 			}
 			switch {
 			case out.Reason == "timeout":
