@@ -36,6 +36,9 @@ func TestCLIInsideASandbox(t *testing.T) {
 	if code, out, _ := cli(t, d, "exec", "--env", "GREETING=hey", "in", "--", "sh", "-c", "echo $GREETING; pwd"); code != 0 || !strings.Contains(out, "hey\n") {
 		t.Fatalf("exec --env: %d %q", code, out)
 	}
+	if code, out, _ := cli(t, d, "exec", "--json", "in", "sh", "-c", "echo j; exit 3"); code != 3 || !strings.Contains(out, `"exitCode": 3`) || !strings.Contains(out, `"stdout": "j\n"`) {
+		t.Fatalf("exec --json: %d %q", code, out)
+	}
 	// As docker exec: everything after the name is the command, its
 	// flags too, with no "--".
 	if code, out, errs := cli(t, d, "exec", "in", "ls", "-la"); code != 0 || !strings.Contains(out, " ..\n") {

@@ -86,8 +86,8 @@ func TestTopLevel(t *testing.T) {
 			t.Errorf("%q: exit %d", args, code)
 		}
 		for _, c := range commands() {
-			if !strings.Contains(out, "  "+c.name+" ") {
-				t.Errorf("%q does not list %s", args, c.name)
+			if listed := strings.Contains(out, "  "+c.name+" "); listed == c.hidden {
+				t.Errorf("%q lists %s: %v (hidden: %v)", args, c.name, listed, c.hidden)
 			}
 		}
 	}

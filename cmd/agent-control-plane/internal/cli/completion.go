@@ -45,6 +45,9 @@ type completionSpec struct {
 func completionSpecs(c *cli) []completionSpec {
 	var out []completionSpec
 	for _, cmd := range commands() {
+		if cmd.hidden {
+			continue
+		}
 		s := completionSpec{name: cmd.name, summary: cmd.summary, names: strings.HasPrefix(cmd.args, "NAME")}
 		cmd.flagSet(c).VisitAll(func(f *flag.Flag) { s.flags = append(s.flags, f.Name) })
 		sort.Strings(s.flags)

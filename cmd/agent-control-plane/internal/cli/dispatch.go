@@ -42,6 +42,10 @@ type command struct {
 	json bool
 	// flags binds the command's own flags; nil when it has none.
 	flags func(fs *flag.FlagSet)
+	// hidden commands are for the daemon itself (the stub agent it
+	// spawns): they run, but help, completion and "did you mean" leave
+	// them out.
+	hidden bool
 	// commandAfter, when set, ends the flags at the first argument
 	// after this many positionals: the rest is a command to run, its
 	// own flags included (exec NAME ls -la, as docker exec reads it).
@@ -83,7 +87,11 @@ func commands() []command {
 		stubCommand(),
 		configCommand(),
 		completionCommand(),
-		{name: "version", summary: "print the version", exec: func(_ context.Context, c *cli, _ []string) error {
+		{name: "version", summary: "print the version", json: true, exec: func(_ context.Context, c *cli, _ []string) error {
+			if c.json {
+				c.printJSON(map[string]string{"version": Version})
+				return nil
+			}
 			fmt.Fprintln(c.stdout, Version)
 			return nil
 		}},
@@ -104,7 +112,7 @@ func lookup(name string) (command, bool) {
 func unknownCommand(name string) string {
 	best, dist := "", 3 // at most two edits away
 	for _, cmd := range commands() {
-		if d := editDistance(name, cmd.name); d < dist {
+		if d := editDistance(name, cmd.name); d < dist && !cmd.hidden {
 			best, dist = cmd.name, d
 		}
 	}
@@ -156,7 +164,9 @@ func mainUsage(w io.Writer) {
 	fmt.Fprintf(w, "agent-control-plane %s: the local control plane for AI agent sandboxes\n\n", Version)
 	fmt.Fprintf(w, "Usage: agent-control-plane [--url URL] [--token TOKEN] [--json] <command> [flags] [args]\n\nCommands:\n")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
+		if !c.hidden {
+			fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
+		}
 	}
 	fmt.Fprintf(w, "\nRun 'agent-control-plane help <command>' or '<command> -h' for a command's flags.\n")
 }

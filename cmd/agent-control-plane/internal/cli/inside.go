@@ -65,6 +65,15 @@ func execCommand() command {
 				}
 				req.Stdin = string(b)
 			}
+			if c.json {
+				// One object: how it ended and what it wrote.
+				out, err := c.client().Exec(ctx, name, req)
+				if err != nil {
+					return err
+				}
+				c.printJSON(out)
+				return exitErrorOrNil(out.ExitCode)
+			}
 			// Streamed: both outputs as the command writes them.
 			out, err := c.client().ExecStream(ctx, name, req, func(stderr bool, text string) error {
 				w := c.stdout

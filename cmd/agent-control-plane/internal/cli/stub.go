@@ -8,7 +8,7 @@ import (
 
 func stubCommand() command {
 	return command{
-		name: "stub-agent", summary: "run the bundled stub agent-server (the default child)",
+		name: "stub-agent", summary: "run the bundled stub agent-server (the default child)", hidden: true,
 		exec: func(_ context.Context, c *cli, _ []string) error {
 			if code := stub.Run(c.stdout, c.stderr); code != exitOK {
 				return exitError(code)
