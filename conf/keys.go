@@ -118,6 +118,28 @@ func EnvVars() []string {
 	return names
 }
 
+// ServiceEnv sorts the daemon's variables set in getenv for a service
+// unit: carry holds KEY=VALUE for each to write into the unit (all but
+// the listen address, which is the socket unit's, and secrets), left
+// the name of each secret set, which a unit file (world-readable) must
+// not hold.
+func ServiceEnv(getenv func(string) string) (carry, left []string) {
+	if v := getenv(EnvPrefix + "CONFIG"); v != "" {
+		carry = append(carry, EnvPrefix+"CONFIG="+v)
+	}
+	for _, k := range keys {
+		v := getenv(EnvPrefix + k.env)
+		switch {
+		case k.env == "" || v == "" || k.path == "listen":
+		case k.secret:
+			left = append(left, EnvPrefix+k.env)
+		default:
+			carry = append(carry, EnvPrefix+k.env+"="+v)
+		}
+	}
+	return carry, left
+}
+
 // Flag is a command-line flag that sets a key.
 type Flag struct {
 	Name, Usage string

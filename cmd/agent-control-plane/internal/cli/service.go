@@ -70,7 +70,14 @@ func (c *cli) install(ctx context.Context, o installOptions) error {
 	if err != nil {
 		return fmt.Errorf("read this binary: %w", err)
 	}
-	unit, socket := service.Render(service.Params{Binary: binary, BinarySum: sum, Config: o.config, Listen: cfg.Listen, Path: os.Getenv("PATH")})
+	carry, left := conf.ServiceEnv(os.Getenv)
+	unit, socket := service.Render(service.Params{Binary: binary, BinarySum: sum, Config: o.config, Listen: cfg.Listen, Path: os.Getenv("PATH"), Env: carry})
+	for _, kv := range carry {
+		fmt.Fprintf(c.stdout, "Carrying %s from the environment into the service.\n", kv)
+	}
+	for _, name := range left {
+		fmt.Fprintf(c.stderr, "agent-control-plane: not carrying %s into the service: a unit file is readable by every user; the service reads the token file instead (or put the variable in a drop-in of mode 0600)\n", name)
+	}
 	if o.dry {
 		fmt.Fprintf(c.stdout, "Would copy %s to %s (mode 0755).\n", self, binary)
 		fmt.Fprintf(c.stdout, "Would write %s:\n%s\nWould write %s:\n%s\n", p.Socket, socket, p.Service, unit)

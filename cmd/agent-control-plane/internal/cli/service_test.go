@@ -160,3 +160,30 @@ func TestInstallUninstall(t *testing.T) {
 		t.Fatalf("foreign unit changed: %q", b)
 	}
 }
+
+// install carries every setting it finds in its environment into the
+// service, as the daemon would have read them, but a secret, which it
+// names.
+func TestInstallCarriesTheEnvironment(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, "cfg"))
+	t.Setenv("AGENT_CONTROL_PLANE_CONFIG", "")
+	t.Setenv("AGENT_CONTROL_PLANE_PORT_RANGE", "7100-7199")
+	t.Setenv("AGENT_CONTROL_PLANE_LOG_LEVEL", "debug")
+	t.Setenv("AGENT_CONTROL_PLANE_LISTEN", "127.0.0.1:4811")
+	t.Setenv("AGENT_CONTROL_PLANE_TOKEN", "0123456789abcdef0123456789abcdef")
+	useFakeManager(t)
+	var out, errb bytes.Buffer
+	if code := Run([]string{"install", "--dry-run", "--prefix", filepath.Join(home, "prefix")}, &out, &errb); code != 0 {
+		t.Fatalf("install --dry-run: %d %s", code, errb.String())
+	}
+	for _, want := range []string{`Environment="AGENT_CONTROL_PLANE_PORT_RANGE=7100-7199"`, `Environment="AGENT_CONTROL_PLANE_LOG_LEVEL=debug"`, "ListenStream=127.0.0.1:4811"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the units lack %s:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "0123456789abcdef") || !strings.Contains(errb.String(), "not carrying AGENT_CONTROL_PLANE_TOKEN") {
+		t.Errorf("the token: stdout %q, stderr %q", out.String(), errb.String())
+	}
+}

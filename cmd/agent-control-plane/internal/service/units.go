@@ -48,6 +48,9 @@ type Params struct {
 	Path   string
 	Config string // --config for serve; empty for none
 	Listen string // the socket's address
+	// Env are the daemon's settings from the environment install ran
+	// with (KEY=VALUE), as the daemon would have read them.
+	Env []string
 }
 
 var serviceTmpl = template.Must(template.New("service").Funcs(template.FuncMap{"unitQuote": unitQuote}).Parse(UnitHeader + `
@@ -64,7 +67,9 @@ NotifyAccess=main
 {{if .Path}}# The PATH install ran with: edit it here (systemctl --user edit) when
 # an agent's program moves.
 Environment={{unitQuote (print "PATH=" .Path)}}
-{{end}}ExecStart={{.Binary}} serve{{if .Config}} --config {{.Config}}{{end}}
+{{end}}{{if .Env}}# The settings install found in its environment.
+{{range .Env}}Environment={{unitQuote .}}
+{{end}}{{end}}ExecStart={{.Binary}} serve{{if .Config}} --config {{.Config}}{{end}}
 # reload: the log level, auto-stop defaults, the token and the snapshots.
 ExecReload=/bin/kill -HUP $MAINPID
 Restart=on-failure

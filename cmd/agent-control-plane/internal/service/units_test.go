@@ -43,7 +43,8 @@ func TestUnitsVerify(t *testing.T) {
 	// A PATH with what a unit file must escape: a space, a quote, a
 	// specifier's %, a backslash.
 	path := `/usr/bin:/bin:/opt/my tools/bin:/odd"dir%h\x`
-	unit, socket := Render(Params{Binary: bin, Config: "/etc/hostname", Listen: "127.0.0.1:4025", Path: path})
+	unit, socket := Render(Params{Binary: bin, Config: "/etc/hostname", Listen: "127.0.0.1:4025", Path: path,
+		Env: []string{"AGENT_CONTROL_PLANE_PORT_RANGE=7100-7199", `AGENT_CONTROL_PLANE_NATIVE_COMMAND=["my agent","--port","%p"]`}})
 	if !bytes.Contains(unit, []byte(`Environment="PATH=/usr/bin:/bin:/opt/my tools/bin:/odd\"dir%%h\\x"`)) {
 		t.Fatalf("the PATH is not in the unit as systemd reads it:\n%s", unit)
 	}
