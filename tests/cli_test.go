@@ -743,3 +743,48 @@ func TestWatchThroughAnOutage(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// stats shows each live sandbox's use, once (--no-stream, also as JSON)
+// or sample after sample; a stopped one is not in it.
+func TestStatsCommand(t *testing.T) {
+	d := startDaemon(t)
+	for _, name := range []string{"busy", "idle"} {
+		if code, _, errs := cli(t, d, "create", name, "--wait"); code != 0 {
+			t.Fatalf("create: %d %s", code, errs)
+		}
+	}
+	cli(t, d, "stop", "idle")
+	code, out, errs := cli(t, d, "stats", "--no-stream")
+	if code != 0 || !strings.Contains(out, "MEM USAGE / LIMIT") || !strings.Contains(out, "busy") || strings.Contains(out, "idle") {
+		t.Fatalf("stats --no-stream: %d %q %q", code, out, errs)
+	}
+	code, out, _ = cli(t, d, "stats", "--no-stream", "--json")
+	var rows []struct {
+		Name        string
+		MemoryBytes int64
+		Tasks       int64
+		Port        int
+	}
+	if err := json.Unmarshal([]byte(out), &rows); code != 0 || err != nil || len(rows) != 1 || rows[0].Name != "busy" || rows[0].Port == 0 {
+		t.Fatalf("stats --json: %d %q %v", code, out, err)
+	}
+	if rows[0].Tasks > 0 && rows[0].MemoryBytes <= 0 { // where the runtime says what it uses
+		t.Errorf("a sandbox with %d tasks uses no memory: %+v", rows[0].Tasks, rows[0])
+	}
+	cmd := cliCmd(t, d, "stats")
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(stdout)
+	headers := 0
+	for headers < 2 && sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "NAME") {
+			headers++
+		}
+	}
+	if headers < 2 {
+		t.Fatalf("stats streamed %d samples", headers)
+	}
+}

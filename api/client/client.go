@@ -354,6 +354,7 @@ type ListOptions struct {
 	States []string          // any of these; empty: every state
 	Limit  int               // page size, 1 to 1000; 0: the whole list
 	Cursor string            // NextCursor of the page before; empty: from the start
+	Usage  bool              // each live sandbox's usage too (SandboxInfo.Usage)
 }
 
 // ListAll returns every sandbox that matches o (its Limit and Cursor are
@@ -390,6 +391,9 @@ func (c *Client) ListPage(ctx context.Context, o ListOptions) ([]wire.SandboxInf
 	}
 	if o.Cursor != "" {
 		q.Set("cursor", o.Cursor)
+	}
+	if o.Usage {
+		q.Set("usage", "true")
 	}
 	path := "/v1/sandboxes"
 	if len(q) > 0 {

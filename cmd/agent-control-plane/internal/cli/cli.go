@@ -371,8 +371,19 @@ func (c *cli) table(list []wire.SandboxInfo) {
 		rows = append(rows, []string{inert(sb.ID), inert(sb.State), port, ago(now.Sub(sb.CreatedAt.Time)),
 			autoStopIn(sb, now), labelString(sb.Labels), reason(sb)})
 	}
-	// Aligned by hand, not by text/tabwriter: the state's colour codes
-	// must not count as width.
+	writeTable(c.stdout, rows, func(row, col int, cell string) string {
+		if col == 1 && row > 0 {
+			return c.paint(cell) // the state
+		}
+		return cell
+	})
+}
+
+// writeTable writes rows (the first the header) in aligned columns,
+// each cell passed through paint (nil: none) after its width is
+// counted: by hand, not by text/tabwriter, so that colour codes take no
+// width.
+func writeTable(w io.Writer, rows [][]string, paint func(row, col int, cell string) string) {
 	widths := make([]int, len(rows[0]))
 	for _, r := range rows {
 		for i, cell := range r {
@@ -383,15 +394,15 @@ func (c *cli) table(list []wire.SandboxInfo) {
 		var line strings.Builder
 		for i, cell := range r {
 			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(cell))
-			if i == 1 && n > 0 {
-				cell = c.paint(cell)
+			if paint != nil {
+				cell = paint(n, i, cell)
 			}
 			line.WriteString(cell)
 			if i < len(r)-1 {
 				line.WriteString(pad + "  ")
 			}
 		}
-		fmt.Fprintln(c.stdout, line.String())
+		fmt.Fprintln(w, line.String())
 	}
 }
 

@@ -74,6 +74,7 @@ func commands() []command {
 		cpCommand(),
 		shellCommand(),
 		watchCommand(),
+		statsCommand(),
 		keepaliveCommand(),
 		autostopCommand(),
 		resizeCommand(),
