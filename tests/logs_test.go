@@ -191,4 +191,11 @@ func TestCLILogsFlags(t *testing.T) {
 	if code, _, errOut := cli(t, d, "logs", "clitick", "--stdout", "--stderr"); code != 2 || !strings.Contains(errOut, "give neither") {
 		t.Fatalf("logs --stdout --stderr: %d %q", code, errOut)
 	}
+	// -n 0 is no line, as docker's; a negative count is refused.
+	if code, out, errOut := cli(t, d, "logs", "clitick", "-n", "0"); code != 0 || out != "" || errOut != "" {
+		t.Fatalf("logs -n 0: %d %q %q", code, out, errOut)
+	}
+	if code, _, errOut := cli(t, d, "logs", "clitick", "-n", "-1"); code != 2 || !strings.Contains(errOut, "0 or more") {
+		t.Fatalf("logs -n -1: %d %q", code, errOut)
+	}
 }

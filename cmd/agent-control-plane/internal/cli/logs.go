@@ -7,7 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/api/client"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
@@ -24,14 +26,23 @@ func logsCommand() command {
 	var (
 		follow, stamps, stdout, stderr bool
 		opts                           client.LogsOptions
+		linesGiven                     bool // -n 0 is none, as docker's
 	)
 	return command{
 		name: "logs", args: "NAME", summary: "print a sandbox's entrypoint logs (redacted), both streams in write order; -f follows them", minArgs: 1, maxArgs: 1, client: true,
 		flags: func(fs *flag.FlagSet) {
 			fs.BoolVar(&follow, "f", false, "follow: print lines as they are written, until the sandbox stops (or Ctrl-C)")
 			fs.BoolVar(&follow, "follow", false, "same as -f")
-			fs.IntVar(&opts.Lines, "n", 0, "only the last `N` lines (of both streams)")
-			fs.IntVar(&opts.Lines, "tail", 0, "same as -n")
+			lines := func(v string) error {
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 0 {
+					return errors.New("want a number of lines, 0 or more")
+				}
+				opts.Lines, linesGiven = n, true
+				return nil
+			}
+			fs.Func("n", "only the last `N` lines (of both streams); 0: none (with -f: only what comes next)", lines)
+			fs.Func("tail", "same as -n", lines)
 			fs.StringVar(&opts.Since, "since", "", "only lines written since `WHEN`: a duration before now (90s, 10m, 1h30m) or a time (2026-12-01T15:04:05Z, 2026-12-01T15:04:05, 2026-12-01)")
 			fs.BoolVar(&stamps, "t", false, "print each line after the time it was written (RFC 3339, UTC)")
 			fs.BoolVar(&stamps, "timestamps", false, "same as -t")
@@ -47,10 +58,14 @@ func logsCommand() command {
 			case stderr:
 				opts.Stream = "stderr"
 			}
-			if opts.Lines < 0 {
-				return usagef("logs", "-n takes a number of lines ≥ 1")
-			}
 			cl := c.client()
+			if linesGiven && opts.Lines == 0 {
+				if !follow {
+					return nil // the last 0 lines
+				}
+				// Following from now: no line written before it.
+				opts.Since = time.Now().UTC().Format(time.RFC3339Nano)
+			}
 			// Each stream's lines go to the same stream here; with -t a line
 			// starts with its time (a long line comes in pieces: only its
 			// first is stamped).
