@@ -129,16 +129,26 @@ func (s *Server) read(r *bufio.Reader) {
 			return
 		}
 		var m struct {
-			ID *int64 `json:"id"`
+			ID json.RawMessage `json:"id"`
 			response
 			Method string `json:"method"`
 		}
-		if json.Unmarshal(body, &m) != nil || m.ID == nil || m.Method != "" {
-			continue // a notification or a request of the server's: not asked for
+		if json.Unmarshal(body, &m) != nil || len(m.ID) == 0 || string(m.ID) == "null" {
+			continue // a notification: nothing to answer
+		}
+		if m.Method != "" {
+			// A request of the server's (configuration, progress):
+			// answered at once with nothing, so that it waits for none.
+			go s.write(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": nil}) // not from the reader: it must keep reading
+			continue
+		}
+		id, err := strconv.ParseInt(string(m.ID), 10, 64)
+		if err != nil {
+			continue // not an id of ours
 		}
 		s.mu.Lock()
-		c := s.wait[*m.ID]
-		delete(s.wait, *m.ID)
+		c := s.wait[id]
+		delete(s.wait, id)
 		s.mu.Unlock()
 		if c != nil {
 			c <- m.response

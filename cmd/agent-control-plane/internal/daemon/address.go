@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/agent-control-plane/agent-control-plane/cmd/agent-control-plane/internal/service"
 	"github.com/agent-control-plane/agent-control-plane/conf/auth"
 )
 
@@ -17,7 +18,11 @@ import (
 func publishAddress(tokenFile, url string, log *slog.Logger) (unpublish func()) {
 	path := auth.AddressFile(tokenFile)
 	data := []byte(url + "\n")
-	if err := writeFileAtomic(path, data); err != nil {
+	err := os.MkdirAll(filepath.Dir(path), 0o700)
+	if err == nil {
+		err = service.WriteFileAtomic(path, data, 0o600)
+	}
+	if err != nil {
 		log.Warn("could not write the address file; clients need --url or $AGENT_CONTROL_PLANE_URL", "path", path, "err", err)
 		return func() {}
 	}
@@ -26,25 +31,4 @@ func publishAddress(tokenFile, url string, log *slog.Logger) (unpublish func()) 
 			_ = os.Remove(path)
 		}
 	}
-}
-
-// writeFileAtomic replaces path with data (0600), a reader seeing the
-// old content or the new.
-func writeFileAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".address-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }
