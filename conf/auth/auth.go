@@ -234,6 +234,38 @@ func AddressFile(tokenFile string) string {
 	return filepath.Join(filepath.Dir(tokenFile), "address")
 }
 
+// WriteAddress writes url to the address file beside tokenFile (mode
+// 0600), replacing what is there at once: a reader sees the old address
+// or the new.
+func WriteAddress(tokenFile, url string) error {
+	path := AddressFile(tokenFile)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".address-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.WriteString(url + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+// RemoveAddress removes the address file beside tokenFile if it still
+// holds url (another daemon may have written its own since).
+func RemoveAddress(tokenFile, url string) {
+	path := AddressFile(tokenFile)
+	if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) == url {
+		_ = os.Remove(path)
+	}
+}
+
 // maxAddressLen bounds what is read from an address file.
 const maxAddressLen = 512
 
