@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -692,13 +691,8 @@ func TestWatchThroughAnOutage(t *testing.T) {
 	d := startDaemon(t)
 	cmd := cliCmd(t, d, "watch")
 	stdout, _ := cmd.StdoutPipe()
-	var mu sync.Mutex
-	var said strings.Builder
-	cmd.Stderr = writerFunc(func(p []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return said.Write(p)
-	})
+	var said lockedBuilder
+	cmd.Stderr = &said
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -715,11 +709,7 @@ func TestWatchThroughAnOutage(t *testing.T) {
 	}
 	saw := func(what string) {
 		t.Helper()
-		testenv.Eventually(t, "watch says "+what, func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			return strings.Contains(said.String(), what)
-		})
+		testenv.Eventually(t, "watch says "+what, func() bool { return strings.Contains(said.String(), what) })
 	}
 	d.Kill()
 	saw("lost the daemon")
@@ -738,11 +728,6 @@ func TestWatchThroughAnOutage(t *testing.T) {
 		}
 	}
 }
-
-// writerFunc is a function as an io.Writer.
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // stats shows each live sandbox's use, once (--no-stream, also as JSON)
 // or sample after sample; a stopped one is not in it.
