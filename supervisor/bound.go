@@ -76,3 +76,22 @@ func (p *perWorkload[T]) forget(id string) {
 	defer p.mu.Unlock()
 	p.liveLocked(id, nil)
 }
+
+// closeAll ends and forgets every item, waiting for each to end: at the
+// daemon's close, what only this daemon could reach goes with it.
+func (p *perWorkload[T]) closeAll() {
+	p.mu.Lock()
+	var all []T
+	for _, items := range p.by {
+		for _, it := range items {
+			all = append(all, it.v)
+		}
+	}
+	p.by, p.count = nil, 0
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, v := range all {
+		wg.Go(func() { p.end(v) })
+	}
+	wg.Wait()
+}

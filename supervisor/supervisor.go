@@ -438,6 +438,12 @@ func (s *Supervisor) Close(ctx context.Context) error {
 			<-done
 		}
 	}
+	// Terminals, interpreters and language servers are reached through
+	// this daemon alone (a next one cannot attach to them): they end
+	// with it, not with their sandboxes.
+	s.terms.closeAll()
+	s.ctxs.closeAll()
+	s.lsps.closeAll()
 	s.cancel()
 	s.bg.Wait()
 	s.removeSpares()

@@ -111,14 +111,21 @@ func (c *Context) worker() (*io.PipeWriter, *bufio.Reader, error) {
 	return c.in, c.out, nil
 }
 
-// drop ends the worker; the next run starts another.
+// drop ends the worker, waiting a moment at most for its end; the next
+// run starts another.
 func (c *Context) drop() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.p != nil {
-		_ = c.p.Kill()
+	p := c.p
+	if p != nil {
+		_ = p.Kill()
 		c.in.Close()
 		c.p, c.in, c.out = nil, nil, nil
+	}
+	c.mu.Unlock()
+	if p != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _ = p.Wait(ctx)
 	}
 }
 

@@ -225,6 +225,10 @@ func (s *Server) Stop() {
 	}
 	_ = s.p.Kill()
 	s.in.Close()
+	select { // its reader ends with its output
+	case <-s.done:
+	case <-time.After(5 * time.Second):
+	}
 }
 
 // Ended is closed once the server has ended.
