@@ -463,6 +463,9 @@ func TestCLIAgainstANonDaemon(t *testing.T) {
 				if err != nil {
 					return
 				}
+				// The request read first: a close with it unread would be
+				// a reset, which says no daemon listens (also true).
+				http.ReadRequest(bufio.NewReader(c))
 				io.WriteString(c, greet)
 				c.Close()
 			}
