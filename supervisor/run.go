@@ -70,16 +70,8 @@ func (s *Supervisor) Run(ctx context.Context, id string, spec RunSpec) (RunResul
 	if err := spec.check(); err != nil {
 		return RunResult{}, err
 	}
-	timeout := spec.Timeout
-	if timeout == 0 {
-		timeout = MaxRunTimeout
-	}
 	stdout, stderr := logcap.NewTail(MaxRunOutput), logcap.NewTail(MaxRunOutput)
-	x := runtime.ExecSpec{Argv: spec.Argv, Env: childenv.List(spec.Env), Dir: spec.Dir, Stdin: spec.Stdin, Stdout: stdout, Stderr: stderr, Merged: spec.Merged, Timeout: timeout}
-	if spec.Merged {
-		x.Stderr = nil
-	}
-	p, err := s.Exec(ctx, id, x)
+	p, err := s.Exec(ctx, id, spec.exec(stdout, stderr))
 	if err != nil {
 		return RunResult{}, err
 	}
@@ -100,10 +92,6 @@ func (s *Supervisor) RunStream(ctx context.Context, id string, spec RunSpec, sta
 	if err := spec.check(); err != nil {
 		return runtime.Exit{}, err
 	}
-	timeout := spec.Timeout
-	if timeout == 0 {
-		timeout = MaxRunTimeout
-	}
 	red := s.Redactor(id)
 	mu := &sync.Mutex{}
 	mu.Lock() // no output passes before started has been called
@@ -117,7 +105,7 @@ func (s *Supervisor) RunStream(ctx context.Context, id string, spec RunSpec, sta
 			return len(p), nil
 		})
 	}
-	p, err := s.Exec(ctx, id, runtime.ExecSpec{Argv: spec.Argv, Env: childenv.List(spec.Env), Dir: spec.Dir, Stdin: spec.Stdin, Stdout: out(false), Stderr: out(true), Timeout: timeout})
+	p, err := s.Exec(ctx, id, spec.exec(out(false), out(true)))
 	if err != nil {
 		mu.Unlock()
 		return runtime.Exit{}, err
@@ -126,6 +114,23 @@ func (s *Supervisor) RunStream(ctx context.Context, id string, spec RunSpec, sta
 	mu.Unlock()
 	return p.Wait(ctx)
 }
+
+// exec is the command spec runs, its outputs to stdout and stderr (with
+// Merged, both to stdout), its timeout MaxRunTimeout where it gives none.
+func (spec RunSpec) exec(stdout, stderr io.Writer) runtime.ExecSpec {
+	x := runtime.ExecSpec{Argv: spec.Argv, Env: childenv.List(spec.Env), Dir: spec.Dir, Stdin: spec.Stdin, Stdout: stdout, Stderr: stderr, Merged: spec.Merged, Timeout: spec.Timeout}
+	if x.Timeout == 0 {
+		x.Timeout = MaxRunTimeout
+	}
+	if spec.Merged {
+		x.Stderr = nil
+	}
+	return x
+}
+
+// ShellArgv runs the sandbox's shell ($SHELL, else sh): on a script read
+// from its input (Daytona's execute), or on a terminal.
+var ShellArgv = []string{"sh", "-c", `exec "${SHELL:-sh}"`}
 
 // writerFunc is a function as an io.Writer.
 type writerFunc func([]byte) (int, error)

@@ -7,7 +7,6 @@ import (
 	"maps"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/childenv"
-	"github.com/agent-control-plane/agent-control-plane/supervisor/field"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/terminal"
 )
@@ -23,29 +22,22 @@ const (
 // DefaultTerm is TERM in a terminal whose request sets none.
 const DefaultTerm = "xterm-256color"
 
-// TerminalArgv is what a terminal runs unless told otherwise: the
-// sandbox's login shell, else sh.
-var TerminalArgv = []string{"sh", "-c", `exec "${SHELL:-sh}"`}
-
 // OpenTerminal opens terminal spec in running sandbox id, running argv
-// (nil: TerminalArgv) with spec's variables; it counts as activity. An id
+// (nil: ShellArgv) with spec's variables; it counts as activity. An id
 // in use is ErrConflict; past the bounds, ErrBusy.
 func (s *Supervisor) OpenTerminal(id string, spec terminal.Spec, argv []string) (*terminal.Terminal, error) {
 	if !validName(spec.ID) {
 		return nil, invalid("terminal id %q must match %s", Clip(spec.ID, MaxQuoted), nameRE)
 	}
-	if argv != nil && (len(argv) == 0 || len(argv) > MaxRunArgs || argv[0] == "") {
-		return nil, field.Errorf(field.Argv, "must hold 1 to %d words, the first the program", MaxRunArgs)
+	if argv == nil {
+		argv = ShellArgv
 	}
-	if err := ValidateEnv(spec.Env); err != nil {
+	if err := (&RunSpec{Argv: argv, Env: spec.Env}).check(); err != nil {
 		return nil, err
 	}
 	h, err := s.terminalHandle(id)
 	if err != nil {
 		return nil, err
-	}
-	if argv == nil {
-		argv = TerminalArgv
 	}
 	if _, ok := spec.Env["TERM"]; !ok {
 		spec.Env = maps.Clone(spec.Env)
@@ -64,16 +56,28 @@ func (s *Supervisor) OpenTerminal(id string, spec terminal.Spec, argv []string) 
 	}
 	red := s.Redactor(id)
 	filter := func(b []byte) []byte { return []byte(red.Redact(string(b))) }
+	// The place is taken under the lock, the command started outside it:
+	// a start (a docker exec) holds up no other terminal.
+	lazy := spec.Lazy
+	spec.Lazy = true
+	t, _ := terminal.New(spec, start, filter)
 	s.terms.mu.Lock()
-	defer s.terms.mu.Unlock()
-	if err := s.roomForTerminalLocked(id, spec.ID, h); err != nil {
-		return nil, err
+	err = s.roomForTerminalLocked(id, spec.ID, h)
+	if err == nil {
+		s.terms.addLocked(id, t, h)
 	}
-	t, err := terminal.New(spec, start, filter)
+	s.terms.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	s.terms.addLocked(id, t, h)
+	if !lazy {
+		if err := t.Start(); err != nil {
+			s.terms.mu.Lock()
+			s.terms.removeLocked(id, t)
+			s.terms.mu.Unlock()
+			return nil, err
+		}
+	}
 	_ = s.RefreshActivity(id)
 	return t, nil
 }

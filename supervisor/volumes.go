@@ -116,6 +116,11 @@ func (s *Supervisor) Volume(idOrName string) (Volume, error) {
 	if err != nil {
 		return Volume{}, err
 	}
+	return findVolume(all, idOrName)
+}
+
+// findVolume is the volume of all with id or name idOrName.
+func findVolume(all []Volume, idOrName string) (Volume, error) {
 	for _, v := range all {
 		if v.ID == idOrName || v.Name == idOrName {
 			return v, nil
@@ -160,6 +165,13 @@ func (s *Supervisor) checkMounts(mounts []VolumeMount) error {
 	if len(mounts) > MaxVolumeMounts {
 		return field.Errorf(field.Volumes, "has %d mounts; at most %d", len(mounts), MaxVolumeMounts)
 	}
+	if len(mounts) == 0 {
+		return nil
+	}
+	all, err := s.Volumes() // read once for every mount
+	if err != nil {
+		return err
+	}
 	seen := map[string]bool{}
 	for _, m := range mounts {
 		p := path.Clean(m.MountPath)
@@ -172,7 +184,7 @@ func (s *Supervisor) checkMounts(mounts []VolumeMount) error {
 			return field.Errorf(field.Volumes, "subpath %q must be a relative path inside the volume", Clip(m.Subpath, MaxQuoted))
 		}
 		seen[p] = true
-		if _, err := s.Volume(m.VolumeID); err != nil {
+		if _, err := findVolume(all, m.VolumeID); err != nil {
 			return field.Errorf(field.Volumes, "%v", err)
 		}
 	}
@@ -187,9 +199,16 @@ func validSubpath(p string) bool {
 // mounts are a sandbox's volume mounts as its runtime takes them: each
 // volume's directory (or subpath, made if missing) on this machine.
 func (s *Supervisor) mounts(vols []VolumeMount) ([]runtime.Mount, error) {
+	if len(vols) == 0 {
+		return nil, nil // no volume read on a start without mounts
+	}
+	all, err := s.Volumes()
+	if err != nil {
+		return nil, err
+	}
 	var out []runtime.Mount
 	for _, m := range vols {
-		v, err := s.Volume(m.VolumeID)
+		v, err := findVolume(all, m.VolumeID)
 		if err != nil {
 			return nil, err
 		}

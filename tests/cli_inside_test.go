@@ -8,7 +8,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
@@ -123,8 +122,7 @@ func TestCLIExecTerminal(t *testing.T) {
 	await("33 101")
 	pty.Setsize(outer, &pty.Winsize{Rows: 40, Cols: 120})
 	testenv.Eventually(t, "the inner terminal follows the outer's size", func() bool {
-		outer.Write([]byte("stty size\r"))
-		time.Sleep(100 * time.Millisecond)
+		outer.Write([]byte("stty size\r")) // again at each poll: the resize reaches the sandbox a moment after
 		mu.Lock()
 		defer mu.Unlock()
 		return strings.Contains(seen.String(), "40 120")

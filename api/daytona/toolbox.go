@@ -207,11 +207,6 @@ type ExecuteResponse struct {
 	ExitCode int    `json:"exitCode"`
 }
 
-// shellArgv runs the sandbox's shell ($SHELL, else sh) on the script its
-// input gives, as Daytona's toolbox does: the SDKs send the command line
-// as their user wrote it, pipes, &&, variables and heredocs included.
-var shellArgv = []string{"sh", "-c", `exec "${SHELL:-sh}"`}
-
 // execute runs one command line with the sandbox's shell reading it on
 // its input, its stdout and stderr combined in the order they came, its
 // exit code the shell's; a shell that cannot start answers exit code -1
@@ -231,7 +226,9 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	spec := supervisor.RunSpec{Argv: shellArgv, Stdin: strings.NewReader(script(b.Command)), Env: b.Envs, Dir: b.Cwd, Timeout: timeout}
+	// The sandbox's shell reads the command on its input, as Daytona's
+	// toolbox does: the SDKs send the line as their user wrote it.
+	spec := supervisor.RunSpec{Argv: supervisor.ShellArgv, Stdin: strings.NewReader(script(b.Command)), Env: b.Envs, Dir: b.Cwd, Timeout: timeout}
 	result, code, ok := a.run(w, r, spec, func(err error) {
 		writeJSON(w, http.StatusOK, ExecuteResponse{Result: err.Error(), ExitCode: -1})
 	})

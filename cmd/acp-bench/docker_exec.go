@@ -11,6 +11,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/docker"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/docker/dockertest"
 )
@@ -48,7 +49,7 @@ func benchDockerExecute(c config, d *daemon, r *results, cli *client.Client) err
 	var floor, execute []time.Duration
 	for range c.runs {
 		t0 := time.Now()
-		if err := engineExec(ctx, cli, cid, []string{"sh", "-c", `exec "${SHELL:-sh}"`}, "true\n"); err != nil {
+		if err := engineExec(ctx, cli, cid, supervisor.ShellArgv, "true\n"); err != nil {
 			return err
 		}
 		floor = append(floor, time.Since(t0))

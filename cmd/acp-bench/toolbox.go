@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor"
 )
 
 // benchToolbox measures the toolbox against its floors, interleaved run
@@ -153,7 +155,7 @@ func benchExecs(c config, d *daemon, r *results) error {
 		// Daytona's execute: the sandbox's shell reading the command,
 		// against that same shell spawned here.
 		t0 = time.Now()
-		sh := exec.Command("sh", "-c", `exec "${SHELL:-sh}"`)
+		sh := exec.Command(supervisor.ShellArgv[0], supervisor.ShellArgv[1:]...)
 		sh.Stdin = strings.NewReader("true\n")
 		if err := sh.Run(); err != nil {
 			return err

@@ -98,6 +98,14 @@ func New(spec Spec, start Start, filter func([]byte) []byte) (*Terminal, error) 
 	return t, nil
 }
 
+// Start starts the command of a lazy terminal now (once; a terminal
+// already started says how that went).
+func (t *Terminal) Start() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.startLocked()
+}
+
 // startLocked starts the command once.
 func (t *Terminal) startLocked() error {
 	if t.started {
