@@ -308,7 +308,9 @@ func killIfMarked(pid int, want map[string]bool) bool {
 
 // Spec describes a process to spawn.
 type Spec struct {
-	Argv   []string // Argv[0] is looked up in PATH
+	Argv []string // Argv[0] is looked up in PATH, unless Path is set
+	// Path, when set, is the program run; Argv[0] is then only its name.
+	Path   string
 	Env    []string // the whole environment, KEY=VALUE; MarkerEnv is added
 	Dir    string
 	Stdout string // appended to, created 0600
@@ -324,6 +326,20 @@ type Spec struct {
 	// Cgroup, when set, places the child in its cgroups at birth: no
 	// instant of its life is spent outside them.
 	Cgroup Placement
+	// ExtraFiles are the child's descriptors 3 and on; the caller
+	// closes them after Spawn.
+	ExtraFiles []*os.File
+	// Namespaces, when set, starts the child in new namespaces.
+	Namespaces *Namespaces
+}
+
+// Namespaces are new namespaces for a child: Flags are CLONE_NEW*
+// flags; with CLONE_NEWUSER the child's uid and gid inside are mapped to
+// the daemon's own (and setgroups is denied, as an unprivileged user's
+// namespace must).
+type Namespaces struct {
+	Flags    uintptr
+	UID, GID int // inside
 }
 
 // Placement puts a child into its cgroups as it is created (package
@@ -438,9 +454,12 @@ func spawn(spec Spec) (*Process, error) {
 	if spec.Marker == "" {
 		return nil, errors.New("empty marker")
 	}
-	path, err := exec.LookPath(spec.Argv[0])
-	if err != nil {
-		return nil, err
+	path := spec.Path
+	if path == "" {
+		var err error
+		if path, err = exec.LookPath(spec.Argv[0]); err != nil {
+			return nil, err
+		}
 	}
 	boot, err := BootID()
 	if err != nil {
@@ -466,9 +485,7 @@ func spawn(spec Spec) (*Process, error) {
 		Files: fds(files, spec.Stdio),
 		Sys:   &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd},
 	}
-	if spec.Terminal {
-		attr.Sys.Setctty, attr.Sys.Ctty = true, 0
-	}
+	withSpec(attr, spec)
 	pid, err := forkExec(path, spec, attr)
 	if err != nil {
 		return nil, err
@@ -502,6 +519,25 @@ func spawn(spec Spec) (*Process, error) {
 		p.id.Cgroup = spec.Cgroup.Path()
 	}
 	return p, nil
+}
+
+// withSpec adds to attr what spec asks of the child besides its stdio:
+// a controlling terminal, more descriptors, new namespaces.
+func withSpec(attr *syscall.ProcAttr, spec Spec) {
+	if spec.Terminal {
+		attr.Sys.Setctty, attr.Sys.Ctty = true, 0
+	}
+	for _, f := range spec.ExtraFiles {
+		attr.Files = append(attr.Files, f.Fd())
+	}
+	if ns := spec.Namespaces; ns != nil {
+		attr.Sys.Cloneflags = ns.Flags
+		if ns.Flags&unix.CLONE_NEWUSER != 0 {
+			attr.Sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: ns.UID, HostID: os.Geteuid(), Size: 1}}
+			attr.Sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: ns.GID, HostID: os.Getegid(), Size: 1}}
+			attr.Sys.GidMappingsEnableSetgroups = false
+		}
+	}
 }
 
 // forkExec starts the child, in spec.Cgroup when it is set.

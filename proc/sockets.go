@@ -52,6 +52,19 @@ func Listening(port int, pids []int) (bool, error) {
 	return false, nil
 }
 
+// ListeningIn reports whether a socket listens on TCP port in the network
+// namespace of process pid (one of its own, whose every listener is its
+// processes').
+func ListeningIn(pid, port int) (bool, error) {
+	inodes := map[string]bool{}
+	for _, table := range []string{"tcp", "tcp6"} {
+		if err := listeners("/proc/"+strconv.Itoa(pid)+"/net/"+table, port, inodes); err != nil && !os.IsNotExist(err) {
+			return false, err
+		}
+	}
+	return len(inodes) > 0, nil
+}
+
 // diagListeners adds the inodes of the TCP sockets listening on port,
 // IPv4 and IPv6, asked of the kernel over NETLINK_SOCK_DIAG.
 func diagListeners(port int, inodes map[string]bool) error {

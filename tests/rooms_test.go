@@ -37,6 +37,7 @@ var rooms = []room{
 	{Pkg: "supervisor", Not: append([]string{"proc/...", "cgroup/...", "api/...", "conf/...", "cmd/..."}, implementations...), But: []string{"proc/probe"},
 		Why: "the supervisor drives workloads only through the contract; runtimes are wired in by the daemon"},
 	withPkg(runtimeRule, "supervisor/runtime/native"),
+	{Pkg: "supervisor/runtime/native/isolate", Not: []string{"..."}, Why: "the sandbox's init runs inside the sandbox, re-executed from any binary that links it: it knows namespaces and its socket, nothing of ours"},
 	withPkg(runtimeRule, "supervisor/runtime/docker"),
 	withPkg(runtimeRule, "supervisor/runtime/fake"),
 	withPkg(runtimeRule, "supervisor/runtime/workspace"),

@@ -195,7 +195,49 @@ type Spec struct {
 	// Mounts are directories of this machine the workload sees at paths
 	// of its own (volumes), for a runtime with Capabilities.Mounts.
 	Mounts []Mount
+	// Isolation is the snapshot's ask (IsolationNamespaces or
+	// IsolationOff); empty: the runtime's own mode.
+	Isolation string
+	// Binds are the snapshot's extra directories of this machine for an
+	// isolated workload, which sees nothing of the host but what it is
+	// given.
+	Binds []Bind
+	// Network is the workload's network policy; a runtime that cannot
+	// enforce it fails Start with ErrNetworkUnsupported.
+	Network Network
 }
+
+// Isolation modes: a workload in namespaces of its own (a container is
+// one too), or a process of the daemon's user on the host.
+const (
+	IsolationNamespaces = "namespaces"
+	IsolationOff        = "off"
+)
+
+// Isolated is a Handle that says whether its workload runs in namespaces
+// of its own (IsolationNamespaces) or not (IsolationOff).
+type Isolated interface {
+	Isolation() string
+}
+
+// Bind is a directory (or file) of this machine an isolated workload sees
+// at Target (its own path when empty).
+type Bind struct {
+	Source   string `json:"source" toml:"source"`
+	Target   string `json:"target,omitempty" toml:"target"`
+	ReadOnly bool   `json:"readOnly,omitempty" toml:"read_only"`
+}
+
+// Network is a workload's network policy, in Daytona's terms: BlockAll
+// gives it no network but what the daemon forwards; AllowList (CIDRs)
+// lets it reach those networks only. Zero: the outside network.
+type Network struct {
+	BlockAll  bool     `json:"blockAll,omitempty"`
+	AllowList []string `json:"allowList,omitempty"`
+}
+
+// IsZero reports whether n restricts nothing.
+func (n Network) IsZero() bool { return !n.BlockAll && len(n.AllowList) == 0 }
 
 // Mount is a directory of this machine (Source) seen by a workload at
 // Target, read-write.
@@ -328,6 +370,13 @@ type Ports interface {
 	PortEndpoint(ctx context.Context, port int) (Endpoint, error)
 }
 
+// PortDialer is a Handle whose workload has a network of its own: its
+// ports are reached by dialling through the handle (PortEndpoint then
+// only says whether something listens).
+type PortDialer interface {
+	DialPort(ctx context.Context, port int) (net.Conn, error)
+}
+
 // ErrNotListening: no process of the workload listens on the port asked
 // for (yet).
 var ErrNotListening = errors.New("no process of the sandbox listens on that port")
@@ -404,6 +453,13 @@ var (
 	// run (a snapshot's command) does not exist here or cannot be run;
 	// nothing was started.
 	ErrProgramNotFound = errors.New("program not found")
+	// ErrNetworkUnsupported is wrapped by Start when the workload's
+	// network policy cannot be enforced (a workload that shares the
+	// host's network); nothing was started.
+	ErrNetworkUnsupported = errors.New("network policy not supported")
+	// ErrIsolationUnsupported is wrapped by Start when a snapshot asks
+	// for isolation this runtime cannot give here; nothing was started.
+	ErrIsolationUnsupported = errors.New("isolation not supported")
 	// ErrUnavailable is wrapped by Start when the runtime cannot be
 	// reached now (a container engine that is down); nothing was started.
 	ErrUnavailable = errors.New("runtime unavailable")

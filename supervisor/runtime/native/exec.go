@@ -16,6 +16,7 @@ import (
 
 	"github.com/agent-control-plane/agent-control-plane/proc"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/native/isolate"
 )
 
 // execs are the commands a handle started that may still run: without a
@@ -64,16 +65,14 @@ func (h *handle) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Proce
 		return nil, fmt.Errorf("%w: read the sandbox's environment: %v", runtime.ErrExecStart, err)
 	}
 	env = withVars(env, spec.Env)
-	argv0, err := lookPath(spec.Argv[0], env)
+	if h.init != nil {
+		return h.execInside(ctx, spec, env)
+	}
+	argv0, err := isolate.LookPath(spec.Argv[0], env)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w: %v", runtime.ErrExecStart, runtime.ErrProgramNotFound, err)
 	}
-	dir := spec.Dir
-	if dir == "" {
-		dir = h.Host
-	} else if !filepath.IsAbs(dir) {
-		dir = filepath.Join(h.Host, dir)
-	}
+	dir := h.execDir(spec)
 	pipes, err := newStdio(spec)
 	if err != nil {
 		return nil, err
@@ -95,7 +94,7 @@ func (h *handle) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Proce
 		return nil, fmt.Errorf("%w: %v", runtime.ErrExecStart, err)
 	}
 	h.execs.add(p)
-	x := &execProc{p: p, Ending: runtime.NewEnding()}
+	x := &execProc{p: spawned{p}, Ending: runtime.NewEnding()}
 	copied := pipes.copy(spec)
 	go x.run(ctx, spec.Timeout, copied, pipes.closeOutputs, func() { h.execs.remove(p) })
 	if pipes.pty != nil {
@@ -141,28 +140,16 @@ func withVars(env, vars []string) []string {
 	return out
 }
 
-// lookPath finds file as the sandbox would: in the PATH of its
-// environment, not the daemon's.
-func lookPath(file string, env []string) (string, error) {
-	if strings.Contains(file, "/") {
-		return file, nil
+// execDir is where spec runs: its Dir, relative to the workspace, which
+// is the same path inside an isolated sandbox as on the host.
+func (h *handle) execDir(spec runtime.ExecSpec) string {
+	switch {
+	case spec.Dir == "":
+		return h.Host
+	case !filepath.IsAbs(spec.Dir):
+		return filepath.Join(h.Host, spec.Dir)
 	}
-	path := ""
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			path = v
-		}
-	}
-	for _, dir := range filepath.SplitList(path) {
-		if dir == "" {
-			dir = "."
-		}
-		p := filepath.Join(dir, file)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s: not found in the sandbox's PATH", file)
+	return spec.Dir
 }
 
 // stdio are the pipes between the daemon and one command, or its
@@ -290,9 +277,29 @@ func (s *stdio) copy(spec runtime.ExecSpec) <-chan struct{} {
 	return done
 }
 
+// started is a command as Exec follows it: a process of the daemon's,
+// or one an isolated sandbox's init started.
+type started interface {
+	Done() <-chan struct{}
+	kill() error
+	exit() runtime.Exit
+}
+
+// spawned is a command the daemon spawned itself.
+type spawned struct{ p *proc.Process }
+
+func (s spawned) Done() <-chan struct{} { return s.p.Done() }
+func (s spawned) exit() runtime.Exit    { return exitOf(s.p) }
+func (s spawned) kill() error {
+	if err := s.p.SignalGroup(unix.SIGKILL); err != nil && !errors.Is(err, proc.ErrExited) {
+		return err
+	}
+	return nil
+}
+
 // execProc is one command started by Exec.
 type execProc struct {
-	p *proc.Process
+	p started
 	*runtime.Ending
 }
 
@@ -325,14 +332,9 @@ func (x *execProc) run(ctx context.Context, timeout time.Duration, copied <-chan
 	}
 	cut()
 	<-copied
-	e := exitOf(x.p)
+	e := x.p.exit()
 	e.Reason = reason
 	x.End(e)
 }
 
-func (x *execProc) Kill() error {
-	if err := x.p.SignalGroup(unix.SIGKILL); err != nil && !errors.Is(err, proc.ErrExited) {
-		return err
-	}
-	return nil
-}
+func (x *execProc) Kill() error { return x.p.kill() }

@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/proc"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/limits"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/native/isolate"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/workspace"
 )
 
@@ -39,6 +42,9 @@ type state struct {
 	Cgroup    *cgroup.Ref `json:"cgroup,omitempty"`
 	Port      int         `json:"port,omitempty"`
 	Workspace string      `json:"workspace,omitempty"`
+	// Control is an isolated sandbox's control directory (its init's
+	// socket); empty: not isolated.
+	Control string `json:"control,omitempty"`
 }
 
 // Runtime runs argv once per sandbox, supervised by a proc.Watcher.
@@ -49,7 +55,17 @@ type Runtime struct {
 	// Cgroups contains each sandbox in a cgroup of its own and enforces
 	// its limits; nil means process groups only, and no limits.
 	Cgroups *cgroup.Manager
+	// Isolation isolates sandboxes in namespaces of their own; the zero
+	// value runs them on the host.
+	Isolation Isolation
+	// isolationRefused is why this machine cannot isolate (Probe), for
+	// a snapshot that asks; nil: it can, or nobody looked.
+	isolationRefused error
 }
+
+// SetIsolationRefused records why this machine cannot isolate
+// sandboxes, for the error of a snapshot that asks.
+func (n *Runtime) SetIsolationRefused(err error) { n.isolationRefused = err }
 
 var (
 	_ runtime.Runtime = (*Runtime)(nil)
@@ -73,6 +89,7 @@ type handle struct {
 	w               *proc.Watcher // spawns execs
 	workspace.Files               // Host empty: a state from before files
 	port            int
+	init            *isolate.Init // nil: not isolated
 
 	// end is the sandbox's end with a cgroup: the leader gone and the
 	// group empty. Without one, the leader's own end is the sandbox's.
@@ -94,6 +111,10 @@ func (n *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 	if _, err := n.Enforceable(spec.Resources); err != nil {
 		return nil, err
 	}
+	mode, err := n.mode(spec)
+	if err != nil {
+		return nil, err
+	}
 	var g *cgroup.Group
 	if n.Cgroups != nil {
 		var err error
@@ -106,8 +127,12 @@ func (n *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 	if len(argv) == 0 {
 		argv = n.Argv
 	}
+	port := spec.Port
+	if mode == runtime.IsolationNamespaces {
+		port = isolate.AgentPort // the leased port is forwarded to it
+	}
 	env := spec.Environ(map[string]string{
-		runtime.EnvPort:      strconv.Itoa(spec.Port),
+		runtime.EnvPort:      strconv.Itoa(port),
 		runtime.EnvWorkspace: spec.Workspace,
 	})
 	ps := proc.Spec{
@@ -121,7 +146,24 @@ func (n *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 	if g != nil {
 		ps.Cgroup = g
 	}
+	var config *os.File
+	if mode == runtime.IsolationNamespaces {
+		var spent []*os.File
+		config, spent, err = n.isolatedSpec(spec, &ps, ps.Argv)
+		if err != nil {
+			if g != nil {
+				g.Close()
+				_ = g.Remove()
+			}
+			return nil, err
+		}
+		defer config.Close()
+		defer closeFiles(spent)
+	}
 	p, err := n.Watcher.Spawn(ps)
+	if err == nil && config != nil {
+		err = n.awaitIsolated(ctx, spec, p, g, config)
+	}
 	if g != nil {
 		g.Close() // nothing else is spawned into it
 	}
@@ -136,7 +178,11 @@ func (n *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 		return nil, err
 	}
 	runtime.Mark(ctx, runtime.StepSpawn)
-	h := n.newHandle(p, p.Identity(), g, spec.Port, spec.Workspace)
+	control := ""
+	if config != nil {
+		control = filepath.Join(spec.Dir, ControlDir)
+	}
+	h := n.newHandle(p, p.Identity(), g, state{Port: spec.Port, Workspace: spec.Workspace, Control: control})
 	runtime.Mark(ctx, runtime.StepWatch)
 	return h, nil
 }
@@ -154,8 +200,11 @@ func (n *Runtime) Enforceable(r runtime.Resources) (runtime.Resources, error) {
 	return runtime.Resources(got), nil
 }
 
-func (n *Runtime) newHandle(p *proc.Process, id proc.Identity, g *cgroup.Group, port int, ws string) *handle {
-	h := &handle{p: p, id: id, g: g, w: n.Watcher, port: port, Files: workspace.Files{Host: ws, Seen: ws}}
+func (n *Runtime) newHandle(p *proc.Process, id proc.Identity, g *cgroup.Group, s state) *handle {
+	h := &handle{p: p, id: id, g: g, w: n.Watcher, port: s.Port, Files: workspace.Files{Host: s.Workspace, Seen: s.Workspace}}
+	if s.Control != "" {
+		h.init = &isolate.Init{Control: s.Control, PID: id.PID}
+	}
 	if g == nil {
 		// The process is the whole sandbox; what Exec started ends
 		// with it. And what a daemon before this one started by Exec:
@@ -193,7 +242,9 @@ func (h *handle) finish(closed <-chan struct{}) {
 		case <-closed:
 			return
 		}
-		exit = exitOf(h.p)
+		exit = h.leaderExit()
+	} else if e, ok := h.recordedExit(); ok {
+		exit.Unknown, exit.Code, exit.Signal = false, e.Code, e.Signal
 	}
 	// A lone leader's group is empty by the time its pidfd says it
 	// exited (the kernel leaves the cgroup before it notifies): read it.
@@ -246,7 +297,7 @@ func (n *Runtime) Adopt(ctx context.Context, st runtime.HandleState) (runtime.Ha
 	switch {
 	case errors.Is(err, proc.ErrNotFound), errors.Is(err, proc.ErrExited):
 		if g != nil {
-			return n.newHandle(nil, s.Identity, g, s.Port, s.Workspace), nil
+			return n.newHandle(nil, s.Identity, g, s), nil
 		}
 		return nil, fmt.Errorf("%w: %v", runtime.ErrGone, err)
 	case errors.Is(err, proc.ErrIdentity):
@@ -254,7 +305,7 @@ func (n *Runtime) Adopt(ctx context.Context, st runtime.HandleState) (runtime.Ha
 	case err != nil:
 		return nil, err
 	}
-	return n.newHandle(p, s.Identity, g, s.Port, s.Workspace), nil
+	return n.newHandle(p, s.Identity, g, s), nil
 }
 
 // PID returns the pid a native handle's state names, for tools that read
@@ -299,6 +350,9 @@ func (n *Runtime) Prune(ctx context.Context, keep []string, own runtime.Owned) e
 
 func (h *handle) State() runtime.HandleState {
 	s := state{Identity: h.id, Port: h.port, Workspace: h.Host}
+	if h.init != nil {
+		s.Control = h.init.Control
+	}
 	v := stateProcess
 	if h.g != nil {
 		ref := h.g.Ref()
@@ -314,7 +368,18 @@ func (h *handle) State() runtime.HandleState {
 // reached only while a process of the sandbox (in its cgroup; without
 // one, carrying its marker) holds a socket listening on it: never the
 // daemon's port, another sandbox's or another program's.
+//
+// An isolated sandbox's network is its own: any listener in it is the
+// sandbox's, and it is reached through DialPort only (its Endpoint is
+// the zero one).
 func (h *handle) PortEndpoint(_ context.Context, port int) (runtime.Endpoint, error) {
+	if h.init != nil {
+		ok, err := h.portListening(port)
+		if err == nil && !ok {
+			err = fmt.Errorf("%w: nothing in it listens on port %d", runtime.ErrNotListening, port)
+		}
+		return runtime.Endpoint{}, err
+	}
 	var pids []int
 	if h.g != nil {
 		var err error
@@ -361,7 +426,7 @@ func (h *handle) OnDone(f func()) {
 
 func (h *handle) Exit() runtime.Exit {
 	if h.g == nil {
-		return exitOf(h.p)
+		return h.leaderExit()
 	}
 	return h.end.Exit()
 }
@@ -416,45 +481,4 @@ func (h *handle) Delete(ctx context.Context) error {
 		return nil
 	}
 	return h.g.Remove()
-}
-
-// Resize applies new limits to the running sandbox's cgroup.
-func (h *handle) Resize(ctx context.Context, r runtime.Resources) error {
-	err := errors.New("the sandbox has no cgroup")
-	if h.g != nil {
-		err = h.g.Set(cgroup.Limits(r))
-	}
-	if h.g == nil || errors.Is(err, cgroup.ErrUnsupported) {
-		return fmt.Errorf("%w: %v", runtime.ErrLimitsUnsupported, err)
-	}
-	return err
-}
-
-// Limits reads the limits in force in the sandbox's cgroup; a sandbox
-// without one has none.
-func (h *handle) Limits(context.Context) (runtime.Resources, error) {
-	if h.g == nil {
-		return runtime.Resources{}, nil
-	}
-	l, err := h.g.Limits()
-	return runtime.Resources(l), err
-}
-
-// Usage reads the sandbox's cgroup (files: ctx is not needed).
-func (h *handle) Usage(context.Context) (runtime.Usage, error) {
-	if h.g == nil {
-		return runtime.Usage{}, fmt.Errorf("%w: the sandbox has no cgroup", runtime.ErrNotMetered)
-	}
-	u, err := h.g.Usage()
-	return runtime.Usage(u), err
-}
-
-// CgroupPath returns the cgroup2 path a native handle's state names, or ""
-// when the sandbox has no cgroup, for tools that read records.
-func CgroupPath(st runtime.HandleState) (string, error) {
-	s, err := decode(st)
-	if err != nil || s.Cgroup == nil {
-		return "", err
-	}
-	return s.Cgroup.Path, nil
 }

@@ -28,12 +28,19 @@ func TestMarkerEnvAgrees(t *testing.T) {
 // machine has them) and without.
 func TestConformance(t *testing.T) {
 	bin := testenv.Binary(t)
-	for _, contained := range []bool{true, false} {
-		name := "process groups"
-		if contained {
-			name = "cgroups"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, v := range []struct {
+		name                string
+		contained, isolated bool
+	}{{"cgroups", true, false}, {"process groups", false, false}, {"isolated", true, true}} {
+		contained, isolated := v.contained, v.isolated
+		t.Run(v.name, func(t *testing.T) {
+			iso := Isolation{}
+			if isolated {
+				if err := Probe(); err != nil {
+					t.Skipf("no isolation on this machine: %v", err)
+				}
+				iso = Isolation{Default: runtime.IsolationNamespaces}
+			}
 			var cg *cgroup.Manager
 			if contained {
 				m, info := cgroup.Detect(cgroup.Options{Name: fmt.Sprintf("acp-rt-%d-%x", os.Getpid(), rand.Uint32())})
@@ -50,11 +57,16 @@ func TestConformance(t *testing.T) {
 						t.Fatal(err)
 					}
 					t.Cleanup(func() { w.Close() })
-					return &Runtime{Watcher: w, Argv: []string{bin, "stub-agent"}, Cgroups: cg}
+					return &Runtime{Watcher: w, Argv: []string{bin, "stub-agent"}, Cgroups: cg, Isolation: iso}
 				},
 				Workload: func(spec *runtime.Spec, knobs map[string]string) {
 					for k, v := range knobs {
 						spec.Vars = append(spec.Vars, k+"="+v)
+					}
+					if isolated {
+						// The tool the suite execs is none of the
+						// host's system programs.
+						spec.Binds = append(spec.Binds, runtime.Bind{Source: testenv.ToolArgv(t)[0], ReadOnly: true})
 					}
 				},
 				Tool:  testenv.ToolArgv(t),
@@ -82,7 +94,7 @@ func TestExecEndsWithAdoptedSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid := p.(*execProc).p.Identity().PID
+	pid := p.(*execProc).p.(spawned).p.Identity().PID
 	st := h.State()
 	w1.Close() // the daemon is gone; its children are not
 

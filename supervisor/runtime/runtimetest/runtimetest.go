@@ -635,6 +635,16 @@ func ports(t *testing.T, h Harness) {
 	} else if err != nil && !errors.Is(err, runtime.ErrNotListening) {
 		t.Errorf("PortEndpoint of a port nothing of the workload listens on: %v", err)
 	}
+	// A workload with a network of its own is dialled through its
+	// handle: the same port there is its own, where nothing listens.
+	if d, ok := s.h.(runtime.PortDialer); ok {
+		if c, err := d.DialPort(ctxT(t), port); err == nil {
+			c.Close()
+			t.Errorf("DialPort reached port %d, which only a process outside the workload listens on", port)
+		} else if !errors.Is(err, runtime.ErrNotListening) {
+			t.Errorf("DialPort of a port nothing of the workload listens on: %v", err)
+		}
+	}
 }
 
 // foreignListener is a loopback port that a process of the test's own,

@@ -1,0 +1,374 @@
+package native
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-control-plane/agent-control-plane/cgroup"
+	"github.com/agent-control-plane/agent-control-plane/proc"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/native/isolate"
+)
+
+// Isolation is how the native runtime isolates its sandboxes: each in new
+// user, mount, PID, IPC, UTS and network namespaces around an init of
+// the daemon's own (package isolate).
+type Isolation struct {
+	// Default is the mode of a sandbox whose snapshot does not ask:
+	// runtime.IsolationNamespaces or runtime.IsolationOff (the zero
+	// value).
+	Default string
+	// Pasta is the path of pasta (Debian's passt), which gives isolated
+	// sandboxes the outside network; empty: they have none.
+	Pasta string
+}
+
+// ControlDir is the directory in a sandbox's directory that only the
+// daemon and the sandbox's init see: the init's socket, the agent's exit
+// record, the mount point of the sandbox's root.
+const ControlDir = ".init"
+
+// namespaces are the ones an isolated sandbox gets.
+const namespaces = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWNET
+
+// Probe says whether this user may make the namespaces an isolated
+// sandbox needs: nil, or why not. It starts true(1) in them.
+func Probe() error {
+	path, err := osexec.LookPath("true")
+	if err != nil {
+		return err
+	}
+	attr := &syscall.ProcAttr{Sys: &syscall.SysProcAttr{
+		Cloneflags:  namespaces,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: os.Geteuid(), HostID: os.Geteuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: os.Getegid(), HostID: os.Getegid(), Size: 1}},
+	}}
+	pid, err := syscall.ForkExec(path, []string{"true"}, attr)
+	if err != nil {
+		return fmt.Errorf("the kernel refuses new namespaces to this user: %w", err)
+	}
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
+		return err
+	}
+	if !ws.Exited() || ws.ExitStatus() != 0 {
+		return fmt.Errorf("a probe in new namespaces ended %v", ws)
+	}
+	return nil
+}
+
+// mode is the isolation spec gets, or why it cannot get what it asks.
+func (n *Runtime) mode(spec runtime.Spec) (string, error) {
+	mode := spec.Isolation
+	if mode == "" {
+		mode = n.Isolation.Default
+	}
+	switch mode {
+	case runtime.IsolationNamespaces:
+		if n.Isolation.Default != runtime.IsolationNamespaces && n.isolationRefused != nil {
+			return "", fmt.Errorf("%w: the snapshot asks for isolation, which this machine refuses: %v", runtime.ErrIsolationUnsupported, n.isolationRefused)
+		}
+	case "", runtime.IsolationOff:
+		mode = runtime.IsolationOff
+		if !spec.Network.IsZero() {
+			return "", fmt.Errorf("%w: networkBlockAll and networkAllowList need an isolated sandbox; this one shares the host's network (isolation is off)", runtime.ErrNetworkUnsupported)
+		}
+	default:
+		return "", fmt.Errorf("%w: unknown isolation %q", runtime.ErrIsolationUnsupported, mode)
+	}
+	return mode, nil
+}
+
+// isolatedSpec is ps made to start the init: the daemon's binary again,
+// in new namespaces, with its configuration socket and the leased port's
+// listening socket. It returns the daemon's end of the socket and what
+// to close once the init is spawned.
+func (n *Runtime) isolatedSpec(spec runtime.Spec, ps *proc.Spec, argv []string) (*os.File, []*os.File, error) {
+	control := filepath.Join(spec.Dir, ControlDir)
+	if err := os.MkdirAll(isolate.RootDir(control), 0o700); err != nil {
+		return nil, nil, err
+	}
+	// An earlier run's record of its agent's end is not this one's.
+	if err := os.Remove(filepath.Join(control, "exit.json")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, nil, err
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	mine, theirs := os.NewFile(uintptr(fds[0]), "init-config"), os.NewFile(uintptr(fds[1]), "init-config")
+	extra := []*os.File{theirs}
+	if spec.Port > 0 {
+		ln, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: spec.Port})
+		if err == nil {
+			var f *os.File
+			f, err = ln.File()
+			ln.Close() // f holds the socket
+			extra = append(extra, f)
+		}
+		if err != nil {
+			mine.Close()
+			closeFiles(extra)
+			return nil, nil, fmt.Errorf("listen on the leased port %d: %w", spec.Port, err)
+		}
+	}
+	home := ""
+	for _, kv := range ps.Env {
+		if v, ok := strings.CutPrefix(kv, "HOME="); ok {
+			home = v
+		}
+	}
+	cfg := isolate.Config{
+		Control: control, Workspace: spec.Workspace, Home: home, Hostname: hostname(spec.ID),
+		Argv: argv, Binds: n.binds(spec, argv), Forward: spec.Port > 0,
+		Network: n.Isolation.Pasta != "" && !spec.Network.BlockAll, AllowList: spec.Network.AllowList,
+	}
+	b, _ := json.Marshal(cfg)
+	if _, err := mine.Write(append(b, '\n')); err != nil { // a socket's buffer holds it before the init reads
+		mine.Close()
+		closeFiles(extra)
+		return nil, nil, err
+	}
+	ps.Path, ps.Argv, ps.Dir = "/proc/self/exe", []string{isolate.Arg0}, "/"
+	ps.ExtraFiles = extra
+	ps.Namespaces = &proc.Namespaces{Flags: namespaces, UID: os.Geteuid(), GID: os.Getegid()}
+	return mine, extra, nil
+}
+
+// binds are what the workload sees of the host besides the system
+// directories and its workspace: its program, when that lies elsewhere
+// (a daemon's bundled agent, a user's build), and the snapshot's binds.
+func (n *Runtime) binds(spec runtime.Spec, argv []string) []isolate.Bind {
+	var out []isolate.Bind
+	if len(argv) > 0 && filepath.IsAbs(argv[0]) && !under(argv[0], "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/opt") {
+		out = append(out, isolate.Bind{Source: argv[0], Target: argv[0], ReadOnly: true})
+	}
+	for _, b := range spec.Binds {
+		t := b.Target
+		if t == "" {
+			t = b.Source
+		}
+		out = append(out, isolate.Bind{Source: b.Source, Target: t, ReadOnly: b.ReadOnly})
+	}
+	return out
+}
+
+func under(path string, dirs ...string) bool {
+	for _, d := range dirs {
+		if strings.HasPrefix(path, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// hostname is a sandbox's hostname: its id, cut to what a UTS name
+// holds.
+func hostname(id string) string {
+	if len(id) > 63 {
+		id = id[:63]
+	}
+	return id
+}
+
+// startNetwork starts pasta for the init's network namespace, in the
+// sandbox's cgroup: it gives the sandbox the outside network (NAT through
+// the host's sockets), forwards no port either way (the leased port is
+// the init's), and does not map the gateway to the host's loopback.
+func (n *Runtime) startNetwork(spec runtime.Spec, pid int, g *cgroup.Group) error {
+	argv := []string{"pasta", "--config-net", "--foreground", "--quiet", "--tcp-ports", "none", "--udp-ports", "none",
+		"--tcp-ns", "none", "--udp-ns", "none", "--no-map-gw"}
+	if len(spec.Network.AllowList) > 0 {
+		argv = append(argv, "--ipv4-only") // the allow list is IPv4 CIDRs
+	}
+	if os.Geteuid() == 0 {
+		argv = append(argv, "--runas", "0") // it would drop to nobody, who may not enter the namespaces
+	}
+	argv = append(argv, strconv.Itoa(pid))
+	ps := proc.Spec{Path: n.Isolation.Pasta, Argv: argv, Env: []string{"PATH=/usr/bin:/bin"}, Dir: "/",
+		Stdout: spec.Stderr, Stderr: spec.Stderr, Marker: spec.Marker}
+	if g != nil {
+		e, err := g.Into()
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		ps.Cgroup = e
+	}
+	_, err := n.Watcher.Spawn(ps)
+	return err
+}
+
+// awaitIsolated gives the spawned init its network and waits until it
+// has set the sandbox up and started the agent; on failure the init is
+// gone when it returns.
+func (n *Runtime) awaitIsolated(ctx context.Context, spec runtime.Spec, p *proc.Process, g *cgroup.Group, config *os.File) error {
+	var err error
+	if n.Isolation.Pasta != "" && !spec.Network.BlockAll {
+		err = n.startNetwork(spec, p.Identity().PID, g)
+	}
+	if err == nil {
+		err = awaitInit(ctx, config)
+	}
+	if err != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = p.Stop(sctx, 0)
+		if g != nil {
+			_ = g.Kill()
+			if empty, werr := g.End(); werr == nil {
+				select {
+				case <-empty:
+				case <-sctx.Done():
+				}
+			}
+		}
+	}
+	return err
+}
+
+// awaitInit reads the init's word that the sandbox is set up and its
+// agent started.
+func awaitInit(ctx context.Context, f *os.File) error {
+	deadline := time.Now().Add(isolate.NetworkWait + 10*time.Second)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	_ = f.SetReadDeadline(deadline)
+	line, err := bufio.NewReader(f).ReadBytes('\n')
+	if err != nil {
+		return fmt.Errorf("the sandbox's init said nothing: %w", err)
+	}
+	var r struct {
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal(line, &r); err != nil {
+		return fmt.Errorf("the sandbox's init: %w", err)
+	}
+	if r.Error != "" {
+		return fmt.Errorf("set up the isolated sandbox: %s", r.Error)
+	}
+	return nil
+}
+
+func closeFiles(fs []*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
+}
+
+// leaderExit is how the leader ended; for an isolated sandbox, how its
+// agent did, as its init recorded it (the init mirrors the agent's end,
+// but an adopted init's status goes to its parent).
+func (h *handle) leaderExit() runtime.Exit {
+	e := exitOf(h.p)
+	if r, ok := h.recordedExit(); ok {
+		e.Unknown, e.Code, e.Signal = false, r.Code, r.Signal
+	}
+	return e
+}
+
+func (h *handle) recordedExit() (runtime.Exit, bool) {
+	if h.init == nil {
+		return runtime.Exit{}, false
+	}
+	r, ok := isolate.ReadExit(h.init.Control)
+	return runtime.Exit{Code: r.Code, Signal: unix.Signal(r.Signal)}, ok
+}
+
+// Isolation says whether the sandbox runs in namespaces of its own.
+func (h *handle) Isolation() string {
+	if h.init != nil {
+		return runtime.IsolationNamespaces
+	}
+	return runtime.IsolationOff
+}
+
+// DialPort connects to port inside an isolated sandbox, through its init;
+// to a plain sandbox's port on the loopback (PortEndpoint's rule).
+func (h *handle) DialPort(ctx context.Context, port int) (net.Conn, error) {
+	if h.init == nil {
+		ep, err := h.PortEndpoint(ctx, port)
+		if err != nil {
+			return nil, err
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", net.JoinHostPort(ep.Host, strconv.Itoa(ep.Port)))
+	}
+	c, err := h.init.Dial(ctx, port)
+	if errors.Is(err, isolate.ErrRefused) {
+		return nil, fmt.Errorf("%w: %v", runtime.ErrNotListening, err)
+	}
+	return c, err
+}
+
+// execInside runs spec through the sandbox's init: in all of its
+// namespaces and its cgroup, as a child of its PID 1.
+func (h *handle) execInside(ctx context.Context, spec runtime.ExecSpec, env []string) (runtime.Process, error) {
+	req := isolate.ExecRequest{Argv: spec.Argv, Env: env, Dir: h.execDir(spec), TTY: spec.TTY}
+	req.Cols, req.Rows = runtime.TerminalSize(spec.Cols, spec.Rows)
+	var pipes *stdio
+	if !spec.TTY {
+		var err error
+		if pipes, err = newStdio(spec); err != nil {
+			return nil, err
+		}
+		req.Stdio = pipes.child
+	}
+	cmd, err := h.init.Exec(ctx, req)
+	if pipes != nil {
+		pipes.closeChild()
+	}
+	if err != nil {
+		if pipes != nil {
+			pipes.closeParent()
+		}
+		if errors.Is(err, isolate.ErrNotFound) {
+			return nil, fmt.Errorf("%w: %w: %v", runtime.ErrExecStart, runtime.ErrProgramNotFound, err)
+		}
+		return nil, fmt.Errorf("%w: %v", runtime.ErrExecStart, err)
+	}
+	if spec.TTY {
+		pipes = &stdio{out: [2]*os.File{cmd.Terminal}, pty: cmd.Terminal}
+	}
+	x := &execProc{p: inside{cmd}, Ending: runtime.NewEnding()}
+	copied := pipes.copy(spec)
+	go x.run(ctx, spec.Timeout, copied, pipes.closeOutputs, func() {})
+	if spec.TTY {
+		return &terminal{execProc: x, pty: cmd.Terminal}, nil
+	}
+	return x, nil
+}
+
+// inside is a command an isolated sandbox's init started.
+type inside struct{ c *isolate.Cmd }
+
+func (i inside) Done() <-chan struct{} { return i.c.Done() }
+func (i inside) kill() error           { return i.c.Kill() }
+func (i inside) exit() runtime.Exit {
+	e, err := i.c.Exit()
+	if err != nil {
+		return runtime.Exit{Unknown: true, At: time.Now()}
+	}
+	return runtime.Exit{Code: e.Code, Signal: syscall.Signal(e.Signal), At: time.Now()}
+}
+
+// portListening reports whether a process of the isolated sandbox
+// listens on port: its network namespace is its own, so any listener
+// in it is the sandbox's.
+func (h *handle) portListening(port int) (bool, error) {
+	return proc.ListeningIn(h.id.PID, port)
+}
