@@ -2,11 +2,13 @@ package api
 
 import (
 	"math"
+	"strings"
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/limits"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
 func ptrTime(t time.Time) *wire.Time {
@@ -31,6 +33,15 @@ func previewURL(sb supervisor.Sandbox) string {
 	return sb.Endpoint.URL("")
 }
 
+// isolationOf is sb's isolation as answers say it: a sandbox that has
+// not run yet says its runtime's (none here: off).
+func isolationOf(sb supervisor.Sandbox) string {
+	if sb.Isolation == "" {
+		return runtime.IsolationOff
+	}
+	return sb.Isolation
+}
+
 // ToInfo converts the supervisor's view of a sandbox to its wire shape.
 func ToInfo(sb supervisor.Sandbox) wire.SandboxInfo {
 	info := wire.SandboxInfo{
@@ -40,7 +51,8 @@ func ToInfo(sb supervisor.Sandbox) wire.SandboxInfo {
 		CreatedAt: wire.Time{Time: sb.CreatedAt}, UpdatedAt: wire.Time{Time: sb.UpdatedAt}, LastActivityAt: wire.Time{Time: sb.LastActivityAt},
 		StartedAt: ptrTime(sb.StartedAt), StoppedAt: ptrTime(sb.StoppedAt),
 		AutoStopInterval: minutes(sb.AutoStopInterval), AutoStopAt: ptrTime(sb.AutoStopAt()),
-		AutoDeleteInterval: -1, Workspace: sb.Workspace,
+		AutoDeleteInterval: -1, Workspace: sb.Workspace, Isolation: isolationOf(sb),
+		NetworkBlockAll: sb.Network.BlockAll, NetworkAllowList: strings.Join(sb.Network.AllowList, ","),
 	}
 	if info.Labels == nil {
 		info.Labels = map[string]string{}

@@ -5,6 +5,7 @@ package api
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -22,6 +23,7 @@ import (
 	"github.com/agent-control-plane/agent-control-plane/api/host"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/snapshot"
 )
 
@@ -83,7 +85,7 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, wire.Info{
 		Name: wire.Name, Version: s.opts.Version, APIVersion: wire.APIVersion, PID: pid,
 		StartedAt: wire.Time{Time: s.startedAt}, Root: s.sup.Root(), PortRange: fmt.Sprintf("%d-%d", lo, hi),
-		Runtimes: s.sup.Runtimes(), Unavailable: down, Cgroups: s.opts.Cgroups,
+		Runtimes: s.sup.Runtimes(), Unavailable: down, Cgroups: s.opts.Cgroups, Isolation: cmp.Or(s.opts.Isolation, runtime.IsolationOff),
 		ReadyPath: s.opts.ReadyPath, StartupTimeoutMs: s.opts.StartupTimeout.Milliseconds(),
 		StopGraceMs: s.opts.StopGrace.Milliseconds(),
 	})
@@ -333,6 +335,7 @@ func DecodeCreate(r *http.Request) (supervisor.CreateRequest, error) {
 		return supervisor.CreateRequest{}, err
 	}
 	req, err := createRequest(body.CreateSandboxRequest)
+	req.Network = runtime.Network{BlockAll: body.NetworkBlockAll, AllowList: body.AllowList()}
 	for _, m := range body.Volumes {
 		req.Volumes = append(req.Volumes, supervisor.VolumeMount(m))
 	}

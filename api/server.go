@@ -89,6 +89,9 @@ type Options struct {
 	// Cgroups is what /v1/info says of native sandboxes' containment;
 	// nil says nothing.
 	Cgroups *wire.Cgroups
+	// Isolation is what /v1/info says of native sandboxes' isolation:
+	// "namespaces" or "off".
+	Isolation string
 	// ReadyPath and StartupTimeout are shown in /v1/info, so clients can
 	// say what they wait for, and for how long.
 	ReadyPath      string

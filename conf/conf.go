@@ -83,6 +83,10 @@ type Config struct {
 	// Cgroups is "auto" (contain native sandboxes in cgroups where the
 	// machine allows) or "off" (process groups only).
 	Cgroups string
+	// Isolation is "auto" (native sandboxes in namespaces of their own
+	// where the kernel lets this user make them), "namespaces" (or the
+	// daemon does not start) or "off" (processes on the host).
+	Isolation string
 	// Limits are the resource limits of sandboxes whose create gives
 	// none; zero fields: no limit.
 	Limits runtime.Resources
@@ -179,6 +183,7 @@ func Default(getenv func(string) string) Config {
 		BodyTimeout:       30 * time.Second,
 		MaxConnections:    1024,
 		Cgroups:           "auto",
+		Isolation:         "auto",
 		LimitsUnsupported: "refuse",
 		Docker: Docker{Port: 4000, Rewrite: []string{
 			"HOCUSPOCUS_URL", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
@@ -400,6 +405,11 @@ func (c *Config) Validate() error {
 	case "auto", "off":
 	default:
 		return fmt.Errorf("cgroups %q: want auto or off", c.Cgroups)
+	}
+	switch c.Isolation {
+	case "auto", "namespaces", "off":
+	default:
+		return fmt.Errorf("isolation %q: want auto, namespaces or off", c.Isolation)
 	}
 	switch c.LimitsUnsupported {
 	case "refuse", "ignore":

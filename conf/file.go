@@ -33,6 +33,7 @@ type fileConfig struct {
 	BodyTimeout      *duration `toml:"body_timeout"`
 	MaxConnections   *int      `toml:"max_connections"`
 	Cgroups          *string   `toml:"cgroups"`
+	Isolation        *string   `toml:"isolation"`
 	Limits           struct {
 		CPU         *float64 `toml:"cpu"`
 		Memory      *float64 `toml:"memory"`
@@ -144,6 +145,7 @@ func (c *Config) applyFile(path string) error {
 	}
 	set(&c.EnvFile, f.Env.File)
 	set(&c.Cgroups, f.Cgroups)
+	set(&c.Isolation, f.Isolation)
 	set(&c.Docker.Host, f.Docker.Host)
 	set(&c.Docker.Image, f.Docker.Image)
 	set(&c.Docker.Port, f.Docker.Port)

@@ -65,6 +65,7 @@ var keys = []key{
 	{path: "body_timeout", file: true, env: "BODY_TIMEOUT_MS", show: func(c *Config) any { return c.BodyTimeout }, parse: msSetter(func(c *Config) *time.Duration { return &c.BodyTimeout })},
 	{path: "max_connections", file: true, env: "MAX_CONNECTIONS", show: func(c *Config) any { return c.MaxConnections },
 		parse: func(c *Config, v string) (err error) { c.MaxConnections, err = strconv.Atoi(v); return }},
+	{path: "isolation", file: true, env: "ISOLATION", show: func(c *Config) any { return c.Isolation }, parse: str(func(c *Config) *string { return &c.Isolation })},
 	{path: "cgroups", file: true, env: "CGROUPS", show: func(c *Config) any { return c.Cgroups }, parse: str(func(c *Config) *string { return &c.Cgroups })},
 	{path: "limits.cpu", file: true, show: func(c *Config) any { return limits.CPUs(c.Limits.MilliCPU) }},
 	{path: "limits.memory", file: true, show: func(c *Config) any { return limits.InGiB(c.Limits.MemoryBytes) }},

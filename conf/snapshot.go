@@ -11,6 +11,8 @@ type snapshotFile struct {
 	Env            map[string]string `toml:"env"`
 	StartupTimeout *duration         `toml:"startup_timeout"`
 	StopGrace      *duration         `toml:"stop_grace"`
+	Isolation      *string           `toml:"isolation"`
+	Mounts         []snapshot.Mount  `toml:"mounts"`
 }
 
 // snapshot is the table named name. The daemon checks it against its
@@ -23,6 +25,8 @@ func (f snapshotFile) snapshot(name string) snapshot.Snapshot {
 	set(&p.ReadyPath, f.ReadyPath)
 	p.Env = f.Env
 	setDur(&p.StartupTimeout, f.StartupTimeout)
+	set(&p.Isolation, f.Isolation)
+	p.Mounts = f.Mounts
 	if f.StopGrace != nil {
 		g := f.StopGrace.Duration
 		p.StopGrace = &g

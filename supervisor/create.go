@@ -73,11 +73,11 @@ func (s *Supervisor) Create(ctx context.Context, req CreateRequest) (sb Sandbox,
 	}
 	h, err := rt.Start(runtime.WithTrace(context.WithoutCancel(ctx), tr), spec)
 	if err != nil {
-		return Sandbox{}, fmt.Errorf("start workload: %w", err)
+		return Sandbox{}, startError(err)
 	}
 	undo.add(func() { s.abandon(e.id, h) })
 	tr.Mark(StepStart)
-	e.info.Endpoint = h.Endpoint()
+	e.info.Endpoint, e.info.Isolation = h.Endpoint(), isolationOf(h)
 	if err := s.writeRecord(e.id, s.toRecord(e, e.info, h.State()), true); err != nil {
 		return Sandbox{}, fmt.Errorf("write %s: %w", RecordFile, err)
 	}
@@ -144,6 +144,7 @@ func (s *Supervisor) prepare(req CreateRequest) (*sandbox, snapshot.Snapshot, ru
 			Snapshot: snap.Name, Public: req.Public, CreatedAt: now, UpdatedAt: now,
 			LastActivityAt: now, AutoStopInterval: autoStop, AutoDeleteInterval: autoDelete,
 			Extensions: req.Extensions.clone(), Resources: res, Volumes: slices.Clone(req.Volumes),
+			Network: runtime.Network{BlockAll: req.Network.BlockAll, AllowList: slices.Clone(req.Network.AllowList)},
 		},
 	}
 	if err := move(&e.info, Starting); err != nil {
@@ -258,7 +259,36 @@ func (s *Supervisor) spec(e *sandbox, marker string, port int, vars []string, sn
 		Stdout: filepath.Join(e.dir, logcap.Stdout), Stderr: filepath.Join(e.dir, logcap.Stderr),
 		Port: port, Marker: marker, Seal: s.fs.seal(marker), Command: snap.Command, Image: snap.Image,
 		Labels: cloneMap(labels), Resources: res, Mounts: mounts,
+		Isolation: snap.Isolation, Binds: binds(snap.Mounts), Network: e.info.Network,
 	}, nil
+}
+
+// binds are a snapshot's mounts as a runtime takes them.
+func binds(ms []snapshot.Mount) []runtime.Bind {
+	var out []runtime.Bind
+	for _, m := range ms {
+		out = append(out, runtime.Bind{Source: m.Source, Target: m.Target, ReadOnly: !m.ReadWrite})
+	}
+	return out
+}
+
+// isolationOf is what h says of its isolation; a handle that says
+// nothing shares the host.
+func isolationOf(h runtime.Handle) string {
+	if i, ok := h.(runtime.Isolated); ok {
+		return i.Isolation()
+	}
+	return runtime.IsolationOff
+}
+
+// startError is a runtime's refusal to start, as the supervisor says it:
+// a network policy or an isolation the sandbox cannot have is the
+// request's fault.
+func startError(err error) error {
+	if errors.Is(err, runtime.ErrNetworkUnsupported) || errors.Is(err, runtime.ErrIsolationUnsupported) {
+		return invalid("%v", err)
+	}
+	return fmt.Errorf("start workload: %w", err)
 }
 
 // enforceable is the part of r that runtime rt (called name) enforces.

@@ -246,6 +246,7 @@ func (s *Supervisor) rehydrateOne(ctx context.Context, name string) (rtName, mar
 		} else if h, err := rt.Adopt(ctx, *r.Handle); err == nil {
 			if e.info.Port == 0 || s.ports.claim(e.info.Port, e.id) {
 				e.handle = h
+				e.info.Isolation = isolationOf(h)
 				if ep := h.Endpoint(); !ep.IsZero() {
 					e.info.Endpoint = ep // else the record's (Record.sandbox)
 				}

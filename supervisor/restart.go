@@ -92,11 +92,11 @@ func (s *Supervisor) Start(ctx context.Context, id string) (Sandbox, error) {
 		if werr := s.writeRecord(id, s.toRecord(e, sb, s.handleState(e)), false); werr != nil {
 			s.log.Error("persist sandbox record", "sandbox", id, "err", werr)
 		}
-		return Sandbox{}, fmt.Errorf("start workload: %w", err)
+		return Sandbox{}, startError(err)
 	}
 
 	now := s.clock()
-	next.Port, next.Endpoint, next.Resources = port, h.Endpoint(), res
+	next.Port, next.Endpoint, next.Resources, next.Isolation = port, h.Endpoint(), res, isolationOf(h)
 	next.StartedAt, next.StoppedAt, next.ErrorReason, next.StopReason = time.Time{}, time.Time{}, "", ""
 	next.UpdatedAt, next.LastActivityAt, next.LaunchedAt = now, now, now
 	s.mu.Lock()

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/redact"
@@ -105,23 +107,54 @@ func (s *Supervisor) Redactor(id string) *redact.Redactor {
 // PortEndpoint is where port of a running sandbox's workload (the port as
 // the workload listens on it) is reached from this machine: a preview of
 // any port. A runtime whose handles cannot say is ErrUnsupportedRuntime.
+// A workload with a network of its own (runtime.PortDialer) has no
+// endpoint here: the zero one says only that something listens; DialPort
+// reaches it.
 func (s *Supervisor) PortEndpoint(ctx context.Context, id string, port int) (runtime.Endpoint, error) {
+	h, err := s.portHandle(id, port)
+	if err != nil {
+		return runtime.Endpoint{}, err
+	}
+	return h.(runtime.Ports).PortEndpoint(ctx, port)
+}
+
+// DialPort connects to port of a running sandbox's workload, as the
+// workload listens on it: through its handle where its network is its
+// own, else at its PortEndpoint.
+func (s *Supervisor) DialPort(ctx context.Context, id string, port int) (net.Conn, error) {
+	h, err := s.portHandle(id, port)
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := h.(runtime.PortDialer); ok {
+		return d.DialPort(ctx, port)
+	}
+	ep, err := h.(runtime.Ports).PortEndpoint(ctx, port)
+	if err != nil {
+		return nil, err
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", net.JoinHostPort(ep.Host, strconv.Itoa(ep.Port)))
+}
+
+// portHandle is the handle of running sandbox id, whose ports can be
+// reached (runtime.Ports).
+func (s *Supervisor) portHandle(id string, port int) (runtime.Handle, error) {
 	if port < 1 || port > 65535 {
-		return runtime.Endpoint{}, invalid("port %d is not a TCP port", port)
+		return nil, invalid("port %d is not a TCP port", port)
 	}
 	e, err := s.lookup(id)
 	if err != nil {
-		return runtime.Endpoint{}, err
+		return nil, err
 	}
 	s.mu.Lock()
 	st, h := e.info.State, e.handle
 	s.mu.Unlock()
 	if !st.Live() || h == nil {
-		return runtime.Endpoint{}, fmt.Errorf("%w: %s is %s", ErrNotRunning, Clip(id, MaxQuoted), st)
+		return nil, fmt.Errorf("%w: %s is %s", ErrNotRunning, Clip(id, MaxQuoted), st)
 	}
-	p, ok := h.(runtime.Ports)
-	if !ok {
-		return runtime.Endpoint{}, fmt.Errorf("%w: the %s runtime cannot reach a port of its workloads", ErrUnsupportedRuntime, e.info.Runtime)
+	if _, ok := h.(runtime.Ports); !ok {
+		return nil, fmt.Errorf("%w: the %s runtime cannot reach a port of its workloads", ErrUnsupportedRuntime, e.info.Runtime)
 	}
-	return p.PortEndpoint(ctx, port)
+	return h, nil
 }

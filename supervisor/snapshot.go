@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -65,11 +67,38 @@ func checkSnapshots(opts *Options) (map[string]snapshot.Snapshot, error) {
 				return nil, fmt.Errorf("snapshot %q: env %s has a NUL byte", p.Name, k)
 			}
 		}
+		if err := checkIsolation(p); err != nil {
+			return nil, err
+		}
 		p.Command = slices.Clone(p.Command)
+		p.Mounts = slices.Clone(p.Mounts)
 		p.Env = maps.Clone(p.Env)
 		out[p.Name] = p
 	}
 	return out, nil
+}
+
+// checkIsolation checks what snapshot p says of its isolation.
+func checkIsolation(p snapshot.Snapshot) error {
+	switch p.Isolation {
+	case "", runtime.IsolationNamespaces, runtime.IsolationOff:
+	default:
+		return fmt.Errorf("snapshot %q: isolation %q: want namespaces or off", p.Name, p.Isolation)
+	}
+	for _, m := range p.Mounts {
+		for what, path := range map[string]string{"source": m.Source, "target": m.Target} {
+			if path == "" && what == "target" {
+				continue
+			}
+			if !filepath.IsAbs(path) || filepath.Clean(path) != path || hasNUL(path) {
+				return fmt.Errorf("snapshot %q: mount %s %q must be a clean absolute path", p.Name, what, path)
+			}
+		}
+		if _, err := os.Stat(m.Source); err != nil {
+			return fmt.Errorf("snapshot %q: mount source: %w", p.Name, err)
+		}
+	}
+	return nil
 }
 
 func hasNUL(s string) bool { return strings.IndexByte(s, 0) >= 0 }

@@ -52,6 +52,9 @@ type Record struct {
 	State    State             `json:"state"`
 	Labels   map[string]string `json:"labels,omitempty"`
 	Volumes  []VolumeMount     `json:"volumes,omitempty"`
+	// Network and Isolation: see Sandbox (added within version 3).
+	Network   runtime.Network `json:"network,omitzero"`
+	Isolation string          `json:"isolation,omitempty"`
 	Snapshot string            `json:"snapshot,omitempty"`
 	Public   bool              `json:"public,omitempty"`
 	Port     int               `json:"port"`
@@ -113,7 +116,7 @@ func (r recordResources) current() runtime.Resources {
 func (s *Supervisor) toRecord(e *sandbox, sb Sandbox, handle runtime.HandleState) Record {
 	r := Record{
 		Version: recordVersion, ID: sb.ID, RootID: s.fs.id, Runtime: sb.Runtime, State: sb.State,
-		Labels: sb.Labels, Volumes: sb.Volumes, Snapshot: sb.Snapshot, Public: sb.Public, Port: sb.Port, Endpoint: sb.Endpoint,
+		Labels: sb.Labels, Volumes: sb.Volumes, Network: sb.Network, Isolation: sb.Isolation, Snapshot: sb.Snapshot, Public: sb.Public, Port: sb.Port, Endpoint: sb.Endpoint,
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, LastActivityAt: sb.LastActivityAt,
 		AutoStopMs: sb.AutoStopInterval.Milliseconds(), Extensions: sb.Extensions, ErrorReason: sb.ErrorReason,
 		StopReason: sb.StopReason, StopGraceMs: e.grace.Milliseconds(), Marker: e.marker,
@@ -145,7 +148,7 @@ func (s *Supervisor) toRecord(e *sandbox, sb Sandbox, handle runtime.HandleState
 func (r Record) sandbox() Sandbox {
 	sb := Sandbox{
 		ID: r.ID, Runtime: r.Runtime, State: r.State, Labels: r.Labels, Volumes: r.Volumes,
-		Snapshot: r.Snapshot, Public: r.Public, Port: r.Port, Endpoint: r.Endpoint,
+		Network: r.Network, Isolation: r.Isolation, Snapshot: r.Snapshot, Public: r.Public, Port: r.Port, Endpoint: r.Endpoint,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, LastActivityAt: r.LastActivityAt,
 		AutoStopInterval: time.Duration(r.AutoStopMs) * time.Millisecond,
 		Extensions:       r.Extensions.clone(),

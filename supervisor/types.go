@@ -68,6 +68,14 @@ type Sandbox struct {
 	Endpoint runtime.Endpoint
 	// Volumes are mounted into it at each start; fixed at create.
 	Volumes []VolumeMount
+	// Network is its network policy, from its create (Daytona's
+	// networkBlockAll and networkAllowList); fixed at create.
+	Network runtime.Network
+	// Isolation is runtime.IsolationNamespaces when its workload runs
+	// in namespaces of its own (an isolated native sandbox, a
+	// container), runtime.IsolationOff when it shares the host's; as
+	// its last workload ran ("" before the first started).
+	Isolation string
 
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
@@ -133,6 +141,9 @@ type CreateRequest struct {
 	Extensions Extensions
 	// Volumes to mount, for a runtime with runtime.Capabilities.Mounts.
 	Volumes []VolumeMount
+	// Network is the sandbox's network policy; a runtime that cannot
+	// enforce it refuses the create (ErrInvalid).
+	Network runtime.Network
 }
 
 // Limits are resource limits in the core's units, as a request gives

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"fmt"
+	"net/netip"
 	"regexp"
 	"unicode/utf8"
 
@@ -99,7 +100,29 @@ func (r *CreateRequest) Validate() error {
 	if r.AutoStopInterval != nil && *r.AutoStopInterval < 0 {
 		return field.Errorf(field.AutoStop, "must not be negative")
 	}
+	if err := checkAllowList(r.Network.AllowList); err != nil {
+		return err
+	}
 	return r.Extensions.check()
+}
+
+// MaxAllowList is how many networks an allow list names at most
+// (Daytona's bound).
+const MaxAllowList = 10
+
+// checkAllowList checks a network allow list: IPv4 CIDRs, at most
+// MaxAllowList.
+func checkAllowList(list []string) error {
+	if len(list) > MaxAllowList {
+		return field.Errorf(field.NetworkAllowList, "names %d networks; at most %d", len(list), MaxAllowList)
+	}
+	for _, c := range list {
+		p, err := netip.ParsePrefix(c)
+		if err != nil || !p.Addr().Is4() {
+			return field.Errorf(field.NetworkAllowList, "%q is not an IPv4 network in CIDR notation (10.0.0.0/8)", Clip(c, MaxQuoted))
+		}
+	}
+	return nil
 }
 
 // MaxQuoted is how much of a caller's input an error message quotes.

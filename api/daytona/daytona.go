@@ -14,6 +14,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -47,6 +48,7 @@ type Supervisor interface {
 	Resize(ctx context.Context, id string, l supervisor.Limits) (supervisor.Sandbox, error)
 	EnvKeys(id string) ([]string, error)
 	PortEndpoint(ctx context.Context, id string, port int) (runtime.Endpoint, error)
+	DialPort(ctx context.Context, id string, port int) (net.Conn, error)
 	Snapshots() []snapshot.Snapshot
 	CreateVolume(name string) (supervisor.Volume, error)
 	Volumes() ([]supervisor.Volume, error)

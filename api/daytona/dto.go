@@ -6,37 +6,43 @@ import (
 	"math"
 	"time"
 
+	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/limits"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
 // SandboxListItem is Daytona's SandboxListItem: a sandbox as lists show it.
 type SandboxListItem struct {
-	ID                  string            `json:"id"`
-	OrganizationID      string            `json:"organizationId"`
-	Name                string            `json:"name"`
-	Target              string            `json:"target"`
-	State               string            `json:"state"`
-	DesiredState        string            `json:"desiredState"`
-	Snapshot            string            `json:"snapshot,omitempty"`
-	User                string            `json:"user"`
-	ErrorReason         string            `json:"errorReason,omitempty"`
-	Recoverable         *bool             `json:"recoverable,omitempty"`
-	Public              bool              `json:"public"`
-	CPU                 float64           `json:"cpu"`
-	GPU                 float64           `json:"gpu"`
-	Memory              float64           `json:"memory"`
-	Disk                float64           `json:"disk"`
-	Labels              map[string]string `json:"labels"`
-	BackupState         string            `json:"backupState"`
-	AutoStopInterval    float64           `json:"autoStopInterval"`
-	AutoArchiveInterval float64           `json:"autoArchiveInterval"`
-	AutoDeleteInterval  float64           `json:"autoDeleteInterval"`
-	CreatedAt           string            `json:"createdAt"`
-	UpdatedAt           string            `json:"updatedAt"`
-	LastActivityAt      string            `json:"lastActivityAt"`
-	DaemonVersion       string            `json:"daemonVersion,omitempty"`
-	ToolboxProxyURL     string            `json:"toolboxProxyUrl"`
+	ID                  string             `json:"id"`
+	OrganizationID      string             `json:"organizationId"`
+	Name                string             `json:"name"`
+	Target              string             `json:"target"`
+	State               string             `json:"state"`
+	DesiredState        string             `json:"desiredState"`
+	Snapshot            string             `json:"snapshot,omitempty"`
+	User                string             `json:"user"`
+	ErrorReason         string             `json:"errorReason,omitempty"`
+	Recoverable         *bool              `json:"recoverable,omitempty"`
+	Public              bool               `json:"public"`
+	CPU                 float64            `json:"cpu"`
+	GPU                 float64            `json:"gpu"`
+	Memory              float64            `json:"memory"`
+	Disk                float64            `json:"disk"`
+	Labels              map[string]string  `json:"labels"`
+	BackupState         string             `json:"backupState"`
+	AutoStopInterval    float64            `json:"autoStopInterval"`
+	AutoArchiveInterval float64            `json:"autoArchiveInterval"`
+	AutoDeleteInterval  float64            `json:"autoDeleteInterval"`
+	CreatedAt           string             `json:"createdAt"`
+	UpdatedAt           string             `json:"updatedAt"`
+	LastActivityAt      string             `json:"lastActivityAt"`
+	DaemonVersion       string             `json:"daemonVersion,omitempty"`
+	ToolboxProxyURL     string             `json:"toolboxProxyUrl"`
+	Volumes             []wire.VolumeMount `json:"volumes,omitempty"`
+	// Isolation is this daemon's: "namespaces" when the sandbox runs in
+	// namespaces of its own, "off" when it shares the host's.
+	Isolation string `json:"isolation"`
 }
 
 // Sandbox is Daytona's Sandbox: a sandbox with its variables (secret
@@ -45,6 +51,8 @@ type Sandbox struct {
 	SandboxListItem
 	Env             map[string]string `json:"env"`
 	NetworkBlockAll bool              `json:"networkBlockAll"`
+	// NetworkAllowList is Daytona's: comma-separated CIDRs.
+	NetworkAllowList string `json:"networkAllowList,omitempty"`
 }
 
 // ListSandboxesResponse is Daytona's page of a list.
@@ -150,7 +158,13 @@ func (a *API) item(sb supervisor.Sandbox, toolbox string) SandboxListItem {
 		AutoStopInterval: minutes(sb.AutoStopInterval), AutoArchiveInterval: minutes(extensionOf(sb).autoArchive()),
 		AutoDeleteInterval: -1,
 		CreatedAt:          timeText(sb.CreatedAt), UpdatedAt: timeText(sb.UpdatedAt), LastActivityAt: timeText(sb.LastActivityAt),
-		DaemonVersion: a.opts.Version, ToolboxProxyURL: toolbox,
+		DaemonVersion: a.opts.Version, ToolboxProxyURL: toolbox, Isolation: sb.Isolation,
+	}
+	if it.Isolation == "" {
+		it.Isolation = runtime.IsolationOff
+	}
+	for _, v := range sb.Volumes {
+		it.Volumes = append(it.Volumes, wire.VolumeMount(v))
 	}
 	if it.Labels == nil {
 		it.Labels = map[string]string{}

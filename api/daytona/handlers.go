@@ -7,12 +7,14 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/field"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/redact"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
 )
 
 // createBody is Daytona's CreateSandbox.
@@ -77,6 +79,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 	}
 	req := supervisor.CreateRequest{
 		Name: b.Name, Snapshot: b.Snapshot, Env: b.Env, Labels: b.Labels, Public: b.Public,
+		Network: runtime.Network{BlockAll: b.NetworkBlockAll, AllowList: b.AllowList()},
 	}
 	for _, m := range b.Volumes {
 		req.Volumes = append(req.Volumes, supervisor.VolumeMount(m))
@@ -125,7 +128,8 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 // too, each value shown as redact.Redacted (as /v1 shows their names
 // alone: a value is never read back, whatever its name or shape).
 func (a *API) writeSandbox(w http.ResponseWriter, r *http.Request, sb supervisor.Sandbox) {
-	out := Sandbox{SandboxListItem: a.item(sb, toolboxBase(r)), Env: map[string]string{}}
+	out := Sandbox{SandboxListItem: a.item(sb, toolboxBase(r)), Env: map[string]string{},
+		NetworkBlockAll: sb.Network.BlockAll, NetworkAllowList: strings.Join(sb.Network.AllowList, ",")}
 	if sb.State != supervisor.Destroyed {
 		keys, err := a.sup.EnvKeys(sb.ID)
 		if err != nil && !errors.Is(err, supervisor.ErrNotFound) {

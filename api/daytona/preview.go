@@ -3,7 +3,9 @@ package daytona
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"net"
 	"net/http"
@@ -50,14 +52,14 @@ func (a *API) previewURL(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	// The URL is good before anything listens on the port (a client asks
-	// for it, then starts its server).
-	if _, err := a.sup.PortEndpoint(r.Context(), id, port); err != nil && !errors.Is(err, runtime.ErrNotListening) {
+	sb, err := a.sup.Get(id)
+	if err != nil {
 		a.fail(w, r, err, wire.CodeInternal)
 		return
 	}
-	sb, err := a.sup.Get(id)
-	if err != nil {
+	// The URL is good before anything listens on the port (a client asks
+	// for it, then starts its server).
+	if _, err := a.sup.PortEndpoint(r.Context(), id, workloadPort(sb, port)); err != nil && !errors.Is(err, runtime.ErrNotListening) {
 		a.fail(w, r, err, wire.CodeInternal)
 		return
 	}
@@ -86,9 +88,47 @@ type previewProxy struct {
 
 type targetKey struct{}
 
+// dialKey carries a preview request's dialTarget to the transport.
+type dialKey struct{}
+
+type dialTarget struct {
+	id   string
+	port int
+}
+
+// poolHost is the host of a preview's target URL: one per sandbox, so
+// that pooled connections to one sandbox's port never serve another's.
+func poolHost(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return "s" + hex.EncodeToString(sum[:12]) + ".sandbox.invalid"
+}
+
+// AgentPort is the port of a Daytona sandbox's agent. A sandbox that
+// shares the host's network serves its agent on its leased port instead:
+// a preview of AgentPort reaches that (what /v1 calls its port).
+const AgentPort = 4000
+
+// workloadPort is port as sb's workload listens on it.
+func workloadPort(sb supervisor.Sandbox, port int) int {
+	if port == AgentPort && sb.Isolation != runtime.IsolationNamespaces && sb.Port != 0 {
+		return sb.Port
+	}
+	return port
+}
+
 func newPreviewProxy(a *API) *previewProxy {
 	tr := &http.Transport{
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		// Every connection is dialled through the supervisor, which
+		// reaches a port as the sandbox's workload listens on it (an
+		// isolated sandbox's network is its own); the target's host
+		// names the sandbox and port only to keep pooled connections
+		// apart.
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			t := ctx.Value(dialKey{}).(dialTarget)
+			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			return a.sup.DialPort(ctx, t.id, t.port)
+		},
 		MaxIdleConnsPerHost:   8,
 		IdleConnTimeout:       30 * time.Second,
 		ResponseHeaderTimeout: 5 * time.Minute,
@@ -103,7 +143,7 @@ func newPreviewProxy(a *API) *previewProxy {
 			// workload decodes it as it would its own.
 			pr.Out.URL.RawPath = pr.In.Context().Value(restKey{}).(string)
 			pr.Out.URL.Path, _ = url.PathUnescape(pr.Out.URL.RawPath)
-			pr.Out.Host = target.Host
+			pr.Out.Host = "127.0.0.1:" + target.Port() // the port as the workload listens on it
 			pr.SetXForwarded()
 			pr.Out.Header.Set(hopHeader, p.hop)
 			// The daemon's credentials stay with the daemon, in any
@@ -179,7 +219,8 @@ func (a *API) Preview(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, to, http.StatusPermanentRedirect)
 		return
 	}
-	ep, err := a.sup.PortEndpoint(r.Context(), sb.ID, port)
+	port = workloadPort(sb, port)
+	_, err = a.sup.PortEndpoint(r.Context(), sb.ID, port)
 	switch {
 	case errors.Is(err, supervisor.ErrNotRunning):
 		WriteError(w, r, http.StatusConflict, err.Error())
@@ -191,8 +232,9 @@ func (a *API) Preview(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err, wire.CodeInternal)
 		return
 	}
-	target, _ := url.Parse(ep.URL(""))
+	target := &url.URL{Scheme: "http", Host: net.JoinHostPort(poolHost(sb.ID), strconv.Itoa(port))}
 	ctx := context.WithValue(context.WithValue(r.Context(), targetKey{}, target), restKey{}, rest)
+	ctx = context.WithValue(ctx, dialKey{}, dialTarget{id: sb.ID, port: port})
 	a.preview.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
 

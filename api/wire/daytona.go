@@ -7,10 +7,12 @@ import (
 )
 
 // DaytonaFields are the create fields of Daytona's API that ask for what
-// a local sandbox cannot be given. Both APIs take them and Check refuses
+// a local sandbox may not be given. Both APIs take them and Check refuses
 // any that asks for more than a local sandbox is, naming it and saying
 // why: never a silent success (a caller asking for no network must not
-// get the whole network). target is accepted as it is (there is one place
+// get the whole network). The network policy (networkBlockAll,
+// networkAllowList) goes to the supervisor, whose runtime refuses it
+// where the sandbox is not isolated. target is accepted as it is (there is one place
 // here); autoArchiveInterval is kept apart (see daytona.WithAutoArchive).
 type DaytonaFields struct {
 	Target           string          `json:"target,omitempty"`
@@ -35,6 +37,18 @@ type VolumeMount struct {
 	Subpath   string `json:"subpath,omitempty"`
 }
 
+// AllowList is networkAllowList's networks: Daytona's comma-separated
+// CIDRs, each trimmed; the supervisor checks them.
+func (f DaytonaFields) AllowList() []string {
+	var out []string
+	for _, c := range strings.Split(f.NetworkAllowList, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // Check refuses every field that asks for something this daemon cannot
 // give, all at once.
 func (f DaytonaFields) Check() error {
@@ -51,14 +65,8 @@ func (f DaytonaFields) Check() error {
 	if f.Disk != nil && *f.Disk != 0 {
 		why = append(why, "disk: a sandbox's disk is not bounded here (its workspace is a directory of this machine)")
 	}
-	if f.NetworkBlockAll {
-		why = append(why, "networkBlockAll: this daemon cannot cut a sandbox's network (a process shares the host's; a container needs the network its agent port is reached by)")
-	}
-	if f.NetworkAllowList != "" {
-		why = append(why, "networkAllowList: this daemon does not filter a sandbox's traffic")
-	}
 	if f.DomainAllowList != "" {
-		why = append(why, "domainAllowList: this daemon does not filter a sandbox's traffic")
+		why = append(why, "domainAllowList: this daemon filters a sandbox's traffic by network (networkAllowList), not by domain")
 	}
 	if len(f.BuildInfo) > 0 && string(f.BuildInfo) != "null" {
 		why = append(why, "buildInfo: sandboxes run configured snapshots or local images; nothing is built on create")

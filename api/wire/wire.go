@@ -62,6 +62,14 @@ type SandboxInfo struct {
 	// AutoDeleteInterval in minutes: -1 never, 0 right after stop.
 	AutoDeleteInterval float64 `json:"autoDeleteInterval"`
 	ErrorReason        *string `json:"errorReason,omitempty"`
+	// Isolation is "namespaces" when the sandbox's workload runs in
+	// namespaces of its own (an isolated native sandbox, a container),
+	// "off" when it shares the host's.
+	Isolation string `json:"isolation"`
+	// NetworkBlockAll and NetworkAllowList are its network policy
+	// (Daytona's fields); absent: the outside network.
+	NetworkBlockAll  bool   `json:"networkBlockAll,omitempty"`
+	NetworkAllowList string `json:"networkAllowList,omitempty"`
 	// Limits in force, in Daytona's units; absent: none.
 	CPU    float64 `json:"cpu,omitempty"`    // CPUs
 	Memory float64 `json:"memory,omitempty"` // GiB
@@ -267,6 +275,9 @@ type Info struct {
 	Unavailable map[string]string `json:"unavailable,omitempty"`
 	// Cgroups says how native sandboxes are contained on this machine.
 	Cgroups *Cgroups `json:"cgroups,omitempty"`
+	// Isolation is the mode native sandboxes get unless their snapshot
+	// says otherwise: "namespaces" or "off".
+	Isolation string `json:"isolation"`
 	// ReadyPath is what the daemon probes on a starting sandbox, and
 	// StartupTimeoutMs how long it waits for it to answer.
 	ReadyPath        string `json:"readyPath,omitempty"`

@@ -28,6 +28,9 @@ const (
 	Argv       = "argv"
 	Timeout    = "timeout"
 	Volumes    = "volumes"
+	// NetworkAllowList is the network policy's allow list (Daytona's
+	// networkAllowList).
+	NetworkAllowList = "networkAllowList"
 )
 
 // Error is one field at fault and why. Reason reads after the field's

@@ -27,4 +27,18 @@ type Snapshot struct {
 	ReadyPath      string
 	StartupTimeout time.Duration
 	StopGrace      *time.Duration
+	// Isolation asks for "namespaces" or "off" whatever the daemon's
+	// mode; empty: the daemon's.
+	Isolation string
+	// Mounts are what an isolated sandbox sees of the host besides its
+	// system directories and its workspace.
+	Mounts []Mount
+}
+
+// Mount is a directory (or file) of the host an isolated sandbox sees at
+// Target (Source's own path when empty), read-only unless ReadWrite.
+type Mount struct {
+	Source    string `toml:"source" json:"source"`
+	Target    string `toml:"target" json:"target,omitempty"`
+	ReadWrite bool   `toml:"read_write" json:"readWrite,omitempty"`
 }

@@ -143,6 +143,9 @@ func (h *handle) Usage(ctx context.Context) (runtime.Usage, error) {
 	}, nil
 }
 
+// Isolation: a container runs in namespaces of its own.
+func (h *handle) Isolation() string { return runtime.IsolationNamespaces }
+
 // PortEndpoint: the agent's port is the one published on the loopback;
 // any other is reached at the container's address on the daemon's
 // network (a bridge: the host routes to it), which the engine is asked

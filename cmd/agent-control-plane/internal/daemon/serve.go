@@ -97,7 +97,13 @@ func Serve(cfg conf.Config, src conf.Sources, logw io.Writer, version string) er
 	}
 	cgroups, cgInfo := cgroup.Detect(cgroup.Options{Name: conf.InstanceName(cfg.Root), Off: cfg.Cgroups == "off", Log: log})
 	defer cgroups.Close()
-	runtimes, closeRuntimes, err := newRuntimes(cfg, log, watcher, cgroups)
+	iso, refused, err := isolation(cfg, log)
+	if err != nil {
+		return err
+	}
+	nativeRT := &native.Runtime{Watcher: watcher, Cgroups: cgroups, Isolation: iso}
+	nativeRT.SetIsolationRefused(refused)
+	runtimes, closeRuntimes, err := newRuntimes(cfg, log, nativeRT)
 	if err != nil {
 		return err
 	}
@@ -110,7 +116,7 @@ func Serve(cfg conf.Config, src conf.Sources, logw io.Writer, version string) er
 	// cgroup subtree is too.
 	logCgroups(log, cgroups, cgInfo, cfg.Limits)
 	defer cgroups.Prune()
-	srv, err := newServer(cfg, sup, token, cgInfo, version, log)
+	srv, err := newServer(cfg, sup, token, cgInfo, iso.Default, version, log)
 	if err != nil {
 		sup.Close(context.Background())
 		return err
@@ -194,7 +200,7 @@ func newSupervisor(ctx context.Context, cfg conf.Config, runtimes *runtime.Regis
 
 // newRuntimes registers every runtime this daemon offers: here, and
 // only here. closeRuntimes releases what they hold.
-func newRuntimes(cfg conf.Config, log *slog.Logger, watcher *proc.Watcher, cgroups *cgroup.Manager) (_ *runtime.Registry, closeRuntimes func(), err error) {
+func newRuntimes(cfg conf.Config, log *slog.Logger, nativeRT *native.Runtime) (_ *runtime.Registry, closeRuntimes func(), err error) {
 	argv := cfg.NativeCommand
 	if len(argv) == 0 {
 		self, err := os.Executable()
@@ -204,7 +210,8 @@ func newRuntimes(cfg conf.Config, log *slog.Logger, watcher *proc.Watcher, cgrou
 		argv = []string{self, "stub-agent"}
 	}
 	runtimes := &runtime.Registry{}
-	if err := runtimes.Register("native", &native.Runtime{Watcher: watcher, Argv: argv, Cgroups: cgroups}); err != nil {
+	nativeRT.Argv = argv
+	if err := runtimes.Register("native", nativeRT); err != nil {
 		return nil, nil, err
 	}
 	dockerRT, err := newDocker(cfg, log)
@@ -221,7 +228,7 @@ func newRuntimes(cfg conf.Config, log *slog.Logger, watcher *proc.Watcher, cgrou
 // newServer is the API over sup as cfg configures it, with its metrics
 // registry (the Go runtime's and the process's collectors beside the
 // daemon's own).
-func newServer(cfg conf.Config, sup *supervisor.Supervisor, token string, cgInfo cgroup.Info, version string, log *slog.Logger) (*api.Server, error) {
+func newServer(cfg conf.Config, sup *supervisor.Supervisor, token string, cgInfo cgroup.Info, isolation, version string, log *slog.Logger) (*api.Server, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var allow []string
@@ -231,7 +238,7 @@ func newServer(cfg conf.Config, sup *supervisor.Supervisor, token string, cgInfo
 	return api.New(sup, api.Options{Daytona: sup, Version: version, Logger: log, Registry: reg, Heartbeat: cfg.EventHeartbeat, AllowHosts: allow,
 		Token: token, MetricsAuth: cfg.MetricsAuth, BodyTimeout: cfg.BodyTimeout, MaxConns: cfg.MaxConnections, MaxUpload: cfg.MaxUploadBytes,
 		ReadyPath: cfg.ReadyPath, StartupTimeout: cfg.StartupTimeout, StopGrace: cfg.StopGrace,
-		SignIns: sup,
+		SignIns: sup, Isolation: isolation,
 		Cgroups: &wire.Cgroups{Mode: string(cgInfo.Mode), Path: cgInfo.Path, Limits: append([]string{}, cgInfo.Limits...), Note: cgInfo.Note}})
 }
 
