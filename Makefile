@@ -39,14 +39,15 @@ docker-stub: build
 run: build
 	$(BIN) serve
 
-# Every test, under the race detector, against the binary just built; then
-# the end-to-end tests again with cgroups off (process groups only), as on
-# a machine without them.
+# Every test, under the race detector, against the binary just built
+# (native sandboxes isolated where the machine allows); then the
+# end-to-end tests again with cgroups and isolation off (process groups
+# on the host only), as on a machine without them.
 TESTBINS = ACP_TEST_BINARY=$(abspath $(BIN)) ACP_TEST_TOOL=$(abspath $(TOOL))
 
 test: build $(TOOL) vet fmt-check
 	$(TESTBINS) $(GO) test -race -count=1 -timeout 12m $(PKGS)
-	AGENT_CONTROL_PLANE_CGROUPS=off $(TESTBINS) $(GO) test -race -count=1 -timeout 12m ./tests
+	AGENT_CONTROL_PLANE_CGROUPS=off AGENT_CONTROL_PLANE_ISOLATION=off $(TESTBINS) $(GO) test -race -count=1 -timeout 12m ./tests
 
 vet:
 	$(GO) vet $(PKGS)

@@ -184,7 +184,7 @@ func TestDaytonaFieldsRefusedNotDropped(t *testing.T) {
 		{`"user":"daytona"`, "user"},
 		{`"linkedSandbox":"other"`, "linkedSandbox"},
 		{`"buildInfo":{"dockerfileContent":"FROM x"}`, "buildInfo"},
-		{`"gpu":1,"networkBlockAll":true`, "gpu: sandboxes get no GPU here; networkBlockAll"},
+		{`"gpu":1,"disk":10`, "gpu: sandboxes get no GPU here; disk"},
 	} {
 		msg := daytonaError(t, e.do("POST", "/api/sandbox", `{"name":"n1",`+c.body+`}`), 400)
 		if !strings.Contains(msg, c.names) {

@@ -170,6 +170,9 @@ func connectionLost(err error) bool {
 
 // Start creates and starts the container.
 func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle, error) {
+	if !spec.Network.IsZero() {
+		return nil, fmt.Errorf("%w: networkBlockAll and networkAllowList: the docker runtime does not cut a container's network (its agent port is reached through it); use an isolated native sandbox", runtime.ErrNetworkUnsupported)
+	}
 	r.startWatch()
 	ref := spec.Image
 	if ref == "" {

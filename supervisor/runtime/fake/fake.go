@@ -132,6 +132,9 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 	if r.FailStart != nil {
 		return nil, r.FailStart
 	}
+	if !spec.Network.IsZero() {
+		return nil, fmt.Errorf("%w: networkBlockAll and networkAllowList: a fake workload is the test's own process", runtime.ErrNetworkUnsupported)
+	}
 	addr := "127.0.0.1:0"
 	if r.LocalPort {
 		addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(spec.Port))

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	goruntime "runtime"
+
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 )
@@ -104,11 +106,10 @@ func setUp(cfg Config) (*initState, error) {
 			return nil, err
 		}
 	}
-	if err := dropCapabilities(); err != nil {
+	// Only now: what ran before (ip) was waited for by its own caller.
+	if in.reap, err = newReaper(); err != nil {
 		return nil, fmt.Errorf("drop capabilities: %w", err)
 	}
-	// Only now: what ran before (ip) was waited for by its own caller.
-	in.reap = newReaper()
 	return in, nil
 }
 
@@ -146,15 +147,36 @@ func (in *initState) recordExit(e Exit) {
 	_ = unix.Renameat(dir, tmp, dir, exitName)
 }
 
-// reaper waits for every process of the sandbox: the init is its PID 1.
+// reaper starts and waits for every process of the sandbox: the init is
+// its PID 1.
 type reaper struct {
 	mu      sync.Mutex
 	waiting map[int]func(Exit)
 	early   map[int]Exit // ended before its waiter was set
+	forks   chan func()  // run on the thread without capabilities
 }
 
-func newReaper() *reaper {
-	r := &reaper{waiting: map[int]func(Exit){}, early: map[int]Exit{}}
+// newReaper starts the reaper and the one thread every process of the
+// sandbox is forked from. Capabilities and no_new_privs belong to a
+// thread, not a process: that thread drops them, and a fork from any
+// other (Go moves goroutines between threads) would hand on the init's.
+func newReaper() (*reaper, error) {
+	r := &reaper{waiting: map[int]func(Exit){}, early: map[int]Exit{}, forks: make(chan func())}
+	dropped := make(chan error)
+	go func() {
+		goruntime.LockOSThread() // never unlocked: the thread ends with the init
+		err := dropCapabilities()
+		dropped <- err
+		if err != nil {
+			return
+		}
+		for f := range r.forks {
+			f()
+		}
+	}()
+	if err := <-dropped; err != nil {
+		return nil, err
+	}
 	ch := make(chan os.Signal, 64)
 	signal.Notify(ch, unix.SIGCHLD)
 	go func() {
@@ -162,7 +184,7 @@ func newReaper() *reaper {
 			r.reapAll()
 		}
 	}()
-	return r
+	return r, nil
 }
 
 func (r *reaper) reapAll() {
@@ -195,7 +217,13 @@ func (r *reaper) reapAll() {
 func (r *reaper) start(path string, argv []string, attr *syscall.ProcAttr, done func(Exit)) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	pid, err := syscall.ForkExec(path, argv, attr)
+	var (
+		pid    int
+		err    error
+		forked = make(chan struct{})
+	)
+	r.forks <- func() { pid, err = syscall.ForkExec(path, argv, attr); close(forked) }
+	<-forked
 	if err != nil {
 		return 0, err
 	}

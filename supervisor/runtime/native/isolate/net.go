@@ -116,10 +116,10 @@ func ip(args ...string) error {
 	return nil
 }
 
-// dropCapabilities empties the bounding set, so that nothing the init
-// starts has a capability in the sandbox's namespaces (it could change
-// the routes, or mount over what the sandbox sees), and sets
-// no_new_privs.
+// dropCapabilities empties the calling thread's bounding set, so that
+// nothing forked from it has a capability in the sandbox's namespaces (it
+// could change the routes, or mount over what the sandbox sees), and sets
+// its no_new_privs.
 func dropCapabilities() error {
 	last := 63
 	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
