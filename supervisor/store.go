@@ -47,17 +47,17 @@ type Record struct {
 	ID      string `json:"id"`
 	// RootID is the root mark's id: the proof that the directory holding
 	// this record is the daemon's to remove.
-	RootID   string            `json:"rootId"`
-	Runtime  string            `json:"runtime"`
-	State    State             `json:"state"`
-	Labels   map[string]string `json:"labels,omitempty"`
-	Volumes  []VolumeMount     `json:"volumes,omitempty"`
+	RootID  string            `json:"rootId"`
+	Runtime string            `json:"runtime"`
+	State   State             `json:"state"`
+	Labels  map[string]string `json:"labels,omitempty"`
+	Volumes []VolumeMount     `json:"volumes,omitempty"`
 	// Network and Isolation: see Sandbox (added within version 3).
 	Network   runtime.Network `json:"network,omitzero"`
 	Isolation string          `json:"isolation,omitempty"`
-	Snapshot string            `json:"snapshot,omitempty"`
-	Public   bool              `json:"public,omitempty"`
-	Port     int               `json:"port"`
+	Snapshot  string          `json:"snapshot,omitempty"`
+	Public    bool            `json:"public,omitempty"`
+	Port      int             `json:"port"`
 	// Endpoint is where the workload serves, as its runtime reported it
 	// (added within version 3: absent means the loopback at Port).
 	Endpoint       runtime.Endpoint `json:"endpoint,omitzero"`
