@@ -58,7 +58,17 @@ func cgroupDaemon(t *testing.T) (*testenv.Daemon, wire.Cgroups) {
 	// into the script.
 	script := strings.ReplaceAll(cgroupScript, `"$STUB"`, strconv.Quote(testenv.Binary(t)))
 	argv, _ := json.Marshal([]string{"sh", "-c", script})
-	d := startDaemon(t, "AGENT_CONTROL_PLANE_NATIVE_COMMAND="+string(argv))
+	// Without isolation: the script reports its helpers' pids for the
+	// test to find on the host, and runs the stub by its path here. The
+	// isolated runtime's containment is the conformance suite's
+	// (supervisor/runtime/native) and TestIsolated*.
+	d := startDaemon(t, "AGENT_CONTROL_PLANE_NATIVE_COMMAND="+string(argv), "AGENT_CONTROL_PLANE_ISOLATION=off")
+	return d, containment(t, d)
+}
+
+// containment is d's cgroup containment, or a skip where it has none.
+func containment(t *testing.T, d *testenv.Daemon) wire.Cgroups {
+	t.Helper()
 	code, b := call(t, d, "GET", "/v1/info", "")
 	var info wire.Info
 	if code != 200 || json.Unmarshal(b, &info) != nil || info.Cgroups == nil {
@@ -67,7 +77,7 @@ func cgroupDaemon(t *testing.T) (*testenv.Daemon, wire.Cgroups) {
 	if m := info.Cgroups.Mode; m != "v2" && m != "hybrid" {
 		t.Skipf("no cgroup containment here (cgroups %s: %s)", m, info.Cgroups.Note)
 	}
-	return d, *info.Cgroups
+	return *info.Cgroups
 }
 
 func create(t *testing.T, d *testenv.Daemon, body string) {
@@ -434,8 +444,11 @@ func TestCgroupPrunesOnlyGroupsItProves(t *testing.T) {
 
 // The CLI gives and changes limits, and shows them with the usage and the
 // machine's containment.
+//
+// The daemon's default agent and mode: isolated where the machine allows.
 func TestCgroupCLILimits(t *testing.T) {
-	d, cg := cgroupDaemon(t)
+	d := startDaemon(t)
+	cg := containment(t, d)
 	if len(cg.Limits) < 3 {
 		t.Skipf("needs cpu, memory and pids limits; this machine has %v", cg.Limits)
 	}

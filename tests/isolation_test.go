@@ -32,6 +32,13 @@ func isolatedDaemon(t *testing.T, env ...string) *testenv.Daemon {
 	return startDaemon(t, append([]string{"AGENT_CONTROL_PLANE_ISOLATION=namespaces"}, env...)...)
 }
 
+// daemonIsolates reports whether d's native sandboxes are isolated.
+func daemonIsolates(t *testing.T, d *testenv.Daemon) bool {
+	t.Helper()
+	code, b := call(t, d, "GET", "/v1/info", "")
+	return code == 200 && strings.Contains(string(b), `"isolation":"namespaces"`)
+}
+
 // execIn runs script with sh in sandbox id through /v1 exec.
 func execIn(t *testing.T, d *testenv.Daemon, id, script string) (code int, stdout, stderr string) {
 	t.Helper()

@@ -108,9 +108,16 @@ func poolHost(id string) string {
 // a preview of AgentPort reaches that (what /v1 calls its port).
 const AgentPort = 4000
 
-// workloadPort is port as sb's workload listens on it.
+// workloadPort is port as sb's workload listens on it: its agent's port
+// by either of its numbers (4000, or the leased port /v1 shows). Inside
+// a sandbox of its own network (isolated, a container) the agent is on
+// 4000; one that shares the host's serves it on the leased port.
 func workloadPort(sb supervisor.Sandbox, port int) int {
-	if port == AgentPort && sb.Isolation != runtime.IsolationNamespaces && sb.Port != 0 {
+	switch {
+	case sb.Port == 0:
+	case sb.Isolation == runtime.IsolationNamespaces && port == sb.Port:
+		return AgentPort
+	case sb.Isolation != runtime.IsolationNamespaces && port == AgentPort:
 		return sb.Port
 	}
 	return port

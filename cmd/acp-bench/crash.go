@@ -108,7 +108,7 @@ func benchCrash(c config, b *bench, r *results) error {
 	}
 	jobs := []job{{func(i int) (time.Duration, error) { return b.crashFloor(b.floorPort + i%50) }, &floor}}
 	got := map[*stat]*[]time.Duration{}
-	for _, x := range b.arms(r) {
+	for _, x := range b.allArms(r) {
 		for _, kind := range []struct {
 			env map[string]string
 			out *stat
@@ -144,7 +144,7 @@ func benchCrash(c config, b *bench, r *results) error {
 		return err
 	}
 	jobs = []job{{func(i int) (time.Duration, error) { return killFloor(aged[i]), nil }, &floorAdopted}}
-	for _, x := range b.arms(r) {
+	for _, x := range b.allArms(r) {
 		for i := range c.runs {
 			if err := createStarted(x.d, fmt.Sprintf("adopt%d", i), nil); err != nil {
 				return err
@@ -162,7 +162,7 @@ func benchCrash(c config, b *bench, r *results) error {
 	if err := measure(jobs); err != nil {
 		return err
 	}
-	for _, x := range b.arms(r) {
+	for _, x := range b.allArms(r) {
 		for i := range c.runs {
 			x.d.delete(fmt.Sprintf("adopt%d", i))
 		}

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/proc"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/native"
 )
 
 type config struct {
@@ -223,7 +224,12 @@ type results struct {
 	Bulk   int      `json:"bulk"`
 	On     arm      `json:"cgroupsOn"`
 	Off    arm      `json:"cgroupsOff"`
-	Docker struct {
+	// Iso is a third daemon whose native sandboxes are isolated
+	// (cgroups as the machine allows), in the readiness, crash and
+	// toolbox steps; IsoSkipped says why not, where the machine cannot.
+	Iso        arm    `json:"isolated"`
+	IsoSkipped string `json:"isolatedSkipped,omitempty"`
+	Docker     struct {
 		Skipped      string `json:"skipped,omitempty"`
 		Floor        stat   `json:"floorEngineDirect"`
 		ChildAnswers stat   `json:"createToContainerAnswers"`
@@ -236,6 +242,7 @@ type results struct {
 	Toolbox struct {
 		ExecFloor     stat    `json:"execFloorForkExec"`
 		Exec          stat    `json:"execRoundTrip"`
+		IsoExec       stat    `json:"execRoundTripIsolated"`
 		ShellFloor    stat    `json:"executeFloorShell"`
 		Execute       stat    `json:"daytonaExecuteRoundTrip"`
 		SizeMiB       int     `json:"fileMiB"`
@@ -258,6 +265,7 @@ type results struct {
 // and on the floor alike.
 type bench struct {
 	on, off *daemon
+	iso     *daemon // nil: the machine cannot isolate
 	// floorPort is the first of the ports the floors' stubs listen on.
 	floorPort int
 }
@@ -271,6 +279,22 @@ func (b *bench) arms(r *results) []struct {
 		d *daemon
 		a *arm
 	}{{b.on, &r.On}, {b.off, &r.Off}}
+}
+
+// allArms are arms and, where the machine isolates, the isolated
+// daemon's.
+func (b *bench) allArms(r *results) []struct {
+	d *daemon
+	a *arm
+} {
+	all := b.arms(r)
+	if b.iso != nil {
+		all = append(all, struct {
+			d *daemon
+			a *arm
+		}{b.iso, &r.Iso})
+	}
+	return all
 }
 
 // eachArm runs f on each daemon in turn, with its figures.
@@ -305,8 +329,14 @@ func run(c config) (*results, error) {
 	// them; the APIs listen just below, all outside the ephemeral range
 	// (polling a dead ephemeral port can self-connect and take it).
 	span := max(c.scale, c.bulk) + 100
-	b := &bench{floorPort: c.portLo + 2*span}
-	for i, env := range [][]string{nil, {"AGENT_CONTROL_PLANE_CGROUPS=off"}} {
+	b := &bench{floorPort: c.portLo + 3*span} // above the three daemons' ranges
+	envs := [][]string{{"AGENT_CONTROL_PLANE_ISOLATION=off"}, {"AGENT_CONTROL_PLANE_CGROUPS=off", "AGENT_CONTROL_PLANE_ISOLATION=off"}}
+	if err := native.Probe(); err != nil {
+		r.IsoSkipped = err.Error()
+	} else {
+		envs = append(envs, []string{"AGENT_CONTROL_PLANE_ISOLATION=namespaces"})
+	}
+	for i, env := range envs {
 		root, err := os.MkdirTemp("", "acp-bench-")
 		if err != nil {
 			return nil, err
@@ -325,13 +355,16 @@ func run(c config) (*results, error) {
 			return nil, err
 		}
 		defer d.cleanup()
-		if i == 0 {
+		switch i {
+		case 0:
 			b.on = d
-		} else {
+		case 1:
 			b.off = d
+		default:
+			b.iso = d
 		}
 	}
-	for _, x := range b.arms(r) {
+	for _, x := range b.allArms(r) {
 		var info struct {
 			Cgroups struct {
 				Mode string `json:"mode"`
@@ -348,6 +381,9 @@ func run(c config) (*results, error) {
 		if x.d.bin != b.on.bin {
 			x.a.Label = filepath.Base(x.d.bin) + ", " + x.a.Label
 		}
+		if x.d == b.iso {
+			x.a.Label = "isolated, " + x.a.Label
+		}
 	}
 	onOnly := func(f func(config, *daemon, *results) error) func(config, *bench, *results) error {
 		return func(c config, b *bench, r *results) error { return f(c, b.on, r) }
@@ -363,7 +399,7 @@ func run(c config) (*results, error) {
 		{fmt.Sprintf("scale: %d sandboxes", c.scale), benchScale},
 		{fmt.Sprintf("rehydration: %d live children", c.rehydrate), benchRehydrate},
 		{fmt.Sprintf("events: %d subscribers", c.subscribers), onOnly(benchEvents)},
-		{fmt.Sprintf("toolbox: %d exec round trips, file transfers", c.runs), onOnly(benchToolbox)},
+		{fmt.Sprintf("toolbox: %d exec round trips, file transfers", c.runs), benchToolbox},
 	}
 	for _, step := range steps {
 		if !selected(c.only, step.name) {

@@ -33,14 +33,14 @@ func benchReady(c config, b *bench, r *results) error {
 	}
 	got := map[*arm]*series{}
 	steps := map[*arm]map[string][]float64{}
-	for _, x := range b.arms(r) {
+	arms := b.allArms(r)
+	for _, x := range arms {
 		got[x.a], steps[x.a] = &series{}, map[string][]float64{}
 	}
 	for i := range c.runs {
-		order := []int{0, 1, 2}
-		rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		order := rand.Perm(len(arms) + 1) // the last is the floor
 		for _, k := range order {
-			if k == 2 {
+			if k == len(arms) {
 				d, st, err := b.spawnFloor(b.floorPort + i%50)
 				if err != nil {
 					return err
@@ -48,7 +48,7 @@ func benchReady(c config, b *bench, r *results) error {
 				floor, floorChild = append(floor, d), append(floorChild, st)
 				continue
 			}
-			x := b.arms(r)[k]
+			x := arms[k]
 			before, err := x.d.metrics()
 			if err != nil {
 				return err

@@ -148,6 +148,7 @@ func (r *results) markdown(w io.Writer) {
 		p("Events (cgroups on): kill -9 → the event at each of %d subscribers, creates running: median %.2f ms, p99 %.2f ms (goal p99 < 5 ms: %s); no other load: median %.2f ms, p99 %.2f ms; missed: %d (%s).\n\n",
 			e.Subscribers, e.Delivery.Median, e.Delivery.P99, goal(e.Delivery.P99 < 5), e.Quiet.Median, e.Quiet.P99, e.Missed, goal(e.Missed == 0))
 	}
+	r.isolated(p)
 	if t := r.Toolbox; t.Exec.N > 0 {
 		p("| toolbox (cgroups on) | floor | through the daemon | ratio |\n|---|---:|---:|---:|\n")
 		p("| exec of `true`, round trip (median; floor: fork/exec here) | %.2f ms | %.2f ms | ×%.2f |\n", t.ExecFloor.Median, t.Exec.Median, ratio(t.Exec.Median, t.ExecFloor.Median))
@@ -155,6 +156,39 @@ func (r *results) markdown(w io.Writer) {
 		p("| upload of %d MiB (floor: a synced file copy) | %.0f MiB/s | %.0f MiB/s | ×%.2f |\n", t.SizeMiB, t.CopyMiBps, t.UploadMiBps, ratio(t.UploadMiBps, t.CopyMiBps))
 		p("| download of %d MiB (floor: the file read here) | %.0f MiB/s | %.0f MiB/s | ×%.2f |\n", t.SizeMiB, t.ReadMiBps, t.DownloadMiBps, ratio(t.DownloadMiBps, t.ReadMiBps))
 	}
+}
+
+// isolated writes the isolated daemon's figures beside the plain native
+// ones (cgroups on, the same rounds).
+func (r *results) isolated(p func(string, ...any)) {
+	if r.IsoSkipped != "" {
+		p("Isolated sandboxes: skipped (%s).\n\n", r.IsoSkipped)
+		return
+	}
+	on, iso := &r.On, &r.Iso
+	if iso.ChildAnswers.N == 0 && iso.Crash.Plain.N == 0 && r.Toolbox.IsoExec.N == 0 {
+		return
+	}
+	p("| isolated against plain native (medians, same rounds) | %s | %s | difference | goal | |\n|---|---:|---:|---:|---|---|\n", on.Label, iso.Label)
+	line := func(name string, plain, isolated float64, goalText string, within float64) {
+		verdict := ""
+		if within > 0 {
+			verdict = goal(isolated-plain <= within)
+		}
+		p("| %s | %.2f ms | %.2f ms | %+.2f ms | %s | %s |\n", name, plain, isolated, isolated-plain, goalText, verdict)
+	}
+	if iso.ChildAnswers.N > 0 {
+		line("create → agent answers", on.ChildAnswers.Median, iso.ChildAnswers.Median, "≤ plain + 15 ms", 15)
+		line("create → `sandbox.started`", on.Started.Median, iso.Started.Median, "", 0)
+	}
+	if iso.Crash.Plain.N > 0 {
+		line("kill -9 → `sandbox.stopped`", on.Crash.Plain.Median, iso.Crash.Plain.Median, "", 0)
+		line("… re-adopted after a SIGKILL of the daemon", on.Crash.Readopted.Median, iso.Crash.Readopted.Median, "", 0)
+	}
+	if t := r.Toolbox; t.IsoExec.N > 0 {
+		line("exec of `true`, round trip", t.Exec.Median, t.IsoExec.Median, "≤ plain + 2 ms", 2)
+	}
+	p("\n")
 }
 
 func ratio(a, b float64) float64 {

@@ -23,18 +23,27 @@ import (
 // download (PUT and GET …/files/content) against the same bytes copied
 // to a synced file here (an upload is written atomically and synced) and
 // read from one (a download reads the file).
-func benchToolbox(c config, d *daemon, r *results) error {
-	if _, err := d.create("tb", nil); err != nil {
-		return err
+//
+// Where the machine isolates, the isolated daemon's exec round trip is
+// measured in the same runs.
+func benchToolbox(c config, b *bench, r *results) error {
+	d := b.on
+	for _, x := range []*daemon{b.on, b.iso} {
+		if x == nil {
+			continue
+		}
+		if _, err := x.create("tb", nil); err != nil {
+			return err
+		}
+		defer x.delete("tb")
+		if err := waitFor(30*time.Second, func() bool {
+			var sb sandbox
+			return getJSON(x.url("/v1/sandboxes/tb"), &sb) == nil && sb.State == "started"
+		}); err != nil {
+			return fmt.Errorf("the sandbox did not start: %w", err)
+		}
 	}
-	defer d.delete("tb")
-	if err := waitFor(30*time.Second, func() bool {
-		var sb sandbox
-		return getJSON(d.url("/v1/sandboxes/tb"), &sb) == nil && sb.State == "started"
-	}); err != nil {
-		return fmt.Errorf("the sandbox did not start: %w", err)
-	}
-	if err := benchExecs(c, d, r); err != nil {
+	if err := benchExecs(c, b, r); err != nil {
 		return err
 	}
 
@@ -135,12 +144,13 @@ func do(req *http.Request, want int) error {
 // run: /v1's exec of `true` against a fork/exec of it here, Daytona's
 // execute of `true` (the sandbox's shell reading it) against that shell
 // spawned here.
-func benchExecs(c config, d *daemon, r *results) error {
+func benchExecs(c config, b *bench, r *results) error {
+	d := b.on
 	truePath, err := exec.LookPath("true")
 	if err != nil {
 		return err
 	}
-	var floor, through, shellFloor, execute []time.Duration
+	var floor, through, isolated, shellFloor, execute []time.Duration
 	for range c.runs {
 		t0 := time.Now()
 		if err := exec.Command(truePath).Run(); err != nil {
@@ -152,6 +162,13 @@ func benchExecs(c config, d *daemon, r *results) error {
 			return err
 		}
 		through = append(through, time.Since(t0))
+		if b.iso != nil {
+			t0 = time.Now()
+			if err := post(b.iso.url("/v1/sandboxes/tb/exec"), "application/json", strings.NewReader(`{"argv":["true"]}`), 200); err != nil {
+				return err
+			}
+			isolated = append(isolated, time.Since(t0))
+		}
 		// Daytona's execute: the sandbox's shell reading the command,
 		// against that same shell spawned here.
 		t0 = time.Now()
@@ -167,7 +184,7 @@ func benchExecs(c config, d *daemon, r *results) error {
 		}
 		execute = append(execute, time.Since(t0))
 	}
-	r.Toolbox.ExecFloor, r.Toolbox.Exec = summarize(floor), summarize(through)
+	r.Toolbox.ExecFloor, r.Toolbox.Exec, r.Toolbox.IsoExec = summarize(floor), summarize(through), summarize(isolated)
 	r.Toolbox.ShellFloor, r.Toolbox.Execute = summarize(shellFloor), summarize(execute)
 	return nil
 }

@@ -34,21 +34,6 @@ func (e CreateSandboxRequestAutoDeleteInterval0) Valid() bool {
 	}
 }
 
-// Defines values for CreateSandboxRequestNetworkBlockAll.
-const (
-	False CreateSandboxRequestNetworkBlockAll = false
-)
-
-// Valid indicates whether the value is a known member of the CreateSandboxRequestNetworkBlockAll enum.
-func (e CreateSandboxRequestNetworkBlockAll) Valid() bool {
-	switch e {
-	case False:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for ErrorErrorCode.
 const (
 	ErrorErrorCodeBusy                 ErrorErrorCode = "busy"
@@ -247,6 +232,24 @@ const (
 func (e InfoName) Valid() bool {
 	switch e {
 	case AgentControlPlane:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Isolation.
+const (
+	IsolationNamespaces Isolation = "namespaces"
+	IsolationOff        Isolation = "off"
+)
+
+// Valid indicates whether the value is a known member of the Isolation enum.
+func (e Isolation) Valid() bool {
+	switch e {
+	case IsolationNamespaces:
+		return true
+	case IsolationOff:
 		return true
 	default:
 		return false
@@ -477,11 +480,11 @@ type CreateSandboxRequest struct {
 	Memory *MemoryLimit `json:"memory,omitempty"`
 	Name   string       `json:"name"`
 
-	// NetworkAllowList This daemon does not filter a sandbox's traffic.
+	// NetworkAllowList Comma-separated IPv4 CIDRs, at most 10: the only networks an isolated native sandbox reaches; a 400 where the sandbox would share a network.
 	NetworkAllowList *string `json:"networkAllowList,omitempty"`
 
-	// NetworkBlockAll This daemon cannot cut a sandbox's network; true is a 400.
-	NetworkBlockAll *CreateSandboxRequestNetworkBlockAll `json:"networkBlockAll,omitempty"`
+	// NetworkBlockAll No network but the daemon's forwards (an isolated native sandbox); a 400 where the sandbox would share a network.
+	NetworkBlockAll *bool `json:"networkBlockAll,omitempty"`
 
 	// Pids Tasks (processes and threads); 0 no limit.
 	Pids   *PidsLimit `json:"pids,omitempty"`
@@ -524,9 +527,6 @@ type CreateSandboxRequestAutoDeleteInterval1 = float32
 type CreateSandboxRequest_AutoDeleteInterval struct {
 	union json.RawMessage
 }
-
-// CreateSandboxRequestNetworkBlockAll This daemon cannot cut a sandbox's network; true is a 400.
-type CreateSandboxRequestNetworkBlockAll bool
 
 // CreateSessionRequest defines model for CreateSessionRequest.
 type CreateSessionRequest struct {
@@ -675,9 +675,12 @@ type Info struct {
 		// Path The daemon's subtree in the cgroup2 hierarchy.
 		Path *string `json:"path,omitempty"`
 	} `json:"cgroups,omitempty"`
-	Name      InfoName `json:"name"`
-	Pid       int      `json:"pid"`
-	PortRange string   `json:"portRange"`
+
+	// Isolation namespaces: the workload runs in namespaces of its own (an isolated native sandbox, a container); off: it shares the host's files, processes and network. On /v1/info: the mode native sandboxes get unless their snapshot says otherwise.
+	Isolation Isolation `json:"isolation"`
+	Name      InfoName  `json:"name"`
+	Pid       int       `json:"pid"`
+	PortRange string    `json:"portRange"`
 
 	// ReadyPath What the daemon probes on a starting native sandbox.
 	ReadyPath *string `json:"readyPath,omitempty"`
@@ -712,6 +715,9 @@ type InfoCgroupsMode string
 
 // InfoName defines model for Info.Name.
 type InfoName string
+
+// Isolation namespaces: the workload runs in namespaces of its own (an isolated native sandbox, a container); off: it shares the host's files, processes and network. On /v1/info: the mode native sandboxes get unless their snapshot says otherwise.
+type Isolation string
 
 // Labels defines model for Labels.
 type Labels map[string]string
@@ -810,7 +816,10 @@ type SandboxInfo struct {
 	// N", "exited; status unknown", … Absent for an explicit stop.
 	ErrorReason *string `json:"errorReason,omitempty"`
 	Id          string  `json:"id"`
-	Labels      Labels  `json:"labels"`
+
+	// Isolation namespaces: the workload runs in namespaces of its own (an isolated native sandbox, a container); off: it shares the host's files, processes and network. On /v1/info: the mode native sandboxes get unless their snapshot says otherwise.
+	Isolation Isolation `json:"isolation"`
+	Labels    Labels    `json:"labels"`
 
 	// LastActivityAt Examples: 2026-11-29T10:22:29.768Z
 	LastActivityAt Timestamp `json:"lastActivityAt"`
@@ -820,6 +829,12 @@ type SandboxInfo struct {
 
 	// Name Equal to id.
 	Name string `json:"name"`
+
+	// NetworkAllowList The sandbox's allow list (comma-separated CIDRs), from its create; absent when none.
+	NetworkAllowList *string `json:"networkAllowList,omitempty"`
+
+	// NetworkBlockAll The sandbox's network policy
+	NetworkBlockAll *bool `json:"networkBlockAll,omitempty"`
 
 	// Pids Task limit in force; absent, none.
 	Pids *int `json:"pids,omitempty"`

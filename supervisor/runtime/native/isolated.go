@@ -133,7 +133,7 @@ func (n *Runtime) isolatedSpec(spec runtime.Spec, ps *proc.Spec, argv []string) 
 	}
 	cfg := isolate.Config{
 		Control: control, Workspace: spec.Workspace, Home: home, Hostname: hostname(spec.ID),
-		Argv: argv, Binds: n.binds(spec, argv), Forward: spec.Port > 0,
+		Argv: argv, Binds: n.binds(spec, argv, ps.Env), Forward: spec.Port > 0,
 		Network: n.Isolation.Pasta != "" && !spec.Network.BlockAll, AllowList: spec.Network.AllowList,
 	}
 	b, _ := json.Marshal(cfg)
@@ -149,12 +149,15 @@ func (n *Runtime) isolatedSpec(spec runtime.Spec, ps *proc.Spec, argv []string) 
 }
 
 // binds are what the workload sees of the host besides the system
-// directories and its workspace: its program, when that lies elsewhere
-// (a daemon's bundled agent, a user's build), and the snapshot's binds.
-func (n *Runtime) binds(spec runtime.Spec, argv []string) []isolate.Bind {
+// directories and its workspace: its program, found in the PATH of env
+// as the workload would, when that lies elsewhere (a daemon's bundled
+// agent, a binary in the user's home), and the snapshot's binds.
+func (n *Runtime) binds(spec runtime.Spec, argv, env []string) []isolate.Bind {
 	var out []isolate.Bind
-	if len(argv) > 0 && filepath.IsAbs(argv[0]) && !under(argv[0], "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/opt") {
-		out = append(out, isolate.Bind{Source: argv[0], Target: argv[0], ReadOnly: true})
+	if len(argv) > 0 {
+		if prog, ok := unseen(argv[0], env, spec.Workspace); ok {
+			out = append(out, isolate.Bind{Source: prog, Target: prog, ReadOnly: true})
+		}
 	}
 	for _, b := range spec.Binds {
 		t := b.Target
@@ -164,6 +167,37 @@ func (n *Runtime) binds(spec runtime.Spec, argv []string) []isolate.Bind {
 		out = append(out, isolate.Bind{Source: b.Source, Target: t, ReadOnly: b.ReadOnly})
 	}
 	return out
+}
+
+// unseen is the program file names on the host, when the sandbox would
+// not find it by itself: found in env's PATH (or named by its path), and
+// no directory of that PATH the sandbox sees (its system directories,
+// its workspace) holds one by that name first. python3 is the host's
+// /usr/bin/python3 inside even when the user's PATH puts a pyenv shim
+// first; a binary found only in the user's home is bound.
+func unseen(file string, env []string, workspace string) (string, bool) {
+	seen := func(p string) bool { return under(p, isolate.SystemDirs...) || under(p, workspace) }
+	if strings.Contains(file, "/") {
+		return file, filepath.IsAbs(file) && !seen(file)
+	}
+	first := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			for _, dir := range filepath.SplitList(v) {
+				p := filepath.Join(dir, file)
+				if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 || !filepath.IsAbs(p) {
+					continue
+				}
+				if seen(p) {
+					return "", false
+				}
+				if first == "" {
+					first = p
+				}
+			}
+		}
+	}
+	return first, first != ""
 }
 
 func under(path string, dirs ...string) bool {
@@ -240,6 +274,24 @@ func (n *Runtime) awaitIsolated(ctx context.Context, spec runtime.Spec, p *proc.
 	return err
 }
 
+// endRemains kills what is left in the cgroup of a sandbox whose leader
+// is gone and waits a moment for it to empty, so that the handle Adopt
+// returns ends at once, as one of a sandbox that ended while the daemon
+// was away should.
+func endRemains(g *cgroup.Group) {
+	if populated, err := g.Populated(); err != nil || !populated {
+		return
+	}
+	empty, err := g.End()
+	if err != nil {
+		return
+	}
+	select {
+	case <-empty:
+	case <-time.After(2 * time.Second):
+	}
+}
+
 // awaitInit reads the init's word that the sandbox is set up and its
 // agent started.
 func awaitInit(ctx context.Context, f *os.File) error {
@@ -253,10 +305,14 @@ func awaitInit(ctx context.Context, f *os.File) error {
 		return fmt.Errorf("the sandbox's init said nothing: %w", err)
 	}
 	var r struct {
-		Error string `json:"error"`
+		Error    string `json:"error"`
+		NotFound bool   `json:"notFound"`
 	}
 	if err := json.Unmarshal(line, &r); err != nil {
 		return fmt.Errorf("the sandbox's init: %w", err)
+	}
+	if r.NotFound {
+		return fmt.Errorf("%w: %s (an isolated sandbox sees the host's system directories, its workspace and its own program; a snapshot's mounts add more)", runtime.ErrProgramNotFound, r.Error)
 	}
 	if r.Error != "" {
 		return fmt.Errorf("set up the isolated sandbox: %s", r.Error)

@@ -297,6 +297,9 @@ func (n *Runtime) Adopt(ctx context.Context, st runtime.HandleState) (runtime.Ha
 	switch {
 	case errors.Is(err, proc.ErrNotFound), errors.Is(err, proc.ErrExited):
 		if g != nil {
+			if s.Control != "" {
+				endRemains(g) // an isolated sandbox's pasta outlives its init
+			}
 			return n.newHandle(nil, s.Identity, g, s), nil
 		}
 		return nil, fmt.Errorf("%w: %v", runtime.ErrGone, err)

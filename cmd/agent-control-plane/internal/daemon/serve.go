@@ -97,13 +97,7 @@ func Serve(cfg conf.Config, src conf.Sources, logw io.Writer, version string) er
 	}
 	cgroups, cgInfo := cgroup.Detect(cgroup.Options{Name: conf.InstanceName(cfg.Root), Off: cfg.Cgroups == "off", Log: log})
 	defer cgroups.Close()
-	iso, refused, err := isolation(cfg, log)
-	if err != nil {
-		return err
-	}
-	nativeRT := &native.Runtime{Watcher: watcher, Cgroups: cgroups, Isolation: iso}
-	nativeRT.SetIsolationRefused(refused)
-	runtimes, closeRuntimes, err := newRuntimes(cfg, log, nativeRT)
+	runtimes, isolationMode, closeRuntimes, err := newRuntimes(cfg, log, watcher, cgroups)
 	if err != nil {
 		return err
 	}
@@ -116,7 +110,7 @@ func Serve(cfg conf.Config, src conf.Sources, logw io.Writer, version string) er
 	// cgroup subtree is too.
 	logCgroups(log, cgroups, cgInfo, cfg.Limits)
 	defer cgroups.Prune()
-	srv, err := newServer(cfg, sup, token, cgInfo, iso.Default, version, log)
+	srv, err := newServer(cfg, sup, token, cgInfo, isolationMode, version, log)
 	if err != nil {
 		sup.Close(context.Background())
 		return err
@@ -199,30 +193,36 @@ func newSupervisor(ctx context.Context, cfg conf.Config, runtimes *runtime.Regis
 }
 
 // newRuntimes registers every runtime this daemon offers: here, and
-// only here. closeRuntimes releases what they hold.
-func newRuntimes(cfg conf.Config, log *slog.Logger, nativeRT *native.Runtime) (_ *runtime.Registry, closeRuntimes func(), err error) {
+// only here. isolation is the native runtime's mode in force;
+// closeRuntimes releases what they hold.
+func newRuntimes(cfg conf.Config, log *slog.Logger, watcher *proc.Watcher, cgroups *cgroup.Manager) (_ *runtime.Registry, isolationMode string, closeRuntimes func(), err error) {
 	argv := cfg.NativeCommand
 	if len(argv) == 0 {
 		self, err := os.Executable()
 		if err != nil {
-			return nil, nil, fmt.Errorf("find own executable for the stub agent: %w", err)
+			return nil, "", nil, fmt.Errorf("find own executable for the stub agent: %w", err)
 		}
 		argv = []string{self, "stub-agent"}
 	}
+	iso, refused, err := isolation(cfg, log)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	nativeRT := &native.Runtime{Watcher: watcher, Argv: argv, Cgroups: cgroups, Isolation: iso}
+	nativeRT.SetIsolationRefused(refused)
 	runtimes := &runtime.Registry{}
-	nativeRT.Argv = argv
 	if err := runtimes.Register("native", nativeRT); err != nil {
-		return nil, nil, err
+		return nil, "", nil, err
 	}
 	dockerRT, err := newDocker(cfg, log)
 	if err != nil {
-		return nil, nil, err
+		return nil, "", nil, err
 	}
 	if err := runtimes.Register("docker", dockerRT); err != nil {
 		dockerRT.Close()
-		return nil, nil, err
+		return nil, "", nil, err
 	}
-	return runtimes, dockerRT.Close, nil
+	return runtimes, iso.Default, dockerRT.Close, nil
 }
 
 // newServer is the API over sup as cfg configures it, with its metrics

@@ -38,7 +38,8 @@ const setupFailed = 125
 
 // ready is the init's one line back to the daemon on fdConfig.
 type ready struct {
-	Error string `json:"error,omitempty"`
+	Error    string `json:"error,omitempty"`
+	NotFound bool   `json:"notFound,omitempty"` // the agent's program is not there
 }
 
 // Main is the init: set up, start the agent, serve, and end with it.
@@ -54,7 +55,7 @@ func Main() int {
 		err = in.startAgent(cfg)
 	}
 	if err != nil {
-		_ = json.NewEncoder(cf).Encode(ready{Error: err.Error()})
+		_ = json.NewEncoder(cf).Encode(ready{Error: err.Error(), NotFound: errors.Is(err, ErrNotFound)})
 		fmt.Fprintf(os.Stderr, "sandbox init: %v\n", err)
 		return setupFailed
 	}
@@ -278,7 +279,7 @@ func (in *initState) exec(c *conn, req request, files []*os.File) {
 	}
 	argv0, err := LookPath(req.Argv[0], req.Env)
 	if err != nil {
-		_ = c.send(answer{Error: err.Error(), NotFound: true})
+		_ = c.send(answer{Error: strings.TrimPrefix(err.Error(), ErrNotFound.Error()+": "), NotFound: true})
 		return
 	}
 	attr := &syscall.ProcAttr{Dir: req.Dir, Env: req.Env, Sys: &syscall.SysProcAttr{Setsid: true}}
@@ -442,5 +443,5 @@ func LookPath(file string, env []string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("%s: not found in the sandbox's PATH", file)
+	return "", fmt.Errorf("%w: %s is not in its PATH", ErrNotFound, file)
 }

@@ -10,10 +10,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// systemDirs are the host's directories a sandbox sees, read-only, so
+// SystemDirs are the host's directories a sandbox sees, read-only, so
 // that ordinary programs (sh, python3, node, git) run; a link among them
 // (a merged /usr) is made again as the same link.
-var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"}
+var SystemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"}
 
 // devices are the host's device nodes a sandbox's /dev holds.
 var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
@@ -67,7 +67,7 @@ func mountAt(root, path, fstype string, flags uintptr, data string) error {
 }
 
 func bindSystem(root string) error {
-	for _, d := range systemDirs {
+	for _, d := range SystemDirs {
 		fi, err := os.Lstat(d)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
@@ -129,7 +129,7 @@ func makeHome(root string, cfg Config) error {
 	if cfg.Home == "" || !filepath.IsAbs(cfg.Home) || within(cfg.Home, cfg.Workspace) {
 		return nil
 	}
-	for _, d := range systemDirs {
+	for _, d := range SystemDirs {
 		if within(cfg.Home, d) {
 			return nil
 		}
