@@ -101,6 +101,8 @@ func TestErrors(t *testing.T) {
 		{"bad command", Sources{Getenv: env(map[string]string{"AGENT_CONTROL_PLANE_NATIVE_COMMAND": `"agent"`})}, "JSON array"},
 		{"bad log format flag", Sources{Flags: map[string]string{"log-format": "xml"}}, "log format"},
 		{"bad forward key", Sources{File: write("[env]\nforward = [\"A-B\"]\n")}, "env.forward:"},
+		{"bad isolation", Sources{Getenv: env(map[string]string{"AGENT_CONTROL_PLANE_ISOLATION": "chroot"})}, "isolation \"chroot\": want auto, namespaces or off"},
+		{"bad isolation in the file", Sources{File: write("isolation = \"vm\"\n")}, "isolation \"vm\""},
 		{"bad forward_unless key", Sources{File: write("[env]\nforward_unless = [\"A B\"]\n")}, "env.forward_unless:"},
 	}
 	for _, tc := range tests {

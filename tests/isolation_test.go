@@ -343,3 +343,55 @@ func TestNetworkPolicyNeedsIsolation(t *testing.T) {
 		t.Errorf("a preview of port 4000 of a sandbox without isolation: %d %s", res.StatusCode, body)
 	}
 }
+
+// A snapshot says its own isolation whatever the daemon's mode, and
+// names more of the host for its sandboxes to see, read-only unless it
+// says otherwise.
+func TestSnapshotIsolationAndMounts(t *testing.T) {
+	if err := native.Probe(); err != nil {
+		t.Skipf("isolation needs unprivileged namespaces, which this machine refuses: %v", err)
+	}
+	shared, rw := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(shared, "hello.txt"), []byte("from the host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := strconv.Quote(testenv.Binary(t))
+	d := configDaemon(t, fmt.Sprintf(`
+isolation = "off"
+[snapshots.fenced]
+command = [%s, "stub-agent"]
+isolation = "namespaces"
+mounts = [{ source = %q, target = "/data" }, { source = %q, read_write = true }]
+[snapshots.plain]
+command = [%s, "stub-agent"]
+`, bin, shared, rw, bin))
+	createStarted(t, d, "fenced", `,"snapshot":"fenced"`)
+	createStarted(t, d, "plain", `,"snapshot":"plain"`)
+	for id, want := range map[string]string{"fenced": "namespaces", "plain": "off"} {
+		if code, b := call(t, d, "GET", "/v1/sandboxes/"+id, ""); code != 200 || !strings.Contains(string(b), `"isolation":"`+want+`"`) {
+			t.Errorf("%s: %d %s, want isolation %s", id, code, b, want)
+		}
+	}
+	if code, out, e := execIn(t, d, "fenced", "cat /data/hello.txt"); code != 0 || out != "from the host" {
+		t.Errorf("a mount read inside: %d %q %q", code, out, e)
+	}
+	if code, _, _ := execIn(t, d, "fenced", "touch /data/new"); code == 0 {
+		t.Error("a read-only mount was written")
+	}
+	if code, _, e := execIn(t, d, "fenced", "echo w > "+filepath.Join(rw, "w.txt")); code != 0 {
+		t.Errorf("a read-write mount at its own path: %d %q", code, e)
+	}
+	if b, err := os.ReadFile(filepath.Join(rw, "w.txt")); err != nil || string(b) != "w\n" {
+		t.Errorf("what the sandbox wrote in its read-write mount: %q %v", b, err)
+	}
+	// A mount whose source is not a clean absolute path stops the load.
+	path := filepath.Join(t.TempDir(), "bad.toml")
+	os.WriteFile(path, []byte("[snapshots.bad]\ncommand = [\"x\"]\nmounts = [{ source = \"relative/dir\" }]\n"), 0o600)
+	serve := exec.CommandContext(testenv.Context(t), testenv.Binary(t), "serve", "--config", path, "--root", t.TempDir(),
+		"--listen", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)))
+	serve.Env = append(os.Environ(), "AGENT_CONTROL_PLANE_TOKEN="+testenv.NewToken(), "XDG_STATE_HOME="+t.TempDir())
+	out, err := serve.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "mount source") {
+		t.Errorf("a relative mount: %v %s", err, out)
+	}
+}

@@ -136,6 +136,19 @@ func (n *Runtime) isolatedSpec(spec runtime.Spec, ps *proc.Spec, argv []string) 
 		Argv: argv, Binds: n.binds(spec, argv, ps.Env), Forward: spec.Port > 0,
 		Network: n.Isolation.Pasta != "" && !spec.Network.BlockAll, AllowList: spec.Network.AllowList,
 	}
+	if cfg.Network && loopbackResolver(hostResolvConf) {
+		// The host's resolver is on its loopback (systemd-resolved's
+		// 127.0.0.53), which the sandbox's is not: the sandbox asks
+		// pasta's DNS address instead, which asks the host's resolver.
+		conf := filepath.Join(control, "resolv.conf")
+		if err := os.WriteFile(conf, []byte("nameserver "+DNSForward+"\n"), 0o644); err != nil {
+			mine.Close()
+			closeFiles(extra)
+			return nil, nil, err
+		}
+		cfg.Binds = append(cfg.Binds, isolate.Bind{Source: conf, Target: hostResolvConf, ReadOnly: true})
+		cfg.DNS = DNSForward
+	}
 	b, _ := json.Marshal(cfg)
 	if _, err := mine.Write(append(b, '\n')); err != nil { // a socket's buffer holds it before the init reads
 		mine.Close()
@@ -231,6 +244,9 @@ func (n *Runtime) startNetwork(spec runtime.Spec, pid int, g *cgroup.Group) erro
 	if os.Geteuid() == 0 {
 		argv = append(argv, "--runas", "0") // it would drop to nobody, who may not enter the namespaces
 	}
+	if loopbackResolver(hostResolvConf) {
+		argv = append(argv, "--dns-forward", DNSForward)
+	}
 	argv = append(argv, strconv.Itoa(pid))
 	ps := proc.Spec{Path: n.Isolation.Pasta, Argv: argv, Env: []string{"PATH=/usr/bin:/bin"}, Dir: "/",
 		Stdout: spec.Stderr, Stderr: spec.Stderr, Marker: spec.Marker}
@@ -244,6 +260,35 @@ func (n *Runtime) startNetwork(spec runtime.Spec, pid int, g *cgroup.Group) erro
 	}
 	_, err := n.Watcher.Spawn(ps)
 	return err
+}
+
+// hostResolvConf is the host's resolver configuration, which an isolated
+// sandbox sees as its own (/etc is the host's).
+const hostResolvConf = "/etc/resolv.conf"
+
+// DNSForward is the address an isolated sandbox sends its DNS queries to
+// when the host's resolver listens on the host's loopback: pasta answers
+// them from that resolver (--dns-forward).
+const DNSForward = "169.254.1.53"
+
+// loopbackResolver reports whether every nameserver resolv.conf at path
+// names is on a loopback address (none named: the resolver's default,
+// the loopback too).
+func loopbackResolver(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "nameserver" {
+			continue
+		}
+		if ip := net.ParseIP(f[1]); ip == nil || !ip.IsLoopback() {
+			return false
+		}
+	}
+	return true
 }
 
 // awaitIsolated gives the spawned init its network and waits until it

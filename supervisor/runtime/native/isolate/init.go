@@ -103,7 +103,7 @@ func setUp(cfg Config) (*initState, error) {
 		return nil, fmt.Errorf("bring up the loopback: %w", err)
 	}
 	if cfg.Network {
-		if err := awaitNetwork(cfg.AllowList); err != nil {
+		if err := awaitNetwork(cfg.AllowList, cfg.DNS); err != nil {
 			return nil, err
 		}
 	}
@@ -290,7 +290,10 @@ func (in *initState) exec(c *conn, req request, files []*os.File) {
 			_ = c.send(answer{Error: "open a terminal: " + err.Error()})
 			return
 		}
+		// The command's side: closed here once it is started (or not),
+		// so that its end is the terminal's.
 		defer tty.Close()
+		files = append(files, tty)
 		master = m
 		defer master.Close()
 		cols, rows := req.Cols, req.Rows
@@ -310,7 +313,7 @@ func (in *initState) exec(c *conn, req request, files []*os.File) {
 		_ = c.send(answer{Error: err.Error(), NotFound: notFound})
 		return
 	}
-	closeFiles(files) // the command has them; the daemon's ends stay the daemon's
+	closeFiles(files) // the command has them (and a terminal's side); the daemon's ends stay the daemon's
 	var sent []*os.File
 	if master != nil {
 		sent = []*os.File{master}

@@ -42,7 +42,7 @@ const NetworkWait = 10 * time.Second
 // awaitNetwork waits for pasta to configure the tap device (its default
 // route is the last thing it sets) and, with an allow list, leaves routes
 // to those networks only.
-func awaitNetwork(allow []string) error {
+func awaitNetwork(allow []string, dns string) error {
 	deadline := time.Now().Add(NetworkWait)
 	var gw defaultRoute
 	for {
@@ -62,6 +62,9 @@ func awaitNetwork(allow []string) error {
 	// route; the rest is unreachable. Nothing the sandbox starts has
 	// the capability to change it.
 	cmds := [][]string{{"route", "flush", "dev", gw.dev}, {"-6", "route", "flush", "dev", gw.dev}}
+	if dns != "" {
+		allow = append(allow, dns+"/32") // its resolver, whatever the list
+	}
 	for _, cidr := range allow {
 		cmds = append(cmds, []string{"route", "add", cidr, "via", gw.via.String(), "dev", gw.dev, "onlink"})
 	}

@@ -71,6 +71,9 @@ type Config struct {
 	// starts. AllowList, when set, keeps routes to those networks only.
 	Network   bool     `json:"network,omitempty"`
 	AllowList []string `json:"allowList,omitempty"`
+	// DNS, when set, is the address the sandbox's resolver is (pasta's
+	// forward of the host's): an allow list keeps a route to it.
+	DNS string `json:"dns,omitempty"`
 	// Forward: descriptor 4 is a listening socket of the host to
 	// forward to AgentPort.
 	Forward bool `json:"forward,omitempty"`
