@@ -833,7 +833,7 @@ type SandboxInfo struct {
 	// NetworkAllowList The sandbox's allow list (comma-separated CIDRs), from its create; absent when none.
 	NetworkAllowList *string `json:"networkAllowList,omitempty"`
 
-	// NetworkBlockAll The sandbox's network policy
+	// NetworkBlockAll The sandbox's network policy, from its create; absent when false.
 	NetworkBlockAll *bool `json:"networkBlockAll,omitempty"`
 
 	// Pids Task limit in force; absent, none.
