@@ -231,11 +231,15 @@ func hostname(id string) string {
 	return id
 }
 
-// startNetwork starts pasta for the init's network namespace, in the
-// sandbox's cgroup: it gives the sandbox the outside network (NAT through
-// the host's sockets), forwards no port either way (the leased port is
-// the init's), and does not map the gateway to the host's loopback.
-func (n *Runtime) startNetwork(spec runtime.Spec, pid int, g *cgroup.Group) error {
+// startNetwork starts pasta for the init's network namespace: it gives
+// the sandbox the outside network (NAT through the host's sockets),
+// forwards no port either way (the leased port is the init's), and does
+// not map the gateway to the host's loopback. It carries the sandbox's
+// marker but lives outside its cgroup: its exit tears its tap device
+// down, which waits on the kernel for tens of milliseconds, and the
+// sandbox's end does not wait for that; the end kills it by its marker
+// (as a sweep after a daemon restart does).
+func (n *Runtime) startNetwork(spec runtime.Spec, pid int) error {
 	argv := []string{"pasta", "--config-net", "--foreground", "--quiet", "--tcp-ports", "none", "--udp-ports", "none",
 		"--tcp-ns", "none", "--udp-ns", "none", "--no-map-gw"}
 	if len(spec.Network.AllowList) > 0 {
@@ -250,14 +254,6 @@ func (n *Runtime) startNetwork(spec runtime.Spec, pid int, g *cgroup.Group) erro
 	argv = append(argv, strconv.Itoa(pid))
 	ps := proc.Spec{Path: n.Isolation.Pasta, Argv: argv, Env: []string{"PATH=/usr/bin:/bin"}, Dir: "/",
 		Stdout: spec.Stderr, Stderr: spec.Stderr, Marker: spec.Marker}
-	if g != nil {
-		e, err := g.Into()
-		if err != nil {
-			return err
-		}
-		defer e.Close()
-		ps.Cgroup = e
-	}
 	_, err := n.Watcher.Spawn(ps)
 	return err
 }
@@ -297,7 +293,7 @@ func loopbackResolver(path string) bool {
 func (n *Runtime) awaitIsolated(ctx context.Context, spec runtime.Spec, p *proc.Process, g *cgroup.Group, config *os.File) error {
 	var err error
 	if n.Isolation.Pasta != "" && !spec.Network.BlockAll {
-		err = n.startNetwork(spec, p.Identity().PID, g)
+		err = n.startNetwork(spec, p.Identity().PID)
 	}
 	if err == nil {
 		err = awaitInit(ctx, config)
@@ -306,6 +302,7 @@ func (n *Runtime) awaitIsolated(ctx context.Context, spec runtime.Spec, p *proc.
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_, _ = p.Stop(sctx, 0)
+		n.Watcher.KillMarked(spec.Marker) // its pasta
 		if g != nil {
 			_ = g.Kill()
 			if empty, werr := g.End(); werr == nil {
@@ -319,11 +316,12 @@ func (n *Runtime) awaitIsolated(ctx context.Context, spec runtime.Spec, p *proc.
 	return err
 }
 
-// endRemains kills what is left in the cgroup of a sandbox whose leader
-// is gone and waits a moment for it to empty, so that the handle Adopt
-// returns ends at once, as one of a sandbox that ended while the daemon
-// was away should.
-func endRemains(g *cgroup.Group) {
+// endRemains kills what is left of a sandbox whose leader is gone (its
+// pasta, by its marker; whatever is in its cgroup) and waits a moment for
+// the cgroup to empty, so that the handle Adopt returns ends at once, as
+// one of a sandbox that ended while the daemon was away should.
+func (n *Runtime) endRemains(g *cgroup.Group, marker string) {
+	n.Watcher.KillMarked(marker)
 	if populated, err := g.Populated(); err != nil || !populated {
 		return
 	}

@@ -273,6 +273,10 @@ func (h *handle) finish(closed <-chan struct{}) {
 		exit.OOMKilled = true
 	}
 	h.end.End(exit)
+	if h.init != nil {
+		// Its pasta, outside the cgroup: killed now, not waited for.
+		go h.w.KillMarked(h.id.Marker)
+	}
 }
 
 // Adopt re-pins a child of an earlier daemon, and its cgroup. A child
@@ -298,7 +302,7 @@ func (n *Runtime) Adopt(ctx context.Context, st runtime.HandleState) (runtime.Ha
 	case errors.Is(err, proc.ErrNotFound), errors.Is(err, proc.ErrExited):
 		if g != nil {
 			if s.Control != "" {
-				endRemains(g) // an isolated sandbox's pasta outlives its init
+				n.endRemains(g, s.Marker) // an isolated sandbox's pasta outlives its init
 			}
 			return n.newHandle(nil, s.Identity, g, s), nil
 		}

@@ -102,7 +102,11 @@ func setUp(cfg Config) (*initState, error) {
 	if err := loopbackUp(); err != nil {
 		return nil, fmt.Errorf("bring up the loopback: %w", err)
 	}
-	if cfg.Network {
+	// An allow list must be in place before anything runs that could
+	// use the network pasta brings; without one, the agent starts while
+	// pasta comes up (a few milliseconds, which a create would otherwise
+	// wait for).
+	if cfg.Network && len(cfg.AllowList) > 0 {
 		if err := awaitNetwork(cfg.AllowList, cfg.DNS); err != nil {
 			return nil, err
 		}

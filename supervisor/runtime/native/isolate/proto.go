@@ -67,8 +67,8 @@ type Config struct {
 	Argv     []string `json:"argv"`
 	// Binds are the snapshot's extra binds.
 	Binds []Bind `json:"binds,omitempty"`
-	// Network: a tap device comes (pasta): wait for it before the agent
-	// starts. AllowList, when set, keeps routes to those networks only.
+	// Network: a tap device comes (pasta). AllowList, when set, keeps
+	// routes to those networks only, set before the agent starts.
 	Network   bool     `json:"network,omitempty"`
 	AllowList []string `json:"allowList,omitempty"`
 	// DNS, when set, is the address the sandbox's resolver is (pasta's
