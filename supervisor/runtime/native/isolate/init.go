@@ -82,7 +82,7 @@ type initState struct {
 // before the pivot, in the host's view), the files, the hostname, the
 // network, and no capability for what it starts.
 func setUp(cfg Config) (*initState, error) {
-	in := &initState{agentDone: make(chan Exit, 1)}
+	in := &initState{agentDone: make(chan Exit, 1), reap: newReaper()}
 	var err error
 	if in.control, err = os.Open(cfg.Control); err != nil {
 		return nil, fmt.Errorf("open the control directory: %w", err)
@@ -111,8 +111,7 @@ func setUp(cfg Config) (*initState, error) {
 			return nil, err
 		}
 	}
-	// Only now: what ran before (ip) was waited for by its own caller.
-	if in.reap, err = newReaper(); err != nil {
+	if err := in.reap.reap(); err != nil {
 		return nil, fmt.Errorf("drop capabilities: %w", err)
 	}
 	return in, nil
@@ -159,19 +158,22 @@ type reaper struct {
 	waiting map[int]func(Exit)
 	early   map[int]Exit // ended before its waiter was set
 	forks   chan func()  // run on the thread without capabilities
+	dropped chan error   // that thread's word that it has none
 }
 
 // newReaper starts the reaper and the one thread every process of the
 // sandbox is forked from. Capabilities and no_new_privs belong to a
 // thread, not a process: that thread drops them, and a fork from any
 // other (Go moves goroutines between threads) would hand on the init's.
-func newReaper() (*reaper, error) {
-	r := &reaper{waiting: map[int]func(Exit){}, early: map[int]Exit{}, forks: make(chan func())}
-	dropped := make(chan error)
+//
+// The thread starts at once, beside the sandbox's set-up; reap waits for
+// it and starts reaping.
+func newReaper() *reaper {
+	r := &reaper{waiting: map[int]func(Exit){}, early: map[int]Exit{}, forks: make(chan func()), dropped: make(chan error, 1)}
 	go func() {
 		goruntime.LockOSThread() // never unlocked: the thread ends with the init
 		err := dropCapabilities()
-		dropped <- err
+		r.dropped <- err
 		if err != nil {
 			return
 		}
@@ -179,8 +181,15 @@ func newReaper() (*reaper, error) {
 			f()
 		}
 	}()
-	if err := <-dropped; err != nil {
-		return nil, err
+	return r
+}
+
+// reap waits until the fork thread has dropped its capabilities, then
+// reaps every child that ends. Nothing may be waited for by its own
+// caller from then on (what ran before, ip, was).
+func (r *reaper) reap() error {
+	if err := <-r.dropped; err != nil {
+		return err
 	}
 	ch := make(chan os.Signal, 64)
 	signal.Notify(ch, unix.SIGCHLD)
@@ -189,7 +198,7 @@ func newReaper() (*reaper, error) {
 			r.reapAll()
 		}
 	}()
-	return r, nil
+	return nil
 }
 
 func (r *reaper) reapAll() {
