@@ -116,7 +116,7 @@ func (s *Supervisor) prepare(req CreateRequest) (*sandbox, snapshot.Snapshot, ru
 		return nil, snapshot.Snapshot{}, nil, err
 	}
 	if len(req.Volumes) > 0 && !rt.Capabilities().Mounts {
-		return nil, snapshot.Snapshot{}, nil, field.Errorf(field.Volumes, "cannot be mounted by the %s runtime; use a snapshot of a runtime that mounts them (docker)", snap.Runtime)
+		return nil, snapshot.Snapshot{}, nil, field.Errorf(field.Volumes, "cannot be mounted by the %s runtime here; use a snapshot of a runtime that mounts them (docker, or native where sandboxes are isolated)", snap.Runtime)
 	}
 	if err := s.checkMounts(req.Volumes); err != nil {
 		return nil, snapshot.Snapshot{}, nil, err

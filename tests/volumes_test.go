@@ -28,6 +28,28 @@ image = "` + dockertest.ShellImage + `"
 command = ["/agent-control-plane", "stub-agent"]
 `})
 	t.Cleanup(func() { c.NetworkRemove(context.Background(), conf.InstanceName(d.Root)) })
+	runVolumes(t, d, "shell")
+}
+
+// The same with isolated native sandboxes, which mount volumes too; a
+// native sandbox without isolation refuses them, naming why.
+func TestVolumeSharedByTwoIsolatedSandboxes(t *testing.T) {
+	d := isolatedDaemon(t)
+	runVolumes(t, d, "default")
+	plain := startDaemon(t, "AGENT_CONTROL_PLANE_ISOLATION=off")
+	code, b := call(t, plain, "POST", "/api/volumes", `{"name":"refused"}`)
+	var v struct{ ID string }
+	if json.Unmarshal(b, &v); code != 200 {
+		t.Fatalf("create a volume: %d %s", code, b)
+	}
+	code, b = call(t, plain, "POST", "/api/sandbox", `{"name":"novol","volumes":[{"volumeId":"`+v.ID+`","mountPath":"/data"}]}`)
+	if code != 400 || !strings.Contains(string(b), "volumes") {
+		t.Fatalf("volumes on a native sandbox without isolation: %d %s", code, b)
+	}
+}
+
+// runVolumes is the volume test on sandboxes of snapshot.
+func runVolumes(t *testing.T, d *testenv.Daemon, snapshot string) {
 	code, b := call(t, d, "POST", "/api/volumes", `{"name":"shared"}`)
 	var v struct{ ID string }
 	if json.Unmarshal(b, &v); code != 200 || v.ID == "" {
@@ -38,7 +60,7 @@ command = ["/agent-control-plane", "stub-agent"]
 		{"vb", `{"volumeId":"` + v.ID + `","mountPath":"/mnt/sub","subpath":"inner"}`},
 	} {
 		t.Cleanup(func() { call(t, d, "DELETE", "/v1/sandboxes/"+sb.name, "") })
-		if code, b := call(t, d, "POST", "/api/sandbox", `{"name":"`+sb.name+`","snapshot":"shell","volumes":[`+sb.mount+`]}`); code != 200 {
+		if code, b := call(t, d, "POST", "/api/sandbox", `{"name":"`+sb.name+`","snapshot":"`+snapshot+`","volumes":[`+sb.mount+`]}`); code != 200 {
 			t.Fatalf("create %s: %d %s", sb.name, code, b)
 		}
 		waitState(t, d, sb.name, "started")

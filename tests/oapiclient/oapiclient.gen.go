@@ -509,7 +509,7 @@ type CreateSandboxRequest struct {
 
 	// Volumes Volumes made through Daytona's /api/volumes, mounted read-write
 	// at mountPath (or only their subpath) at each start, where the
-	// sandbox's runtime mounts (docker); elsewhere a 400.
+	// sandbox's runtime mounts (docker, isolated native); elsewhere a 400.
 	Volumes *[]struct {
 		MountPath string  `json:"mountPath"`
 		Subpath   *string `json:"subpath,omitempty"`

@@ -86,6 +86,9 @@ func (n *Runtime) mode(spec runtime.Spec) (string, error) {
 		if !spec.Network.IsZero() {
 			return "", fmt.Errorf("%w: networkBlockAll and networkAllowList need an isolated sandbox; this one shares the host's network (isolation is off)", runtime.ErrNetworkUnsupported)
 		}
+		if len(spec.Mounts) > 0 {
+			return "", fmt.Errorf("%w: volumes are mounted into isolated sandboxes only; this one sees the host's files as they are (isolation is off)", runtime.ErrIsolationUnsupported)
+		}
 	default:
 		return "", fmt.Errorf("%w: unknown isolation %q", runtime.ErrIsolationUnsupported, mode)
 	}
@@ -171,6 +174,9 @@ func (n *Runtime) binds(spec runtime.Spec, argv, env []string) []isolate.Bind {
 		if prog, ok := unseen(argv[0], env, spec.Workspace); ok {
 			out = append(out, isolate.Bind{Source: prog, Target: prog, ReadOnly: true})
 		}
+	}
+	for _, m := range spec.Mounts { // volumes
+		out = append(out, isolate.Bind{Source: m.Source, Target: m.Target})
 	}
 	for _, b := range spec.Binds {
 		t := b.Target

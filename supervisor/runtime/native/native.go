@@ -74,9 +74,10 @@ var (
 )
 
 // Capabilities: a host port, exec and files in the workspace; limits
-// with cgroups.
+// with cgroups; mounts (volumes) where sandboxes are isolated.
 func (n *Runtime) Capabilities() runtime.Capabilities {
-	return runtime.Capabilities{LocalPort: true, Exec: true, Terminal: true, Files: true, Limits: n.Cgroups != nil}
+	return runtime.Capabilities{LocalPort: true, Exec: true, Terminal: true, Files: true, Limits: n.Cgroups != nil,
+		Mounts: n.Isolation.Default == runtime.IsolationNamespaces}
 }
 
 // handle is one sandbox: its leader process and, when contained, its
