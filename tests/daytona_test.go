@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,17 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/pb33f/libopenapi"
-	validator "github.com/pb33f/libopenapi-validator"
-	"github.com/pb33f/libopenapi-validator/config"
-	"github.com/pb33f/libopenapi-validator/paths"
-	"github.com/pb33f/libopenapi-validator/schema_validation"
-	v3 "github.com/pb33f/libopenapi/datamodel/high/v3"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/agent-control-plane/agent-control-plane/conf"
 	"github.com/agent-control-plane/agent-control-plane/supervisor"
@@ -31,149 +21,6 @@ import (
 
 // daytonaDoc is Daytona's own API document, the contract of /api.
 const daytonaDoc = "testdata/daytona/daytona-api.yaml"
-
-// daytonaErrorSchema is the body of Daytona's errors (NestJS's), which its
-// document does not write down: its SDKs read message.
-const daytonaErrorSchema = `{"type":"object","additionalProperties":false,
- "required":["statusCode","error","message","path","timestamp"],
- "properties":{"statusCode":{"type":"integer","minimum":400,"maximum":599},"error":{"type":"string","minLength":1},
-  "message":{"type":"string","minLength":1},"path":{"type":"string","pattern":"^/"},"timestamp":{"type":"string","format":"date-time"}}}`
-
-// daytonaChecker validates every exchange of a client with the daemon's
-// /api against Daytona's document, with an OpenAPI implementation the
-// daemon does not use (pb33f/libopenapi): the request always, the answer
-// and its status where the document has them; an error status the
-// document does not list (it lists none) must be Daytona's error shape.
-type daytonaChecker struct {
-	t    *testing.T
-	v    validator.Validator
-	doc  *libopenapi.DocumentModel[v3.Document]
-	errs *errorSchema
-	next http.RoundTripper
-
-	vmu  sync.Mutex // held while validating
-	mu   sync.Mutex
-	seen map[string]bool // "operationId status"
-	n    int
-}
-
-func newDaytonaChecker(t *testing.T) *daytonaChecker { return newChecker(t, daytonaDoc, "/api") }
-
-// newChecker checks exchanges against doc, its paths under server.
-func newChecker(t *testing.T, file, server string) *daytonaChecker {
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Daytona's clients are given http://HOST:PORT/api (and the
-	// toolbox's base, toolboxProxyUrl/{id}): the document's paths are
-	// under it.
-	var y map[string]any
-	if err := yaml.Unmarshal(raw, &y); err != nil {
-		t.Fatal(err)
-	}
-	y["servers"] = []any{map[string]any{"url": server}}
-	if raw, err = yaml.Marshal(y); err != nil {
-		t.Fatal(err)
-	}
-	doc, err := libopenapi.NewDocument(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, errs := validator.NewValidator(doc)
-	if len(errs) > 0 {
-		t.Fatalf("%s: %v", file, errs)
-	}
-	m, err := doc.BuildV3Model()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &daytonaChecker{t: t, v: v, doc: m, errs: newErrorSchema(t), next: http.DefaultTransport, seen: map[string]bool{}}
-}
-
-func (c *daytonaChecker) RoundTrip(req *http.Request) (*http.Response, error) {
-	var reqBody []byte
-	if req.Body != nil {
-		reqBody, _ = io.ReadAll(req.Body)
-		req.Body.Close()
-		req.Body = io.NopCloser(bytes.NewReader(reqBody))
-	}
-	res, err := c.next.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	res.Body = io.NopCloser(bytes.NewReader(body))
-	if err := c.check(req, reqBody, res, body); err != nil {
-		c.t.Error(err)
-	}
-	return res, nil
-}
-
-func (c *daytonaChecker) check(req *http.Request, reqBody []byte, res *http.Response, body []byte) error {
-	// The validator is not safe for concurrent use: exchanges that run
-	// at once (a bound pushed past) are checked one at a time.
-	c.vmu.Lock()
-	defer c.vmu.Unlock()
-	c.mu.Lock()
-	c.n++
-	c.mu.Unlock()
-	pi, errs, tpl := paths.FindPath(req, &c.doc.Model, config.NewValidationOptions())
-	if pi == nil {
-		return fmt.Errorf("%s %s: not in Daytona's document:%s", req.Method, req.URL.Path, describe(errs))
-	}
-	op := pi.GetOperations().GetOrZero(strings.ToLower(req.Method))
-	if op == nil {
-		return fmt.Errorf("%s %s: no such operation in Daytona's document", req.Method, tpl)
-	}
-	again := req.Clone(req.Context())
-	again.Body = io.NopCloser(bytes.NewReader(reqBody))
-	if ok, errs := c.v.ValidateHttpRequest(again); !ok {
-		return fmt.Errorf("%s %s: the request does not match Daytona's document:%s", req.Method, req.URL, describe(errs))
-	}
-	code := strconv.Itoa(res.StatusCode)
-	c.mu.Lock()
-	c.seen[op.OperationId+" "+code] = true
-	c.mu.Unlock()
-	if op.Responses.Codes.GetOrZero(code) == nil {
-		if res.StatusCode < 400 {
-			return fmt.Errorf("%s %s: status %d is not Daytona's (%s)", req.Method, tpl, res.StatusCode, body)
-		}
-		return c.errs.check(body)
-	}
-	res2 := &http.Response{StatusCode: res.StatusCode, Header: res.Header, Body: io.NopCloser(bytes.NewReader(body)), Request: req}
-	if ok, errs := c.v.ValidateHttpResponse(req, res2); !ok {
-		return fmt.Errorf("%s %s %d: the answer does not match Daytona's document:%s\n%s", req.Method, tpl, res.StatusCode, describe(errs), body)
-	}
-	return nil
-}
-
-// errorSchema validates Daytona's error body with the same library.
-type errorSchema struct {
-	doc *libopenapi.DocumentModel[v3.Document]
-}
-
-func newErrorSchema(t *testing.T) *errorSchema {
-	doc, err := libopenapi.NewDocument([]byte(`{"openapi":"3.1.0","info":{"title":"errors","version":"1"},"paths":{},
-		"components":{"schemas":{"Error":` + daytonaErrorSchema + `}}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := doc.BuildV3Model()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &errorSchema{doc: m}
-}
-
-func (e *errorSchema) check(body []byte) error {
-	s := e.doc.Model.Components.Schemas.GetOrZero("Error").Schema()
-	if ok, errs := schema_validation.NewSchemaValidator().ValidateSchemaBytes(s, body); !ok {
-		return fmt.Errorf("an error answer is not Daytona's error shape:%s\n%s", describe(errs), body)
-	}
-	return nil
-}
 
 // daytonaClient is the generated client of d's /api, as an SDK sets it
 // up, each exchange checked.

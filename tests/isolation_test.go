@@ -178,6 +178,30 @@ func TestIsolatedSandboxesShareNoPorts(t *testing.T) {
 			})
 		}
 	}
+	hostLoopbackUnreachable(t, d, "port-a")
+	// The forward is the sandbox's: it answers while the daemon is down,
+	// and the sandbox is re-adopted with it.
+	a := get(t, d, "port-a")
+	d.Kill()
+	res, err := (&http.Client{Timeout: 10 * time.Second}).Get(fmt.Sprintf("http://127.0.0.1:%d/api/info", a.Port))
+	if err != nil || res.StatusCode != 200 || !strings.Contains(readAll(res), `"sandboxId":"port-a"`) {
+		t.Fatalf("the agent at its leased port while the daemon is down: %v", err)
+	}
+	d.Start()
+	if again := get(t, d, "port-a"); again.State != "started" || again.Port != a.Port {
+		t.Fatalf("after the restart: %+v", again)
+	}
+	if code, out, _ := execIn(t, d, "port-a", "cat /tmp/www/who"); code != 0 || out != "port-a\n" {
+		t.Errorf("an exec in the re-adopted sandbox sees its /tmp: %d %q", code, out)
+	}
+}
+
+func ownerOf(fi os.FileInfo) int { return int(fi.Sys().(*syscall.Stat_t).Uid) }
+
+// hostLoopbackUnreachable: from inside sandbox id, neither a listener
+// of the host's loopback nor the daemon's own port answers.
+func hostLoopbackUnreachable(t *testing.T, d *testenv.Daemon, id string) {
+	t.Helper()
 	// A listener of the host's loopback, and the daemon's own port.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -195,14 +219,12 @@ func TestIsolatedSandboxesShareNoPorts(t *testing.T) {
 	}()
 	_, daemonPort, _ := net.SplitHostPort(strings.TrimPrefix(d.URL, "http://"))
 	for _, port := range []string{strconv.Itoa(ln.Addr().(*net.TCPAddr).Port), daemonPort} {
-		code, out, _ := execIn(t, d, "port-a", dialScript("127.0.0.1", port))
+		code, out, _ := execIn(t, d, id, dialScript("127.0.0.1", port))
 		if code == 0 || strings.Contains(out, "connected") {
 			t.Errorf("the host's loopback port %s is reachable from inside: %q", port, out)
 		}
 	}
 }
-
-func ownerOf(fi os.FileInfo) int { return int(fi.Sys().(*syscall.Stat_t).Uid) }
 
 // dialScript connects to host:port with python3 and says "connected".
 func dialScript(host, port string) string {
