@@ -1,6 +1,7 @@
 # agent-control-plane — see README.md.
 GO      ?= go
 BIN     := bin/agent-control-plane
+INIT    := bin/agent-control-plane-init
 TOOL    := bin/stub-exec
 VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
@@ -15,6 +16,7 @@ all: build
 # in an image FROM scratch. Tests still build with cgo, for -race.
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/agent-control-plane
+	CGO_ENABLED=0 $(GO) build -o $(INIT) ./cmd/agent-control-plane-init
 
 # The conformance suite's test tool: never part of the product.
 $(TOOL): build

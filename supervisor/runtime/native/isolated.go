@@ -2,6 +2,7 @@ package native
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,6 +35,10 @@ type Isolation struct {
 	// Pasta is the path of pasta (Debian's passt), which gives isolated
 	// sandboxes the outside network; empty: they have none.
 	Pasta string
+	// Init is the program an isolated sandbox's init runs
+	// (agent-control-plane-init); empty: this binary again, under the
+	// init's name.
+	Init string
 }
 
 // ControlDir is the directory in a sandbox's directory that only the
@@ -101,32 +106,33 @@ func (n *Runtime) mode(spec runtime.Spec) (string, error) {
 // to close once the init is spawned.
 func (n *Runtime) isolatedSpec(spec runtime.Spec, ps *proc.Spec, argv []string) (*os.File, []*os.File, error) {
 	control := filepath.Join(spec.Dir, ControlDir)
-	if err := os.MkdirAll(isolate.RootDir(control), 0o700); err != nil {
-		return nil, nil, err
-	}
-	// An earlier run's record of its agent's end is not this one's.
-	if err := os.Remove(filepath.Join(control, "exit.json")); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := isolate.Prepare(control); err != nil {
 		return nil, nil, err
 	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, err
 	}
-	mine, theirs := os.NewFile(uintptr(fds[0]), "init-config"), os.NewFile(uintptr(fds[1]), "init-config")
-	extra := []*os.File{theirs}
-	if spec.Port > 0 {
-		ln, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: spec.Port})
-		if err == nil {
-			var f *os.File
-			f, err = ln.File()
-			ln.Close() // f holds the socket
-			extra = append(extra, f)
-		}
-		if err != nil {
+	mine := os.NewFile(uintptr(fds[0]), "init-config")
+	extra := []*os.File{os.NewFile(uintptr(fds[1]), "init-config")}
+	made := false
+	defer func() {
+		if !made {
 			mine.Close()
 			closeFiles(extra)
+		}
+	}()
+	if spec.Port > 0 {
+		ln, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: spec.Port})
+		if err != nil {
 			return nil, nil, fmt.Errorf("listen on the leased port %d: %w", spec.Port, err)
 		}
+		f, err := ln.File()
+		ln.Close() // f holds the socket
+		if err != nil {
+			return nil, nil, err
+		}
+		extra = append(extra, f)
 	}
 	home := ""
 	for _, kv := range ps.Env {
@@ -145,8 +151,6 @@ func (n *Runtime) isolatedSpec(spec runtime.Spec, ps *proc.Spec, argv []string) 
 		// pasta's DNS address instead, which asks the host's resolver.
 		conf := filepath.Join(control, "resolv.conf")
 		if err := os.WriteFile(conf, []byte("nameserver "+DNSForward+"\n"), 0o644); err != nil {
-			mine.Close()
-			closeFiles(extra)
 			return nil, nil, err
 		}
 		cfg.Binds = append(cfg.Binds, isolate.Bind{Source: conf, Target: hostResolvConf, ReadOnly: true})
@@ -154,13 +158,12 @@ func (n *Runtime) isolatedSpec(spec runtime.Spec, ps *proc.Spec, argv []string) 
 	}
 	b, _ := json.Marshal(cfg)
 	if _, err := mine.Write(append(b, '\n')); err != nil { // a socket's buffer holds it before the init reads
-		mine.Close()
-		closeFiles(extra)
 		return nil, nil, err
 	}
-	ps.Path, ps.Argv, ps.Dir = "/proc/self/exe", []string{isolate.Arg0}, "/"
+	ps.Path, ps.Argv, ps.Dir = cmp.Or(n.Isolation.Init, "/proc/self/exe"), []string{isolate.Arg0}, "/"
 	ps.ExtraFiles = extra
 	ps.Namespaces = &proc.Namespaces{Flags: namespaces, UID: os.Geteuid(), GID: os.Getegid()}
+	made = true
 	return mine, extra, nil
 }
 

@@ -190,5 +190,14 @@ func ReadExit(control string) (Exit, bool) {
 	return e, true
 }
 
-// RootDir is the mount point the init needs in control.
-func RootDir(control string) string { return filepath.Join(control, rootName) }
+// Prepare makes the control directory control (0700) for a new init:
+// the mount point of its root, and no record of an earlier run's end.
+func Prepare(control string) error {
+	if err := os.MkdirAll(filepath.Join(control, rootName), 0o700); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(control, exitName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}

@@ -44,10 +44,13 @@ type ready struct {
 
 // Main is the init: set up, start the agent, serve, and end with it.
 func Main() int {
+	// A stop's signals to the group are the agent's: the init stays for
+	// it (Go's own handlers would end it, and the namespace with it).
+	signal.Notify(make(chan os.Signal, 1), unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT)
 	cf := os.NewFile(fdConfig, "config")
 	var cfg Config
-	if err := json.NewDecoder(io.LimitReader(cf, maxLine)).Decode(&cfg); err != nil {
-		fmt.Fprintf(os.Stderr, "sandbox init: read the configuration: %v\n", err)
+	if err := json.NewDecoder(io.LimitReader(cf, maxLine)).Decode(&cfg); err != nil || len(cfg.Argv) == 0 {
+		fmt.Fprintf(os.Stderr, "sandbox init: read the configuration: %v (argv %q)\n", err, cfg.Argv)
 		return setupFailed
 	}
 	in, err := setUp(cfg)
@@ -129,8 +132,6 @@ func (in *initState) startAgent(cfg Config) error {
 		return err
 	}
 	defer null.Close()
-	// The group's stop signals reach the agent; the init stays for it.
-	signal.Notify(make(chan os.Signal, 1), unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT)
 	attr := &syscall.ProcAttr{Dir: cfg.Workspace, Env: os.Environ(), Files: []uintptr{null.Fd(), 1, 2}}
 	_, err = in.reap.start(argv0, cfg.Argv, attr, func(e Exit) { in.agentDone <- e })
 	return err
