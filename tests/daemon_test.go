@@ -135,7 +135,7 @@ func TestDaemonKill9Restart(t *testing.T) {
 		}
 		_ = info
 	}
-	dies := childPID(t, d, "dies")
+	dies, diesMarker := childPID(t, d, "dies"), record(t, d, "dies").Marker
 	syscall.Kill(dies, syscall.SIGKILL)
 	testenv.Eventually(t, "child gone", func() bool { return gone(dies) })
 
@@ -152,6 +152,9 @@ func TestDaemonKill9Restart(t *testing.T) {
 	if info := get(t, d, "dies"); info.State != "stopped" || info.ErrorReason != "exited; status unknown" {
 		t.Fatalf("dead child after restart: %+v", info)
 	}
+	// Nothing of it is left (an isolated sandbox's pasta outlives its
+	// init until a daemon sweeps it).
+	testenv.Eventually(t, "nothing carries the dead sandbox's marker", func() bool { return len(testenv.Marked(diesMarker)) == 0 })
 	// A re-adopted child's crash is still seen without polling.
 	keep1 := childPID(t, d, "keep1")
 	syscall.Kill(keep1, syscall.SIGKILL)
