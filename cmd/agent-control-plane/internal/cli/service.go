@@ -92,6 +92,14 @@ func (c *cli) install(ctx context.Context, o installOptions) error {
 		if err := service.CopyExecutable(self, binary); err != nil {
 			return fmt.Errorf("install the binary: %w", err)
 		}
+		// The isolated sandboxes' init, when it was built beside this
+		// binary: the daemon finds it beside its own.
+		init := filepath.Join(filepath.Dir(self), "agent-control-plane-init")
+		if _, err := os.Stat(init); err == nil {
+			if err := service.CopyExecutable(init, filepath.Join(filepath.Dir(binary), filepath.Base(init))); err != nil {
+				return fmt.Errorf("install the init: %w", err)
+			}
+		}
 	}
 	for _, f := range []struct {
 		path string
