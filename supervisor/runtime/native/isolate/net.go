@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -88,7 +89,13 @@ func readDefaultRoute() (defaultRoute, error) {
 		return defaultRoute{}, err
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
+	return parseDefaultRoute(f)
+}
+
+// parseDefaultRoute finds the default route in a /proc/net/route table
+// (addresses in the kernel's byte order, hexadecimal).
+func parseDefaultRoute(r io.Reader) (defaultRoute, error) {
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		fs := strings.Fields(sc.Text())
 		if len(fs) < 3 || fs[1] != "00000000" {

@@ -159,15 +159,21 @@ func (c *conn) send(v any, files ...*os.File) error {
 		return err
 	}
 	b = append(b, '\n')
-	var oob []byte
-	if len(files) > 0 {
-		fds := make([]int, len(files))
-		for i, f := range files {
-			fds[i] = int(f.Fd())
-		}
-		oob = unix.UnixRights(fds...)
+	if len(files) == 0 {
+		_, err = c.c.Write(b)
+		return err
 	}
-	_, _, err = c.c.WriteMsgUnix(b, oob, nil)
+	fds := make([]int, len(files))
+	for i, f := range files {
+		fds[i] = int(f.Fd())
+	}
+	// The descriptors go with the first bytes; a stream socket may take
+	// fewer than all of a long line at once (sendmsg does not loop), and
+	// Write sends the rest.
+	n, _, err := c.c.WriteMsgUnix(b, unix.UnixRights(fds...), nil)
+	if err == nil && n < len(b) {
+		_, err = c.c.Write(b[n:])
+	}
 	return err
 }
 
