@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -399,6 +400,12 @@ command = [%s, "stub-agent"]
 		if code, b := call(t, d, "GET", "/v1/sandboxes/"+id, ""); code != 200 || !strings.Contains(string(b), `"isolation":"`+want+`"`) {
 			t.Errorf("%s: %d %s, want isolation %s", id, code, b, want)
 		}
+		if _, out, _ := cli(t, d, "get", id); !regexp.MustCompile(`Isolation:\s+` + want + `\n`).MatchString(out) {
+			t.Errorf("get %s shows no isolation %s:\n%s", id, want, out)
+		}
+	}
+	if _, out, _ := cli(t, d, "info"); !regexp.MustCompile(`Isolation:\s+off\n`).MatchString(out) {
+		t.Errorf("info shows not the daemon's mode:\n%s", out)
 	}
 	if code, out, e := execIn(t, d, "fenced", "cat /data/hello.txt"); code != 0 || out != "from the host" {
 		t.Errorf("a mount read inside: %d %q %q", code, out, e)

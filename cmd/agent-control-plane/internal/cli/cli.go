@@ -406,6 +406,18 @@ func writeTable(w io.Writer, rows [][]string, paint func(row, col int, cell stri
 	}
 }
 
+// isolationString says a sandbox's isolation and its network policy.
+func isolationString(sb wire.SandboxInfo) string {
+	s := inert(sb.Isolation)
+	switch {
+	case sb.NetworkBlockAll:
+		s += ", no network"
+	case sb.NetworkAllowList != "":
+		s += ", network only to " + inert(sb.NetworkAllowList)
+	}
+	return s
+}
+
 func (c *cli) describe(sb wire.SandboxInfo) {
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
@@ -418,6 +430,7 @@ func (c *cli) describe(sb wire.SandboxInfo) {
 	if sb.Snapshot != "" {
 		row("Snapshot", inert(sb.Snapshot))
 	}
+	row("Isolation", isolationString(sb))
 	row("Limits", limitsString(sb))
 	if u := sb.Usage; u != nil {
 		row("Usage", fmt.Sprintf("%.2f CPU seconds, %.1f MiB memory, %s", u.CPUSeconds, float64(u.MemoryBytes)/(1<<20), plural(u.Pids, "task")))

@@ -76,6 +76,7 @@ func infoCommand() command {
 				}
 				fmt.Fprintf(tw, "Cgroups:\t%s\n", inert(line))
 			}
+			fmt.Fprintf(tw, "Isolation:\t%s\n", inert(info.Isolation))
 			tw.Flush()
 			return nil
 		},
