@@ -405,6 +405,18 @@ func (in *initState) forward(f *os.File) {
 		fmt.Fprintf(os.Stderr, "sandbox init: the forwarded port: %v\n", err)
 		return
 	}
+	forward(ln, AgentPort, MaxForwards)
+}
+
+// MaxForwards bounds the connections the init forwards at once: anyone on
+// the host's loopback can open them, and each holds two descriptors and
+// two goroutines of the init. One past it is reset.
+const MaxForwards = 1024
+
+// forward joins each connection ln accepts to port inside, at most max at
+// once.
+func forward(ln net.Listener, port, max int) {
+	slots := make(chan struct{}, max)
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -414,15 +426,28 @@ func (in *initState) forward(f *os.File) {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		go join(c.(*net.TCPConn))
+		select {
+		case slots <- struct{}{}:
+			go func() {
+				join(c.(*net.TCPConn), port)
+				<-slots
+			}()
+		default:
+			reset(c.(*net.TCPConn))
+		}
 	}
 }
 
-func join(outer *net.TCPConn) {
-	inner, err := dialInside(AgentPort)
+// reset closes c with a reset, as a port nobody listens on refuses.
+func reset(c *net.TCPConn) {
+	_ = c.SetLinger(0)
+	c.Close()
+}
+
+func join(outer *net.TCPConn, port int) {
+	inner, err := dialInside(port)
 	if err != nil {
-		_ = outer.SetLinger(0)
-		outer.Close()
+		reset(outer)
 		return
 	}
 	var wg sync.WaitGroup

@@ -2,11 +2,13 @@ package isolate
 
 import (
 	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -133,5 +135,81 @@ func TestParseDefaultRoute(t *testing.T) {
 	}
 	if _, err := parseDefaultRoute(strings.NewReader(strings.SplitAfter(table, "\n")[0] + strings.SplitAfter(table, "\n")[1])); err == nil {
 		t.Fatal("a table without a default route has one")
+	}
+}
+
+// The forward joins connections to the port inside, at most its bound at
+// once: one past it is reset, and a place freed is taken again.
+func TestForwardBound(t *testing.T) {
+	inside, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inside.Close()
+	go func() {
+		for {
+			c, err := inside.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); c.Close() }() // an echo that holds the connection
+		}
+	}()
+	outside, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outside.Close()
+	const bound = 16
+	go forward(outside, inside.Addr().(*net.TCPAddr).Port, bound)
+	echo := func(c net.Conn) error {
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write([]byte("x")); err != nil {
+			return err
+		}
+		b := make([]byte, 1)
+		_, err := io.ReadFull(c, b)
+		return err
+	}
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for i := range bound {
+		c, err := net.Dial("tcp", outside.Addr().String())
+		if err == nil {
+			err = echo(c) // joined: the forward holds a place for it
+		}
+		if err != nil {
+			t.Fatalf("connection %d within the bound: %v", i, err)
+		}
+		held = append(held, c)
+	}
+	past, err := net.Dial("tcp", outside.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := echo(past); err == nil {
+		t.Fatalf("connection %d past the bound of %d was forwarded", bound+1, bound)
+	}
+	past.Close()
+	held[0].Close()
+	held = held[1:]
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", outside.Addr().String())
+		if err == nil {
+			err = echo(c)
+		}
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the freed place is not taken again: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
