@@ -428,20 +428,7 @@ func TestDockerSandboxesApart(t *testing.T) {
 	c := engine(t)
 	ctx := context.Background()
 	d := dockerDaemon(t, c)
-	host, err := net.Listen("tcp", "0.0.0.0:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer host.Close()
-	go func() {
-		for {
-			conn, err := host.Accept()
-			if err != nil {
-				return
-			}
-			conn.Close()
-		}
-	}()
+	host := closingListener(t, "0.0.0.0:0")
 	create(t, d, `{"name":"apart-b","runtime":"docker","snapshot":"`+stubImage+`"}`)
 	b := waitState(t, d, "apart-b", "started")
 	ins, err := c.ContainerInspect(ctx, containerOf(t, d, "apart-b"))

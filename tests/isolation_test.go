@@ -197,18 +197,16 @@ func TestIsolatedSandboxesShareNoPorts(t *testing.T) {
 	}
 }
 
-func ownerOf(fi os.FileInfo) int { return int(fi.Sys().(*syscall.Stat_t).Uid) }
-
-// hostLoopbackUnreachable: from inside sandbox id, neither a listener
-// of the host's loopback nor the daemon's own port answers.
-func hostLoopbackUnreachable(t *testing.T, d *testenv.Daemon, id string) {
+// closingListener listens on addr until the test ends, closing each
+// connection it accepts: a host service a sandbox should, or should not,
+// reach.
+func closingListener(t *testing.T, addr string) net.Listener {
 	t.Helper()
-	// A listener of the host's loopback, and the daemon's own port.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -218,6 +216,17 @@ func hostLoopbackUnreachable(t *testing.T, d *testenv.Daemon, id string) {
 			c.Close()
 		}
 	}()
+	return ln
+}
+
+func ownerOf(fi os.FileInfo) int { return int(fi.Sys().(*syscall.Stat_t).Uid) }
+
+// hostLoopbackUnreachable: from inside sandbox id, neither a listener
+// of the host's loopback nor the daemon's own port answers.
+func hostLoopbackUnreachable(t *testing.T, d *testenv.Daemon, id string) {
+	t.Helper()
+	// A listener of the host's loopback, and the daemon's own port.
+	ln := closingListener(t, "127.0.0.1:0")
 	_, daemonPort, _ := net.SplitHostPort(strings.TrimPrefix(d.URL, "http://"))
 	for _, port := range []string{strconv.Itoa(ln.Addr().(*net.TCPAddr).Port), daemonPort} {
 		code, out, _ := execIn(t, d, id, dialScript("127.0.0.1", port))
