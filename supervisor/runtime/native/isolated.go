@@ -100,18 +100,18 @@ func (n *Runtime) mode(spec runtime.Spec) (string, error) {
 	return mode, nil
 }
 
-// isolatedSpec is ps made to start the init: the daemon's binary again,
+// isolatedSpec is ps made to start the init (Isolation.Init, or this binary),
 // in new namespaces, with its configuration socket and the leased port's
-// listening socket. It returns the daemon's end of the socket and what
-// to close once the init is spawned.
-func (n *Runtime) isolatedSpec(spec runtime.Spec, ps *proc.Spec, argv []string) (*os.File, []*os.File, error) {
+// listening socket. It returns the daemon's end of the socket, what
+// to close once the init is spawned, and what the init is told.
+func (n *Runtime) isolatedSpec(spec runtime.Spec, ps *proc.Spec, argv []string) (*os.File, []*os.File, isolate.Config, error) {
 	control := filepath.Join(spec.Dir, ControlDir)
 	if err := isolate.Prepare(control); err != nil {
-		return nil, nil, err
+		return nil, nil, isolate.Config{}, err
 	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, isolate.Config{}, err
 	}
 	mine := os.NewFile(uintptr(fds[0]), "init-config")
 	extra := []*os.File{os.NewFile(uintptr(fds[1]), "init-config")}
@@ -125,12 +125,12 @@ func (n *Runtime) isolatedSpec(spec runtime.Spec, ps *proc.Spec, argv []string) 
 	if spec.Port > 0 {
 		ln, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: spec.Port})
 		if err != nil {
-			return nil, nil, fmt.Errorf("listen on the leased port %d: %w", spec.Port, err)
+			return nil, nil, isolate.Config{}, fmt.Errorf("listen on the leased port %d: %w", spec.Port, err)
 		}
 		f, err := ln.File()
 		ln.Close() // f holds the socket
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, isolate.Config{}, err
 		}
 		extra = append(extra, f)
 	}
@@ -151,20 +151,20 @@ func (n *Runtime) isolatedSpec(spec runtime.Spec, ps *proc.Spec, argv []string) 
 		// pasta's DNS address instead, which asks the host's resolver.
 		conf := filepath.Join(control, "resolv.conf")
 		if err := os.WriteFile(conf, []byte("nameserver "+DNSForward+"\n"), 0o644); err != nil {
-			return nil, nil, err
+			return nil, nil, isolate.Config{}, err
 		}
 		cfg.Binds = append(cfg.Binds, isolate.Bind{Source: conf, Target: hostResolvConf, ReadOnly: true})
 		cfg.DNS = DNSForward
 	}
 	b, _ := json.Marshal(cfg)
 	if _, err := mine.Write(append(b, '\n')); err != nil { // a socket's buffer holds it before the init reads
-		return nil, nil, err
+		return nil, nil, isolate.Config{}, err
 	}
 	ps.Path, ps.Argv, ps.Dir = cmp.Or(n.Isolation.Init, "/proc/self/exe"), []string{isolate.Arg0}, "/"
 	ps.ExtraFiles = extra
 	ps.Namespaces = &proc.Namespaces{Flags: namespaces, UID: os.Geteuid(), GID: os.Getegid()}
 	made = true
-	return mine, extra, nil
+	return mine, extra, cfg, nil
 }
 
 // binds are what the workload sees of the host besides the system
@@ -248,7 +248,7 @@ func hostname(id string) string {
 // down, which waits on the kernel for tens of milliseconds, and the
 // sandbox's end does not wait for that; the end kills it by its marker
 // (as a sweep after a daemon restart does).
-func (n *Runtime) startNetwork(spec runtime.Spec, pid int) error {
+func (n *Runtime) startNetwork(spec runtime.Spec, cfg isolate.Config, pid int) error {
 	argv := []string{"pasta", "--config-net", "--foreground", "--quiet", "--tcp-ports", "none", "--udp-ports", "none",
 		"--tcp-ns", "none", "--udp-ns", "none", "--no-map-gw"}
 	if len(spec.Network.AllowList) > 0 {
@@ -257,8 +257,8 @@ func (n *Runtime) startNetwork(spec runtime.Spec, pid int) error {
 	if os.Geteuid() == 0 {
 		argv = append(argv, "--runas", "0") // it would drop to nobody, who may not enter the namespaces
 	}
-	if loopbackResolver(hostResolvConf) {
-		argv = append(argv, "--dns-forward", DNSForward)
+	if cfg.DNS != "" {
+		argv = append(argv, "--dns-forward", cfg.DNS)
 	}
 	argv = append(argv, strconv.Itoa(pid))
 	ps := proc.Spec{Path: n.Isolation.Pasta, Argv: argv, Env: []string{"PATH=/usr/bin:/bin"}, Dir: "/",
@@ -299,10 +299,10 @@ func loopbackResolver(path string) bool {
 // awaitIsolated gives the spawned init its network and waits until it
 // has set the sandbox up and started the agent; on failure the init is
 // gone when it returns.
-func (n *Runtime) awaitIsolated(ctx context.Context, spec runtime.Spec, p *proc.Process, g *cgroup.Group, config *os.File) error {
+func (n *Runtime) awaitIsolated(ctx context.Context, spec runtime.Spec, cfg isolate.Config, p *proc.Process, g *cgroup.Group, config *os.File) error {
 	var err error
-	if n.Isolation.Pasta != "" && !spec.Network.BlockAll {
-		err = n.startNetwork(spec, p.Identity().PID)
+	if cfg.Network {
+		err = n.startNetwork(spec, cfg, p.Identity().PID)
 	}
 	if err == nil {
 		err = awaitInit(ctx, config)

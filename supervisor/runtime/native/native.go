@@ -147,10 +147,13 @@ func (n *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 	if g != nil {
 		ps.Cgroup = g
 	}
-	var config *os.File
+	var (
+		config *os.File
+		cfg    isolate.Config
+	)
 	if mode == runtime.IsolationNamespaces {
 		var spent []*os.File
-		config, spent, err = n.isolatedSpec(spec, &ps, ps.Argv)
+		config, spent, cfg, err = n.isolatedSpec(spec, &ps, ps.Argv)
 		if err != nil {
 			if g != nil {
 				g.Close()
@@ -163,7 +166,7 @@ func (n *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 	}
 	p, err := n.Watcher.Spawn(ps)
 	if err == nil && config != nil {
-		err = n.awaitIsolated(ctx, spec, p, g, config)
+		err = n.awaitIsolated(ctx, spec, cfg, p, g, config)
 	}
 	if g != nil {
 		g.Close() // nothing else is spawned into it

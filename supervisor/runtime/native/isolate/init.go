@@ -157,9 +157,8 @@ func (in *initState) recordExit(e Exit) {
 type reaper struct {
 	mu      sync.Mutex
 	waiting map[int]func(Exit)
-	early   map[int]Exit // ended before its waiter was set
-	forks   chan func()  // run on the thread without capabilities
-	dropped chan error   // that thread's word that it has none
+	forks   chan func() // run on the thread without capabilities
+	dropped chan error  // that thread's word that it has none
 }
 
 // newReaper starts the reaper and the one thread every process of the
@@ -170,7 +169,7 @@ type reaper struct {
 // The thread starts at once, beside the sandbox's set-up; reap waits for
 // it and starts reaping.
 func newReaper() *reaper {
-	r := &reaper{waiting: map[int]func(Exit){}, early: map[int]Exit{}, forks: make(chan func()), dropped: make(chan error, 1)}
+	r := &reaper{waiting: map[int]func(Exit){}, forks: make(chan func()), dropped: make(chan error, 1)}
 	go func() {
 		goruntime.LockOSThread() // never unlocked: the thread ends with the init
 		err := dropCapabilities()
@@ -209,21 +208,16 @@ func (r *reaper) reapAll() {
 		if pid <= 0 || err != nil {
 			return
 		}
-		e := exitOf(ws)
+		// A child of start's that ended at once is reaped here before
+		// start has registered it; start holds mu from the fork until
+		// it has, so the lookup waits for that. What is not found is an
+		// orphan the init inherited.
 		r.mu.Lock()
 		f, ok := r.waiting[pid]
 		delete(r.waiting, pid)
-		if !ok {
-			// An orphan, or a start not yet registered: kept only for
-			// the latter (start holds mu across the fork).
-			r.early[pid] = e
-			if len(r.early) > 4096 {
-				clear(r.early)
-			}
-		}
 		r.mu.Unlock()
 		if ok {
-			go f(e)
+			go f(exitOf(ws))
 		}
 	}
 }
@@ -242,12 +236,7 @@ func (r *reaper) start(path string, argv []string, attr *syscall.ProcAttr, done 
 	if err != nil {
 		return 0, err
 	}
-	if e, ok := r.early[pid]; ok {
-		delete(r.early, pid)
-		go done(e)
-	} else {
-		r.waiting[pid] = done
-	}
+	r.waiting[pid] = done
 	return pid, nil
 }
 
