@@ -147,10 +147,7 @@ func (n *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 	if g != nil {
 		ps.Cgroup = g
 	}
-	var (
-		config *os.File
-		cfg    isolate.Config
-	)
+	config, cfg := (*os.File)(nil), isolate.Config{}
 	if mode == runtime.IsolationNamespaces {
 		var spent []*os.File
 		config, spent, cfg, err = n.isolatedSpec(spec, &ps, ps.Argv)
