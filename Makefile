@@ -7,7 +7,7 @@ VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 PKGS    := ./...
 
-.PHONY: all build run test vet fmt-check clean chaos fuzz bench install docker-stub
+.PHONY: all build run test vet fmt-check clean chaos fuzz bench install docker-stub man
 
 all: build
 
@@ -21,6 +21,11 @@ build:
 # The conformance suite's test tool: never part of the product.
 $(TOOL): build
 	$(GO) build -o $(TOOL) ./cmd/stub-exec
+
+# The man pages, one per command (agent-control-plane man DIR); read one
+# with man -l build/man/agent-control-plane-logs.1.
+man: build
+	$(BIN) man build/man
 
 # Install as a systemd user service and start it (agent-control-plane
 # install --now: the binary into ~/.local/bin, the units into

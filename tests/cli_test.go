@@ -372,14 +372,15 @@ func TestCLIPlainAnswers(t *testing.T) {
 	}
 }
 
-// The generated completion scripts load, and bash completes commands,
-// flags and the daemon's sandbox names.
+// The generated completion scripts load, and bash (without the
+// bash-completion package) completes commands, flags and, from the live
+// daemon, sandbox names, snapshots and states.
 func TestCompletion(t *testing.T) {
 	d := startDaemon(t)
 	cli(t, d, "create", "--wait", "alpha")
-	for _, sh := range []string{"bash", "zsh", "fish"} {
+	for _, sh := range []string{"bash", "zsh", "fish", "powershell"} {
 		code, out, errOut := cli(t, d, "completion", sh)
-		if code != 0 || !strings.Contains(out, "create") {
+		if code != 0 || !strings.Contains(out, "agent-control-plane") {
 			t.Fatalf("completion %s: %d %s", sh, code, errOut)
 		}
 		if sh == "bash" {
@@ -391,26 +392,36 @@ func TestCompletion(t *testing.T) {
 		}
 	}
 	complete := func(words ...string) string {
-		script := fmt.Sprintf(`source <(agent-control-plane completion bash); COMP_WORDS=(%s); COMP_CWORD=%d; _agent_control_plane; echo "${COMPREPLY[*]}"`,
+		script := fmt.Sprintf(`source <(agent-control-plane completion bash); COMP_WORDS=(%s); COMP_CWORD=%d; COMP_LINE="${COMP_WORDS[*]}"; COMP_POINT=${#COMP_LINE}; __start_agent-control-plane; echo "${COMPREPLY[*]}"`,
 			strings.Join(quoteAll(words), " "), len(words)-1)
-		cmd := exec.Command("bash", "-c", script)
+		cmd := exec.Command("bash", "--norc", "--noprofile", "-c", script)
 		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(testenv.Binary(t))+":"+os.Getenv("PATH"))
 		cmd.Env = append(cmd.Env, "AGENT_CONTROL_PLANE_URL="+d.URL)
 		cmd.Env = append(cmd.Env, d.ClientEnv()...)
-		b, err := cmd.CombinedOutput()
+		var stderr strings.Builder // compopt says it is called outside a completion
+		cmd.Stderr = &stderr
+		b, err := cmd.Output()
 		if err != nil {
-			t.Fatalf("bash: %v %s", err, b)
+			t.Fatalf("bash: %v %s", err, stderr.String())
 		}
 		return strings.TrimSpace(string(b))
 	}
-	if got := complete("agent-control-plane", "cre"); got != "create" {
-		t.Errorf("complete cre: %q", got)
-	}
-	if got := complete("agent-control-plane", "ls", "--sta"); got != "--state" {
-		t.Errorf("complete ls --sta: %q", got)
-	}
-	if got := complete("agent-control-plane", "rm", "al"); got != "alpha" {
-		t.Errorf("complete rm al: %q", got)
+	for _, c := range []struct {
+		words []string
+		want  string
+	}{
+		{[]string{"cre"}, "create"},
+		{[]string{"ls", "--sta"}, "--state"},
+		{[]string{"ls", "--state", "sto"}, "stopped"},
+		{[]string{"rm", "al"}, "alpha"},
+		{[]string{"exec", "al"}, "alpha"},
+		{[]string{"create", "--snapshot", ""}, "default"},
+		{[]string{"create", "--snapshot", "de"}, "default"},
+		{[]string{"logs", "-f", ""}, "alpha"},
+	} {
+		if got := complete(append([]string{"agent-control-plane"}, c.words...)...); got != c.want {
+			t.Errorf("complete %q: %q, want %q", c.words, got, c.want)
+		}
 	}
 	// ls -q and --state, which completion and scripts lean on.
 	if _, out, _ := cli(t, d, "ls", "-q"); out != "alpha\n" {

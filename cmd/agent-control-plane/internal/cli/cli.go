@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -18,6 +17,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-control-plane/agent-control-plane/api/client"
@@ -35,18 +36,22 @@ type cli struct {
 	stdout io.Writer
 	stderr io.Writer
 	color  bool
+	// tree is the command tree Run built from commands (completion and man
+	// pages are made from it).
+	tree     *cobra.Command
+	commands []command
 }
 
 // bindGlobal binds the global flags to c on fs. The current values are
 // the defaults, so that flags given before the command survive the
 // command's own flag set.
-func (c *cli) bindGlobal(fs *flag.FlagSet) {
+func (c *cli) bindGlobal(fs *pflag.FlagSet) {
 	fs.StringVar(&c.url, "url", c.url, "daemon `URL` (default $AGENT_CONTROL_PLANE_URL or "+client.DefaultURL+")")
 	fs.StringVar(&c.token, "token", c.token, "bearer `token` (default $AGENT_CONTROL_PLANE_TOKEN or the token file)")
 	c.bindJSON(fs)
 }
 
-func (c *cli) bindJSON(fs *flag.FlagSet) {
+func (c *cli) bindJSON(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.json, "json", c.json, "print JSON instead of text")
 }
 
@@ -99,6 +104,8 @@ type kvFlag map[string]string
 
 func (f kvFlag) String() string { return "" }
 
+func (f kvFlag) Type() string { return "KEY=VALUE" }
+
 func (f kvFlag) Set(s string) error {
 	k, v, ok := strings.Cut(s, "=")
 	if !ok || k == "" {
@@ -129,7 +136,7 @@ func parseMinutes(s string) (float64, error) {
 }
 
 // intervalFlag registers an interval flag (parseInterval) on *d.
-func intervalFlag(fs *flag.FlagSet, d *time.Duration, name, usage string) {
+func intervalFlag(fs *pflag.FlagSet, d *time.Duration, name, usage string) {
 	fs.Func(name, usage+" (`minutes`, fractions allowed, or a duration such as 90s)", func(s string) error {
 		v, err := parseInterval(s)
 		if err == nil {
@@ -141,7 +148,7 @@ func intervalFlag(fs *flag.FlagSet, d *time.Duration, name, usage string) {
 
 // minutesFlag registers --autostop; not given leaves *m nil (the daemon's
 // default).
-func minutesFlag(fs *flag.FlagSet, m **float64) {
+func minutesFlag(fs *pflag.FlagSet, m **float64) {
 	fs.Func("autostop", "idle `minutes` before auto-stop, fractions allowed, or a duration such as 90s; 0 disables (default: the daemon's)", func(s string) error {
 		v, err := parseMinutes(s)
 		if err != nil {
@@ -154,7 +161,7 @@ func minutesFlag(fs *flag.FlagSet, m **float64) {
 
 // limitFlags registers --cpu, --memory and --pids; a flag not given
 // leaves its field nil (the daemon's default, or the current limit).
-func limitFlags(fs *flag.FlagSet, l *wire.Limits) {
+func limitFlags(fs *pflag.FlagSet, l *wire.Limits) {
 	float := func(s string) (float64, error) { return strconv.ParseFloat(s, 64) }
 	whole := func(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }
 	nonNegativeFlag(fs, "cpu", "CPU limit in `CPUs` (0.5 is half a CPU; 0 lifts it)", "a number of CPUs", float, &l.CPU)
@@ -164,7 +171,7 @@ func limitFlags(fs *flag.FlagSet, l *wire.Limits) {
 
 // nonNegativeFlag registers a flag whose value, parsed by parse, must be
 // ≥ 0 (want names it in the error); not given leaves *dst nil.
-func nonNegativeFlag[T int64 | float64](fs *flag.FlagSet, name, usage, want string, parse func(string) (T, error), dst **T) {
+func nonNegativeFlag[T int64 | float64](fs *pflag.FlagSet, name, usage, want string, parse func(string) (T, error), dst **T) {
 	fs.Func(name, usage, func(s string) error {
 		v, err := parse(s)
 		if err != nil || v < 0 {

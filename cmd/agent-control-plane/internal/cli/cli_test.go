@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"flag"
 	"io"
 	"regexp"
 	"strings"
@@ -11,22 +10,58 @@ import (
 	"time"
 
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
+	"github.com/spf13/pflag"
 )
 
-func TestParseInterleavedFlags(t *testing.T) {
-	fs := flag.NewFlagSet("create", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	labels := kvFlag{}
-	fs.Var(labels, "label", "")
-	wait := fs.Bool("wait", false, "")
-	pos, err := parseInterleaved(fs, []string{"--label", "a=1", "demo", "--wait", "--label", "b=2=3", "--", "--not-a-flag"}, 0)
-	if err != nil || len(pos) != 2 || pos[0] != "demo" || pos[1] != "--not-a-flag" || !*wait || labels["a"] != "1" || labels["b"] != "2=3" {
-		t.Fatalf("pos %q err %v wait %v labels %v", pos, err, *wait, labels)
-	}
-	for _, args := range [][]string{{"--label", "nokv"}, {"--nope"}} {
-		if _, err := parseInterleaved(fs, args, 0); err == nil {
-			t.Errorf("parseInterleaved(%q) accepted", args)
+// probe runs args through the dispatcher with cmd added to the table's
+// tree, and returns what its exec saw.
+func probe(t *testing.T, cmd command, args ...string) (c *cli, got []string, code int) {
+	t.Helper()
+	c = newCLI(io.Discard, io.Discard)
+	inner := cmd.exec
+	cmd.exec = func(ctx context.Context, c *cli, args []string) error {
+		got = args
+		if inner != nil {
+			return inner(ctx, c, args)
 		}
+		return nil
+	}
+	root := c.root()
+	root.AddCommand(c.cobra(cmd))
+	root.SetArgs(args)
+	return c, got, c.report(root.Execute())
+}
+
+// Flags as docker's and kubectl's (POSIX, pflag): before, between or
+// after the positionals, single letters bundled (-ft, -tn1), "--" ends
+// them; exec's end at the sandbox's name.
+func TestFlagsPOSIX(t *testing.T) {
+	labels := kvFlag{}
+	var wait, follow, stamps bool
+	var n string
+	cmd := command{name: "probe", maxArgs: -1, flags: func(fs *pflag.FlagSet) {
+		fs.Var(labels, "label", "")
+		fs.BoolVar(&wait, "wait", false, "")
+		fs.BoolVarP(&follow, "follow", "f", false, "")
+		fs.BoolVarP(&stamps, "timestamps", "t", false, "")
+		fs.StringVarP(&n, "tail", "n", "", "")
+	}}
+	_, pos, code := probe(t, cmd, "probe", "--label", "a=1", "demo", "--wait", "--label", "b=2=3", "--", "--not-a-flag")
+	if code != 0 || len(pos) != 2 || pos[0] != "demo" || pos[1] != "--not-a-flag" || !wait || labels["a"] != "1" || labels["b"] != "2=3" {
+		t.Fatalf("pos %q code %d wait %v labels %v", pos, code, wait, labels)
+	}
+	if _, pos, code := probe(t, cmd, "probe", "-ft", "demo", "-tn1"); code != 0 || !follow || !stamps || n != "1" || len(pos) != 1 {
+		t.Errorf("-ft demo -tn1: code %d pos %q follow %v stamps %v n %q", code, pos, follow, stamps, n)
+	}
+	for _, args := range [][]string{{"probe", "--label", "nokv"}, {"probe", "--nope"}, {"probe", "-x"}} {
+		if _, _, code := probe(t, cmd, args...); code != exitUsage {
+			t.Errorf("%q: exit %d", args, code)
+		}
+	}
+	cmd.commandAfterName = true
+	wait = false
+	if _, pos, code := probe(t, cmd, "probe", "--wait", "demo", "ls", "-la", "--wait"); code != 0 || !wait || strings.Join(pos, " ") != "demo ls -la --wait" {
+		t.Errorf("exec-style: code %d pos %q wait %v", code, pos, wait)
 	}
 }
 
@@ -45,7 +80,8 @@ func TestCommandConventions(t *testing.T) {
 	for _, cmd := range commands() {
 		for _, args := range [][]string{{cmd.name, "-h"}, {cmd.name, "--help"}, {"help", cmd.name}} {
 			code, out, errOut := runCLI(args...)
-			if code != exitOK || !strings.HasPrefix(out, "Usage: agent-control-plane "+cmd.name) || errOut != "" {
+			if code != exitOK || !strings.Contains(out, "Usage:\n  agent-control-plane "+cmd.name) || errOut != "" ||
+				!cmd.hidden && !strings.Contains(out, "Examples:\n  ") {
 				t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, out, errOut)
 			}
 		}
@@ -82,7 +118,7 @@ func TestTopLevel(t *testing.T) {
 	}
 	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
 		code, out, _ := runCLI(args...)
-		if code != exitOK || !strings.Contains(out, "Commands:") {
+		if code != exitOK || !strings.Contains(out, "Available Commands:") {
 			t.Errorf("%q: exit %d", args, code)
 		}
 		for _, c := range commands() {
@@ -103,28 +139,16 @@ func TestTopLevel(t *testing.T) {
 	}
 }
 
-// Global flags are accepted before the command and after it, and those
-// given before survive the command's own flag set.
+// Global flags are accepted before the command and after it.
 func TestGlobalFlagsBeforeCommand(t *testing.T) {
-	var got *cli
-	cmd := command{name: "probe", client: true, exec: func(_ context.Context, c *cli, _ []string) error { got = c; return nil }}
+	cmd := command{name: "probe", client: true}
 	for _, args := range [][]string{
-		{"--url", "http://127.0.0.1:1", "--json", "--token", "t"},
-		{"--url=http://127.0.0.1:1", "--json"},
+		{"--url", "http://127.0.0.1:1", "--json", "probe", "--token", "t"},
+		{"--url=http://127.0.0.1:1", "probe", "--json"},
 	} {
-		c := newCLI(io.Discard, io.Discard)
-		global := flag.NewFlagSet("g", flag.ContinueOnError)
-		c.bindGlobal(global)
-		if err := global.Parse(args); err != nil {
-			t.Fatal(err)
-		}
-		fs := cmd.flagSet(c)
-		if _, err := parseInterleaved(fs, nil, 0); err != nil {
-			t.Fatal(err)
-		}
-		cmd.exec(context.Background(), c, nil)
-		if got.url != "http://127.0.0.1:1" || !got.json {
-			t.Errorf("%q: url %q json %v after the command's flags", args, got.url, got.json)
+		c, _, code := probe(t, cmd, args...)
+		if code != 0 || c.url != "http://127.0.0.1:1" || !c.json {
+			t.Errorf("%q: code %d url %q json %v", args, code, c.url, c.json)
 		}
 	}
 	// Through run: a daemon that is not there is reported the same way

@@ -2,10 +2,11 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	"github.com/agent-control-plane/agent-control-plane/conf"
 )
@@ -17,7 +18,7 @@ func configCommand() command {
 	var sources func() conf.Sources
 	return command{
 		name: "config", summary: "print the configuration serve would use, with where each value comes from", json: true,
-		flags: func(fs *flag.FlagSet) { sources = configFlags(fs) },
+		flags: func(fs *pflag.FlagSet) { sources = configFlags(fs) },
 		exec: func(_ context.Context, c *cli, _ []string) error {
 			cfg, err := conf.Load(sources())
 			if err != nil {

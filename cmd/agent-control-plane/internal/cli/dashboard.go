@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"html"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/agent-control-plane/agent-control-plane/api/client"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 )
@@ -24,7 +25,7 @@ func dashboardCommand() command {
 	var revoke string
 	return command{
 		name: "dashboard", summary: "print (or --open) a one-time link that signs a browser in; --sessions, --revoke", client: true,
-		flags: func(fs *flag.FlagSet) {
+		flags: func(fs *pflag.FlagSet) {
 			fs.BoolVar(&open, "open", false, "open the link in a browser ($BROWSER, else xdg-open) without putting it in any command line")
 			fs.BoolVar(&list, "sessions", false, "list the browsers signed in")
 			fs.StringVar(&revoke, "revoke", "", "sign out the browser session `ID`, or all of them with all")
@@ -182,7 +183,7 @@ const openerWait = 5 * time.Second
 
 func openCommand() command {
 	return command{
-		name: "open", args: "NAME", summary: "open a running sandbox's preview in a browser ($BROWSER, else xdg-open)", minArgs: 1, maxArgs: 1, client: true,
+		name: "open", args: "NAME", summary: "open a running sandbox's preview in a browser ($BROWSER, else xdg-open)", minArgs: 1, maxArgs: 1, client: true, names: 1,
 		exec: func(ctx context.Context, c *cli, args []string) error {
 			sb, err := c.client().Get(ctx, args[0])
 			if err != nil {

@@ -1,18 +1,22 @@
 // Package cli is agent-control-plane's command line: every command is
-// one entry of a table (commands): its name, synopsis, flags and Exec.
-// The dispatcher does the rest the same way for all of them: global
-// flags before the command, -h/--help, "help CMD", usage errors as one
-// line and a hint, and exit codes.
+// one entry of a table (commands): its name, synopsis, flags, examples
+// and Exec. The table is turned into a cobra command tree (the library
+// docker, kubectl and gh are built on: POSIX flags, -ft bundled, shell
+// completion, man pages), and the dispatcher does the rest the same way
+// for all of them: global flags before or after the command,
+// -h/--help, "help CMD", usage errors as one line and a hint, "did you
+// mean" for commands and flags, and exit codes.
 package cli
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Version is the program's version (main sets it from its build).
@@ -25,6 +29,8 @@ const (
 	exitUsage    = 2 // bad command line
 	exitNoDaemon = 3 // no daemon answered
 )
+
+const program = "agent-control-plane"
 
 // command is one entry of the command table.
 type command struct {
@@ -41,15 +47,18 @@ type command struct {
 	// what it knows locally).
 	json bool
 	// flags binds the command's own flags; nil when it has none.
-	flags func(fs *flag.FlagSet)
+	flags func(fs *pflag.FlagSet)
 	// hidden commands are for the daemon itself (the stub agent it
 	// spawns): they run, but help, completion and "did you mean" leave
 	// them out.
 	hidden bool
-	// commandAfter, when set, ends the flags at the first argument
-	// after this many positionals: the rest is a command to run, its
-	// own flags included (exec NAME ls -la, as docker exec reads it).
-	commandAfter int
+	// names is how many of the first positionals are sandboxes' names
+	// (completed from the daemon's list); -1: all of them.
+	names int
+	// commandAfterName ends the flags at the sandbox's name: the rest is
+	// a command to run, its own flags included (exec NAME ls -la, as
+	// docker exec reads it).
+	commandAfterName bool
 	// exec runs the command. A usageError exits 2, an exitError exits
 	// with its code and prints nothing more; any other error is printed
 	// as one line by the dispatcher.
@@ -88,39 +97,48 @@ func commands() []command {
 		stubCommand(),
 		configCommand(),
 		completionCommand(),
-		{name: "version", summary: "print the version", json: true, exec: func(_ context.Context, c *cli, _ []string) error {
+		manCommand(),
+		versionCommand(),
+	}
+}
+
+func versionCommand() command {
+	return command{name: "version", summary: "print the version", json: true,
+		exec: func(_ context.Context, c *cli, _ []string) error {
 			if c.json {
 				c.printJSON(map[string]string{"version": Version})
 				return nil
 			}
 			fmt.Fprintln(c.stdout, Version)
 			return nil
-		}},
-	}
-}
-
-func lookup(name string) (command, bool) {
-	for _, cmd := range commands() {
-		if cmd.name == name {
-			return cmd, true
-		}
-	}
-	return command{}, false
+		}}
 }
 
 // unknownCommand says a name is no command, and which one was probably
 // meant: the nearest by edit distance, if it is near (as git does).
-func unknownCommand(name string) string {
-	best, dist := "", 3 // at most two edits away
-	for _, cmd := range commands() {
-		if d := editDistance(name, cmd.name); d < dist && !cmd.hidden {
-			best, dist = cmd.name, d
+func unknownCommand(root *cobra.Command, name string) string {
+	var names []string
+	for _, sub := range root.Commands() {
+		if sub.IsAvailableCommand() {
+			names = append(names, sub.Name())
 		}
 	}
-	if best == "" {
-		return fmt.Sprintf("unknown command %q", name)
+	if best := nearest(name, names); best != "" {
+		return fmt.Sprintf("unknown command %q; did you mean %s?", name, best)
 	}
-	return fmt.Sprintf("unknown command %q; did you mean %s?", name, best)
+	return fmt.Sprintf("unknown command %q", name)
+}
+
+// nearest is the one of names at most two edits from name, nearest
+// first; "" when none is.
+func nearest(name string, names []string) string {
+	best, dist := "", 3
+	for _, n := range names {
+		if d := editDistance(name, n); d < dist {
+			best, dist = n, d
+		}
+	}
+	return best
 }
 
 // editDistance is the Levenshtein distance between a and b (bytes).
@@ -161,106 +179,153 @@ type exitError int
 
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", int(e)) }
 
-func mainUsage(w io.Writer) {
-	fmt.Fprintf(w, "agent-control-plane %s: the local control plane for AI agent sandboxes\n\n", Version)
-	fmt.Fprintf(w, "Usage: agent-control-plane [--url URL] [--token TOKEN] [--json] <command> [flags] [args]\n\nCommands:\n")
-	for _, c := range commands() {
-		if !c.hidden {
-			fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
-		}
-	}
-	fmt.Fprintf(w, "\nRun 'agent-control-plane help <command>' or '<command> -h' for a command's flags.\n")
-}
-
 // Run dispatches one command line and returns the exit code.
 func Run(args []string, stdout, stderr io.Writer) int {
 	c := newCLI(stdout, stderr)
-	global := flag.NewFlagSet("agent-control-plane", flag.ContinueOnError)
-	global.SetOutput(io.Discard)
-	c.bindGlobal(global)
-	showVersion := global.Bool("version", false, "print the version")
-	if err := global.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			mainUsage(stdout)
-			return exitOK
-		}
-		return c.report(usagef("", "%v", err))
-	}
-	args = global.Args()
-	switch {
-	case *showVersion:
-		fmt.Fprintln(stdout, Version)
-		return exitOK
-	case len(args) == 0:
-		return c.report(usagef("", "no command given"))
-	case args[0] == "help":
-		if len(args) == 1 {
-			mainUsage(stdout)
-			return exitOK
-		}
-		cmd, ok := lookup(args[1])
-		if !ok {
-			return c.report(usagef("", "%s", unknownCommand(args[1])))
-		}
-		cmd.usage(stdout, cmd.flagSet(c))
-		return exitOK
-	}
-	cmd, ok := lookup(args[0])
-	if !ok {
-		return c.report(usagef("", "%s", unknownCommand(args[0])))
-	}
-	if remote, asJSON := clientFlags(global); !cmd.client && (remote || asJSON && !cmd.json) {
-		takes := "--url, --token or --json"
-		if cmd.json {
-			takes = "--url or --token"
-		}
-		return c.report(usagef(cmd.name, "%s takes no %s", cmd.name, takes))
-	}
-	fs := cmd.flagSet(c)
-	pos, err := parseInterleaved(fs, args[1:], cmd.commandAfter)
-	if errors.Is(err, flag.ErrHelp) {
-		cmd.usage(stdout, fs)
-		return exitOK
-	}
-	if err != nil {
-		return c.report(usagef(cmd.name, "%v", err))
-	}
-	if len(pos) < cmd.minArgs || (cmd.maxArgs >= 0 && len(pos) > cmd.maxArgs) {
-		return c.report(usagef(cmd.name, "usage: agent-control-plane %s", cmd.synopsis()))
-	}
+	root := c.root()
+	root.SetArgs(args)
 	ctx, cancel := commandContext()
 	defer cancel()
-	return c.report(cmd.exec(ctx, c, pos))
+	return c.report(root.ExecuteContext(ctx))
 }
 
-// clientFlags reports whether --url or --token, and whether --json, was
-// given on fs.
-func clientFlags(fs *flag.FlagSet) (remote, asJSON bool) {
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "url", "token":
-			remote = true
-		case "json":
-			asJSON = true
-		}
-	})
-	return remote, asJSON
+// root builds the command tree from the table, every command bound to c.
+func (c *cli) root() *cobra.Command {
+	root := &cobra.Command{
+		Use:   program,
+		Short: "the local control plane for AI agent sandboxes",
+		Long: program + " " + Version + ": the local control plane for AI agent sandboxes.\n\n" +
+			"Run '" + program + " help COMMAND' or 'COMMAND -h' for a command's flags and examples.",
+		Version: Version,
+		// Flags given before the command are the root's (the global
+		// ones); the command parses its own.
+		TraverseChildren:   true,
+		SilenceErrors:      true,
+		SilenceUsage:       true,
+		DisableSuggestions: true, // unknownCommand says it, as one line
+		Args: func(root *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("", "%s", unknownCommand(root, args[0]))
+			}
+			return nil
+		},
+		RunE: func(*cobra.Command, []string) error { return usagef("", "no command given") },
+	}
+	root.SetOut(c.stdout)
+	root.SetErr(c.stderr)
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetFlagErrorFunc(flagError)
+	c.bindGlobal(root.Flags())
+	c.tree, c.commands = root, commands()
+	for _, cmd := range c.commands {
+		root.AddCommand(c.cobra(cmd))
+	}
+	root.SetHelpCommand(helpCommand())
+	root.CompletionOptions.DisableDefaultCmd = true // completion is in the table
+	c.completions(root)
+	return root
 }
 
-// flagSet returns the command's flags, bound (client flags to c).
-func (cmd command) flagSet(c *cli) *flag.FlagSet {
-	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+// cobra turns one entry of the table into a cobra command.
+func (c *cli) cobra(cmd command) *cobra.Command {
+	cc := &cobra.Command{
+		Use:     cmd.synopsis(),
+		Short:   cmd.summary,
+		Long:    upperFirst(cmd.summary),
+		Example: examples[cmd.name],
+		Hidden:  cmd.hidden,
+		Args:    cobra.ArbitraryArgs,
+		RunE: func(cc *cobra.Command, args []string) error {
+			if err := c.onlyItsGlobals(cmd, cc.Root().Flags()); err != nil {
+				return err
+			}
+			if len(args) < cmd.minArgs || (cmd.maxArgs >= 0 && len(args) > cmd.maxArgs) {
+				return usagef(cmd.name, "usage: %s %s", program, cmd.synopsis())
+			}
+			return cmd.exec(cc.Context(), c, args)
+		},
+	}
+	fs := cc.Flags()
+	fs.SortFlags = false
+	if cmd.flags != nil {
+		cmd.flags(fs)
+	}
 	switch {
 	case cmd.client:
 		c.bindGlobal(fs)
 	case cmd.json:
 		c.bindJSON(fs)
 	}
-	if cmd.flags != nil {
-		cmd.flags(fs)
+	fs.SetInterspersed(!cmd.commandAfterName)
+	return cc
+}
+
+// onlyItsGlobals refuses the global flags given before a command that
+// does not take them (after it, they are unknown flags).
+func (c *cli) onlyItsGlobals(cmd command, global *pflag.FlagSet) error {
+	if cmd.client {
+		return nil
 	}
-	return fs
+	remote := global.Changed("url") || global.Changed("token")
+	if remote || global.Changed("json") && !cmd.json {
+		takes := "--url, --token or --json"
+		if cmd.json {
+			takes = "--url or --token"
+		}
+		return usagef(cmd.name, "%s takes no %s", cmd.name, takes)
+	}
+	return nil
+}
+
+// flagError turns pflag's errors into usage errors of the command, with
+// the flag probably meant when one is near.
+func flagError(cc *cobra.Command, err error) error {
+	name := cc.Name()
+	if !cc.HasParent() {
+		name = ""
+	}
+	msg := err.Error()
+	if bad, ok := strings.CutPrefix(msg, "unknown flag: --"); ok {
+		var names []string
+		cc.Flags().VisitAll(func(f *pflag.Flag) {
+			if !f.Hidden {
+				names = append(names, f.Name)
+			}
+		})
+		if best := nearest(bad, names); best != "" {
+			msg += "; did you mean --" + best + "?"
+		}
+	}
+	return usageError{cmd: name, msg: msg}
+}
+
+// helpCommand is "help [COMMAND]": a command's help, or the program's;
+// an unknown command is a usage error, as anywhere else.
+func helpCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [COMMAND]",
+		Short: "print the help of a command, or of the program",
+		ValidArgsFunction: func(cc *cobra.Command, _ []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			var names []cobra.Completion
+			for _, sub := range cc.Root().Commands() {
+				if sub.IsAvailableCommand() {
+					names = append(names, cobra.CompletionWithDesc(sub.Name(), sub.Short))
+				}
+			}
+			return names, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(cc *cobra.Command, args []string) error {
+			root := cc.Root()
+			if len(args) == 0 {
+				return root.Help()
+			}
+			target, rest, err := root.Find(args)
+			if err != nil || target == root || len(rest) > 0 {
+				return usagef("", "%s", unknownCommand(root, args[0]))
+			}
+			return target.Help()
+		},
+	}
 }
 
 func (cmd command) synopsis() string {
@@ -275,73 +340,11 @@ func (cmd command) synopsis() string {
 	return s
 }
 
-// usage prints the command's help: synopsis, summary, flags.
-func (cmd command) usage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "Usage: agent-control-plane %s\n\n%s\n", cmd.synopsis(), upperFirst(cmd.summary))
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	if n > 0 {
-		fmt.Fprintln(w, "\nFlags:")
-		printFlags(w, fs)
-	}
-}
-
-// printFlags lists the flags as people type them, with two dashes (one
-// for a single letter; Go's PrintDefaults shows one for all), each with
-// its argument, help and default.
-func printFlags(w io.Writer, fs *flag.FlagSet) {
-	fs.VisitAll(func(f *flag.Flag) {
-		arg, help := flag.UnquoteUsage(f)
-		dashes := "--"
-		if len(f.Name) == 1 {
-			dashes = "-"
-		}
-		line := "  " + dashes + f.Name
-		if arg != "" {
-			line += " " + arg
-		}
-		fmt.Fprintf(w, "%s\n    \t%s", line, strings.ReplaceAll(help, "\n", "\n    \t"))
-		if d := f.DefValue; d != "" && d != "false" && d != "0" && d != "0s" && d != "[]" && d != "map[]" {
-			fmt.Fprintf(w, " (default %s)", d)
-		}
-		fmt.Fprintln(w)
-	})
-}
-
 func upperFirst(s string) string {
 	if s == "" {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:] + "."
-}
-
-// parseInterleaved parses flags that may stand before, between or after
-// positional arguments and returns the positionals. Everything after "--"
-// is positional, and, with commandAfter > 0, everything after that many
-// positionals (flag.Parse stops at the first, or after a "--").
-func parseInterleaved(fs *flag.FlagSet, args []string, commandAfter int) ([]string, error) {
-	var tail []string
-	if i := slices.Index(args, "--"); i >= 0 && commandAfter == 0 {
-		args, tail = args[:i], args[i+1:]
-	}
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return append(pos, tail...), nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-		if commandAfter > 0 && len(pos) == commandAfter {
-			if len(args) > 0 && args[0] == "--" {
-				args = args[1:]
-			}
-			return append(pos, args...), nil
-		}
-	}
 }
 
 // report turns err into output and an exit code.
@@ -357,11 +360,11 @@ func (c *cli) report(err error) int {
 		c.printError("usage", ue.msg)
 		return exitUsage
 	case errors.As(err, &ue):
-		prefix := "agent-control-plane"
-		hint := "Run 'agent-control-plane help' for the commands."
+		prefix := program
+		hint := "Run '" + program + " help' for the commands."
 		if ue.cmd != "" {
 			prefix += " " + ue.cmd
-			hint = "Run 'agent-control-plane " + ue.cmd + " -h' for usage."
+			hint = "Run '" + program + " " + ue.cmd + " -h' for usage."
 		}
 		fmt.Fprintf(c.stderr, "%s: %s\n%s\n", prefix, inert(ue.msg), hint)
 		return exitUsage

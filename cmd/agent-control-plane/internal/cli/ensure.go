@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"net/url"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/agent-control-plane/agent-control-plane/api/client"
 	"github.com/agent-control-plane/agent-control-plane/cmd/agent-control-plane/internal/service"
@@ -28,7 +29,7 @@ func ensureCommand() command {
 	var timeout time.Duration
 	return command{
 		name: "ensure", summary: "make sure a daemon is running (start one if none is)", client: true,
-		flags: func(fs *flag.FlagSet) {
+		flags: func(fs *pflag.FlagSet) {
 			fs.DurationVar(&timeout, "timeout", 30*time.Second, "how long to wait for a started daemon")
 		},
 		exec: func(ctx context.Context, c *cli, _ []string) error { return c.ensure(ctx, timeout) },

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 )
@@ -43,9 +44,20 @@ func TestUnknownCommandSuggests(t *testing.T) {
 		"dashbaord":  `unknown command "dashbaord"; did you mean dashboard?`,
 		"frobnicate": `unknown command "frobnicate"`,
 	} {
-		if got := unknownCommand(in); got != want {
+		if got := unknownCommand(newCLI(io.Discard, io.Discard).root(), in); got != want {
 			t.Errorf("unknownCommand(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A mistyped flag gets the nearest of the command's.
+func TestUnknownFlagSuggests(t *testing.T) {
+	code, _, errOut := runCLI("logs", "--folow", "demo")
+	if code != exitUsage || !strings.Contains(errOut, "unknown flag: --folow; did you mean --follow?") {
+		t.Errorf("logs --folow: exit %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut := runCLI("logs", "--frobnicate", "demo"); code != exitUsage || strings.Contains(errOut, "did you mean") {
+		t.Errorf("logs --frobnicate: exit %d, stderr %q", code, errOut)
 	}
 }
 
@@ -62,7 +74,7 @@ func TestHelpShowsTwoDashes(t *testing.T) {
 		Run([]string{cmd.name, "-h"}, &out, &errb)
 		text := out.String() + errb.String()
 		for _, line := range strings.Split(text, "\n") {
-			if strings.HasPrefix(line, "  -") && !strings.HasPrefix(line, "  --") && len(strings.Fields(line)[0]) > 2 {
+			if strings.HasPrefix(line, "  -") && !strings.HasPrefix(line, "  --") && len(strings.TrimSuffix(strings.Fields(line)[0], ",")) > 2 {
 				t.Errorf("%s -h shows %q with one dash", cmd.name, line)
 			}
 		}

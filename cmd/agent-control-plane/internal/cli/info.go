@@ -4,11 +4,12 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/agent-control-plane/agent-control-plane/api/client"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
@@ -90,7 +91,7 @@ func watchCommand() command {
 	labels := kvFlag{}
 	return command{
 		name: "watch", summary: "follow sandbox events live", client: true,
-		flags: func(fs *flag.FlagSet) {
+		flags: func(fs *pflag.FlagSet) {
 			fs.Var(labels, "label", "only sandboxes with this label `k=v` (repeatable)")
 		},
 		exec: func(ctx context.Context, c *cli, _ []string) error {

@@ -4,13 +4,14 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/agent-control-plane/agent-control-plane/api/client"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
@@ -29,16 +30,13 @@ func execCommand() command {
 	var interactive, tty bool
 	env := kvFlag{}
 	return command{
-		name: "exec", args: "NAME [--] COMMAND [ARG...]", summary: "run a command inside a sandbox (its exit code passed through); exec's flags go before NAME, everything after it is the command", minArgs: 2, maxArgs: -1, client: true, commandAfter: 1,
-		flags: func(fs *flag.FlagSet) {
+		name: "exec", args: "NAME [--] COMMAND [ARG...]", summary: "run a command inside a sandbox (its exit code passed through); exec's flags go before NAME, everything after it is the command", minArgs: 2, maxArgs: -1, client: true, names: 1, commandAfterName: true,
+		flags: func(fs *pflag.FlagSet) {
 			fs.DurationVar(&timeout, "timeout", 0, "kill the command after this `duration` (default the daemon's 10m)")
 			fs.StringVar(&dir, "dir", "", "working `directory` as the sandbox sees it (default its workspace)")
 			fs.Var(env, "env", "`KEY=VALUE` added to its environment (repeatable)")
-			fs.BoolVar(&interactive, "i", false, "forward this input to the command (with -t: what is typed)")
-			fs.BoolVar(&tty, "t", false, "run the command on a terminal, sized as this one")
-			both := func(string) error { interactive, tty = true, true; return nil }
-			fs.BoolFunc("it", "-i and -t", both)
-			fs.BoolFunc("ti", "-i and -t", both)
+			fs.BoolVarP(&interactive, "interactive", "i", false, "forward this input to the command (with -t: what is typed)")
+			fs.BoolVarP(&tty, "tty", "t", false, "run the command on a terminal, sized as this one")
 		},
 		exec: func(ctx context.Context, c *cli, args []string) error {
 			name, argv := args[0], args[1:]
@@ -175,7 +173,7 @@ func cpCommand() command {
 // whose state (cd, export) persists from line to line, read until EOF.
 func shellCommand() command {
 	return command{
-		name: "shell", args: "NAME", summary: "a shell session inside a sandbox, a line at a time (cd and export persist), until EOF", minArgs: 1, maxArgs: 1, client: true,
+		name: "shell", args: "NAME", summary: "a shell session inside a sandbox, a line at a time (cd and export persist), until EOF", minArgs: 1, maxArgs: 1, client: true, names: 1,
 		exec: func(ctx context.Context, c *cli, args []string) error {
 			cl := c.client()
 			sb, err := cl.Get(ctx, args[0])

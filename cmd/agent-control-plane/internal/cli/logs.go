@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/agent-control-plane/agent-control-plane/api/client"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
@@ -29,10 +30,9 @@ func logsCommand() command {
 		linesGiven                     bool // -n 0 is none, as docker's
 	)
 	return command{
-		name: "logs", args: "NAME", summary: "print a sandbox's entrypoint logs (redacted), both streams in write order; -f follows them", minArgs: 1, maxArgs: 1, client: true,
-		flags: func(fs *flag.FlagSet) {
-			fs.BoolVar(&follow, "f", false, "follow: print lines as they are written, until the sandbox stops (or Ctrl-C)")
-			fs.BoolVar(&follow, "follow", false, "same as -f")
+		name: "logs", args: "NAME", summary: "print a sandbox's entrypoint logs (redacted), both streams in write order; -f follows them", minArgs: 1, maxArgs: 1, client: true, names: 1,
+		flags: func(fs *pflag.FlagSet) {
+			fs.BoolVarP(&follow, "follow", "f", false, "print lines as they are written, until the sandbox stops (or Ctrl-C)")
 			lines := func(v string) error {
 				n, err := strconv.Atoi(v)
 				if err != nil || n < 0 {
@@ -41,11 +41,9 @@ func logsCommand() command {
 				opts.Lines, linesGiven = n, true
 				return nil
 			}
-			fs.Func("n", "only the last `N` lines (of both streams); 0: none (with -f: only what comes next)", lines)
-			fs.Func("tail", "same as -n", lines)
+			fs.FuncP("tail", "n", "only the last `N` lines (of both streams); 0: none (with -f: only what comes next)", lines)
 			fs.StringVar(&opts.Since, "since", "", "only lines written since `WHEN`: a duration before now (90s, 10m, 1h30m) or a time (2026-12-01T15:04:05Z, 2026-12-01T15:04:05, 2026-12-01)")
-			fs.BoolVar(&stamps, "t", false, "print each line after the time it was written (RFC 3339, UTC)")
-			fs.BoolVar(&stamps, "timestamps", false, "same as -t")
+			fs.BoolVarP(&stamps, "timestamps", "t", false, "print each line after the time it was written (RFC 3339, UTC)")
 			fs.BoolVar(&stdout, "stdout", false, "only the sandbox's stdout")
 			fs.BoolVar(&stderr, "stderr", false, "only the sandbox's stderr")
 		},

@@ -6,10 +6,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/agent-control-plane/agent-control-plane/api/client"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
@@ -30,7 +31,7 @@ func runCommand() command {
 	labels, env := kvFlag{}, kvFlag{}
 	return command{
 		name: "run", summary: "create a sandbox, keep it alive while attached", client: true,
-		flags: func(fs *flag.FlagSet) {
+		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&name, "name", "", "sandbox `name` (default cli-<random>)")
 			fs.StringVar(&snapshot, "snapshot", "", "the snapshot to run (agent-control-plane snapshots lists them; default: the one named default)")
 			fs.Var(labels, "label", "label `k=v` (repeatable); origin=cli is always set")

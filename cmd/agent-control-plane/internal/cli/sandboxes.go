@@ -2,10 +2,11 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/agent-control-plane/agent-control-plane/api/client"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
@@ -20,9 +21,9 @@ func lsCommand() command {
 	var states []string
 	return command{
 		name: "ls", summary: "list sandboxes", maxArgs: 0, client: true,
-		flags: func(fs *flag.FlagSet) {
+		flags: func(fs *pflag.FlagSet) {
 			fs.Var(labels, "label", "only sandboxes with this label `k=v` (repeatable; all must match)")
-			fs.BoolVar(&quiet, "q", false, "print names only, one per line (for scripts: xargs agent-control-plane rm)")
+			fs.BoolVarP(&quiet, "quiet", "q", false, "print names only, one per line (for scripts: xargs agent-control-plane rm)")
 			fs.Func("state", "only sandboxes in this `state`: starting, started or stopped (repeatable)", func(s string) error {
 				switch s {
 				case wire.StateStarting, wire.StateStarted, wire.StateStopped:
@@ -65,7 +66,7 @@ func createCommand() command {
 	var timeout time.Duration
 	return command{
 		name: "create", args: "NAME", summary: "create a sandbox", minArgs: 1, maxArgs: 1, client: true,
-		flags: func(fs *flag.FlagSet) {
+		flags: func(fs *pflag.FlagSet) {
 			fs.Var(labels, "label", "label `k=v` (repeatable)")
 			fs.Var(env, "env", "environment variable `K=V` for the agent-server (repeatable)")
 			minutesFlag(fs, &autostop)
@@ -88,7 +89,7 @@ func createCommand() command {
 
 func getCommand() command {
 	return command{
-		name: "get", args: "NAME", summary: "show one sandbox", minArgs: 1, maxArgs: 1, client: true,
+		name: "get", args: "NAME", summary: "show one sandbox", minArgs: 1, maxArgs: 1, client: true, names: 1,
 		exec: func(ctx context.Context, c *cli, args []string) error {
 			sb, err := c.client().Get(ctx, args[0])
 			if err != nil {
@@ -107,8 +108,8 @@ func getCommand() command {
 func stopCommand() command {
 	var force bool
 	return command{
-		name: "stop", args: "NAME", summary: "stop a sandbox (start starts it again, its files kept)", minArgs: 1, maxArgs: 1, client: true,
-		flags: func(fs *flag.FlagSet) {
+		name: "stop", args: "NAME", summary: "stop a sandbox (start starts it again, its files kept)", minArgs: 1, maxArgs: 1, client: true, names: 1,
+		flags: func(fs *pflag.FlagSet) {
 			fs.BoolVar(&force, "force", false, "kill at once, skipping the grace period")
 		},
 		exec: func(ctx context.Context, c *cli, args []string) error {
@@ -139,8 +140,8 @@ func startCommand(restart bool) command {
 		name, summary = "restart", "stop a sandbox and start it again, in place (its files kept)"
 	}
 	return command{
-		name: name, args: "NAME", summary: summary, minArgs: 1, maxArgs: 1, client: true,
-		flags: func(fs *flag.FlagSet) { waitFlags(fs, &wait, &timeout) },
+		name: name, args: "NAME", summary: summary, minArgs: 1, maxArgs: 1, client: true, names: 1,
+		flags: func(fs *pflag.FlagSet) { waitFlags(fs, &wait, &timeout) },
 		exec: func(ctx context.Context, c *cli, args []string) error {
 			cl := c.client()
 			if restart {
@@ -186,7 +187,7 @@ type stopped struct {
 }
 
 // waitFlags registers --wait and --timeout (create, start, restart).
-func waitFlags(fs *flag.FlagSet, wait *bool, timeout *time.Duration) {
+func waitFlags(fs *pflag.FlagSet, wait *bool, timeout *time.Duration) {
 	fs.BoolVar(wait, "wait", false, "wait until the daemon says it started (its ready path answered) or stopped")
 	fs.DurationVar(timeout, "timeout", 0, "with --wait, how long (default: the daemon's startup timeout + 15s)")
 }
@@ -234,7 +235,7 @@ func (c *cli) graceOf(ctx context.Context, cl *client.Client, sb wire.SandboxInf
 
 func rmCommand() command {
 	return command{
-		name: "rm", args: "NAME...", summary: "delete sandboxes", minArgs: 1, maxArgs: -1, client: true,
+		name: "rm", args: "NAME...", summary: "delete sandboxes", minArgs: 1, maxArgs: -1, client: true, names: -1,
 		exec: func(ctx context.Context, c *cli, args []string) error {
 			// DELETE succeeds for a name that does not exist (it is
 			// idempotent); a person typing a name wants to know.
@@ -248,7 +249,7 @@ func pruneCommand() command {
 	var yes bool
 	return command{
 		name: "prune", summary: "delete stopped sandboxes (asks first unless --yes)", client: true,
-		flags: func(fs *flag.FlagSet) {
+		flags: func(fs *pflag.FlagSet) {
 			intervalFlag(fs, &olderThan, "older-than", "only those stopped at least this long ago")
 			fs.BoolVar(&yes, "yes", false, "do not ask")
 		},

@@ -2,10 +2,11 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	"github.com/agent-control-plane/agent-control-plane/cmd/agent-control-plane/internal/daemon"
 	"github.com/agent-control-plane/agent-control-plane/conf"
@@ -13,7 +14,7 @@ import (
 
 // configFlags declares the flags that choose the daemon's configuration
 // (serve's and config's) on fs, and returns what reads them once parsed.
-func configFlags(fs *flag.FlagSet) func() conf.Sources {
+func configFlags(fs *pflag.FlagSet) func() conf.Sources {
 	// Only the flags set are passed on (conf applies the precedence);
 	// the defaults here are for the help text.
 	var configPath string
@@ -24,7 +25,7 @@ func configFlags(fs *flag.FlagSet) func() conf.Sources {
 	}
 	return func() conf.Sources {
 		flags := map[string]string{}
-		fs.Visit(func(f *flag.Flag) {
+		fs.Visit(func(f *pflag.Flag) {
 			if f.Name != "config" {
 				flags[f.Name] = f.Value.String()
 			}
@@ -47,7 +48,7 @@ func serveCommand() command {
 	var sources func() conf.Sources
 	return command{
 		name: "serve", summary: "run the daemon in the foreground (precedence: flag > environment > config file > default)",
-		flags: func(fs *flag.FlagSet) { sources = configFlags(fs) },
+		flags: func(fs *pflag.FlagSet) { sources = configFlags(fs) },
 		exec: func(_ context.Context, c *cli, _ []string) error {
 			src := sources()
 			cfg, err := conf.Load(src)

@@ -2,11 +2,12 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/agent-control-plane/agent-control-plane/cmd/agent-control-plane/internal/service"
 	"github.com/agent-control-plane/agent-control-plane/conf"
@@ -16,7 +17,7 @@ func installCommand() command {
 	var o installOptions
 	return command{
 		name: "install", summary: "install as a systemd user service (--now starts it)",
-		flags: func(fs *flag.FlagSet) {
+		flags: func(fs *pflag.FlagSet) {
 			fs.Bool("user", true, "install as a systemd user service (the only kind)")
 			fs.BoolVar(&o.now, "now", false, "start (or restart) the service once installed")
 			fs.StringVar(&o.prefix, "prefix", service.DefaultPrefix(), "install the binary into `DIR`/bin")

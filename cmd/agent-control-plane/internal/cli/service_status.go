@@ -2,10 +2,11 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 	"github.com/agent-control-plane/agent-control-plane/cmd/agent-control-plane/internal/service"
@@ -16,7 +17,7 @@ func uninstallCommand() command {
 	var dry bool
 	return command{
 		name: "uninstall", summary: "remove the systemd user service (sandboxes stay)",
-		flags: func(fs *flag.FlagSet) {
+		flags: func(fs *pflag.FlagSet) {
 			fs.Bool("user", true, "the systemd user service (the only kind)")
 			fs.StringVar(&prefix, "prefix", service.DefaultPrefix(), "the binary was installed into `DIR`/bin")
 			fs.BoolVar(&dry, "dry-run", false, "print what would be done, change nothing")
@@ -108,7 +109,7 @@ func statusCommand() command {
 	var prefix string
 	return command{
 		name: "status", summary: "show the service's state and the daemon's", client: true,
-		flags: func(fs *flag.FlagSet) {
+		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&prefix, "prefix", service.DefaultPrefix(), "where install put the binary")
 		},
 		exec: func(ctx context.Context, c *cli, _ []string) error { return c.status(ctx, prefix) },

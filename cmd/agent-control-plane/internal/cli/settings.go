@@ -2,10 +2,11 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
 )
@@ -16,8 +17,8 @@ import (
 func keepaliveCommand() command {
 	var every time.Duration
 	return command{
-		name: "keepalive", args: "NAME", summary: "refresh a sandbox's activity", minArgs: 1, maxArgs: 1, client: true,
-		flags: func(fs *flag.FlagSet) {
+		name: "keepalive", args: "NAME", summary: "refresh a sandbox's activity", minArgs: 1, maxArgs: 1, client: true, names: 1,
+		flags: func(fs *pflag.FlagSet) {
 			intervalFlag(fs, &every, "every", "repeat this often until interrupted (default: once)")
 		},
 		exec: func(ctx context.Context, c *cli, args []string) error {
@@ -50,7 +51,7 @@ func keepaliveCommand() command {
 func autostopCommand() command {
 	return command{
 		name: "autostop", args: "NAME MINUTES", summary: "set a sandbox's idle auto-stop interval in minutes, or a duration such as 90s (0 disables)",
-		minArgs: 2, maxArgs: 2, client: true,
+		minArgs: 2, maxArgs: 2, client: true, names: 1,
 		exec: func(ctx context.Context, c *cli, args []string) error {
 			min, err := parseMinutes(args[1])
 			if err != nil {
@@ -76,8 +77,8 @@ func autostopCommand() command {
 func resizeCommand() command {
 	var limits wire.Limits
 	return command{
-		name: "resize", args: "NAME", summary: "change a running sandbox's cpu, memory or pids limit", minArgs: 1, maxArgs: 1, client: true,
-		flags: func(fs *flag.FlagSet) { limitFlags(fs, &limits) },
+		name: "resize", args: "NAME", summary: "change a running sandbox's cpu, memory or pids limit", minArgs: 1, maxArgs: 1, client: true, names: 1,
+		flags: func(fs *pflag.FlagSet) { limitFlags(fs, &limits) },
 		exec: func(ctx context.Context, c *cli, args []string) error {
 			if limits == (wire.Limits{}) {
 				return usagef("resize", "give at least one of --cpu, --memory, --pids")

@@ -2,10 +2,11 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/agent-control-plane/agent-control-plane/api/client"
 	"github.com/agent-control-plane/agent-control-plane/api/wire"
@@ -21,7 +22,7 @@ func statsCommand() command {
 	labels := kvFlag{}
 	return command{
 		name: "stats", summary: "every live sandbox's CPU, memory against its limit, tasks and port, live (--no-stream: once)", maxArgs: 0, client: true,
-		flags: func(fs *flag.FlagSet) {
+		flags: func(fs *pflag.FlagSet) {
 			fs.BoolVar(&noStream, "no-stream", false, "print one sample and exit")
 			fs.Var(labels, "label", "only sandboxes with this label `k=v` (repeatable)")
 		},
