@@ -544,7 +544,8 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, wire.CodeInvalidRequest, msg)
 		return
 	}
-	if follow {
+	if follow || q.All {
+		q.Once = !follow
 		s.followLogs(w, r, q)
 		return
 	}
@@ -585,6 +586,13 @@ func logQuery(v url.Values, now time.Time) (q supervisor.LogQuery, stamps, follo
 			q.TailBytes = 1 << 20 // all since, as far as the bound goes
 		}
 	}
+	if t := v.Get("until"); t != "" {
+		at, err := wire.ParseSince(t, now)
+		if err != nil {
+			return q, false, false, strings.Replace(err.Error(), "since", "until", 1)
+		}
+		q.Until = at
+	}
 	switch q.Stream = v.Get("stream"); q.Stream {
 	case "", supervisor.StreamStdout, supervisor.StreamStderr:
 	default:
@@ -593,7 +601,7 @@ func logQuery(v url.Values, now time.Time) (q supervisor.LogQuery, stamps, follo
 	for _, b := range []struct {
 		name string
 		dst  *bool
-	}{{"timestamps", &stamps}, {"follow", &follow}} {
+	}{{"timestamps", &stamps}, {"follow", &follow}, {"all", &q.All}} {
 		if t := v.Get(b.name); t != "" {
 			var err error
 			if *b.dst, err = strconv.ParseBool(t); err != nil {
@@ -607,7 +615,7 @@ func logQuery(v url.Values, now time.Time) (q supervisor.LogQuery, stamps, follo
 // ToLogs is the wire shape of a sandbox's logs: output merged in write
 // order, each line after its time with stamps.
 func ToLogs(l supervisor.Logs, stamps bool) wire.LogsResponse {
-	out := wire.LogsResponse{Stdout: l.Stdout, Stderr: l.Stderr, Lines: make([]wire.LogLine, len(l.Lines))}
+	out := wire.LogsResponse{Stdout: l.Stdout, Stderr: l.Stderr, Lines: make([]wire.LogLine, len(l.Lines)), Truncated: l.Cut}
 	var merged strings.Builder
 	for i, line := range l.Lines {
 		at := line.At.UTC().Format(wire.LogTimeFormat)

@@ -17,6 +17,9 @@ type Logs struct {
 	Stderr string
 	// Lines are both streams' lines in the order they were written.
 	Lines []LogLine
+	// Cut: older lines the query picks are kept on disk but left out by
+	// the byte bound (FollowLogs with All reads them all).
+	Cut bool
 }
 
 // Output is both streams merged in the order they were written.
@@ -41,7 +44,18 @@ type LogQuery struct {
 	TailBytes int       // of each stream, at most; 0: DefaultLogTail
 	Lines     int       // the last this many lines of both; 0: all
 	Since     time.Time // only lines written at or after it
+	Until     time.Time // only lines written before it; zero: no bound
 	Stream    string    // "stdout" or "stderr" only; "": both
+	// All: FollowLogs reads every line kept on disk, oldest first, with
+	// no byte bound (TailBytes and Lines are not used).
+	All bool
+	// Once: FollowLogs ends at the logs' present end instead of following.
+	Once bool
+}
+
+// keeps reports whether l is within the query's times.
+func (q LogQuery) keeps(l LogLine) bool {
+	return !l.At.Before(q.Since) && (q.Until.IsZero() || l.At.Before(q.Until))
 }
 
 // The streams, as LogLine.Stream and LogQuery.Stream name them.
@@ -81,11 +95,11 @@ func (s *Supervisor) EntrypointLogs(ctx context.Context, id string, q LogQuery) 
 	if err != nil {
 		return Logs{}, err
 	}
-	lines, _, err := s.backlog(ctx, e, redact.New(s.secretsOf(e)), q)
+	lines, _, cut, err := s.backlog(ctx, e, redact.New(s.secretsOf(e)), q)
 	if err != nil {
 		return Logs{}, err
 	}
-	out := Logs{Lines: lines}
+	out := Logs{Lines: lines, Cut: cut}
 	var stdout, stderr strings.Builder
 	for _, l := range lines {
 		if l.Stream == StreamStdout {
@@ -98,37 +112,38 @@ func (s *Supervisor) EntrypointLogs(ctx context.Context, id string, q LogQuery) 
 	return out, nil
 }
 
-// backlog reads the lines q picks of e's logs, redacted and merged, and
-// the position after what it read of each stream.
-func (s *Supervisor) backlog(ctx context.Context, e *sandbox, r *redact.Redactor, q LogQuery) ([]LogLine, []int64, error) {
+// backlog reads the lines q picks of e's logs, redacted and merged, the
+// position after what it read of each stream, and whether older lines
+// it picks were left out by the byte bound.
+func (s *Supervisor) backlog(ctx context.Context, e *sandbox, r *redact.Redactor, q LogQuery) (merged []LogLine, next []int64, cut bool, err error) {
 	tail := q.TailBytes
 	if tail <= 0 {
 		tail = DefaultLogTail
 	}
-	var merged []LogLine
-	var next []int64
 	for _, st := range q.streams(e.id) {
 		raw, pos, err := s.logs.Lines(st.rel, int64(tail), redactMargin, q.Since)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		lines, err := redactLines(ctx, r, st.name, raw)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
-		// The margin and what came before since go; then whole lines
-		// from the front, until the stream is within tail.
-		lines = slices.DeleteFunc(lines, func(l LogLine) bool { return l.At.Before(q.Since) })
+		// The margin, what came before since and from until on go; then
+		// whole lines from the front, until the stream is within tail:
+		// those are cut (the margin is read only where older lines are
+		// kept, so an older line since the start is always one).
+		lines = slices.DeleteFunc(lines, func(l LogLine) bool { return !q.keeps(l) })
 		size := 0
 		for _, l := range lines {
 			size += len(l.Text)
 		}
 		for len(lines) > 1 && size > tail {
 			size -= len(lines[0].Text)
-			lines = lines[1:]
+			lines, cut = lines[1:], true
 		}
-		if len(lines) == 1 {
-			lines[0].Text = logcap.ClipStart(lines[0].Text, tail)
+		if len(lines) == 1 && len(lines[0].Text) > tail {
+			lines[0].Text, cut = logcap.ClipStart(lines[0].Text, tail), true
 		}
 		merged = logcap.Merge(merged, lines, LogLine.at)
 		next = append(next, pos)
@@ -136,7 +151,7 @@ func (s *Supervisor) backlog(ctx context.Context, e *sandbox, r *redact.Redactor
 	if q.Lines > 0 && len(merged) > q.Lines {
 		merged = merged[len(merged)-q.Lines:]
 	}
-	return merged, next, nil
+	return merged, next, cut, nil
 }
 
 func (l LogLine) at() time.Time { return l.At }
@@ -214,13 +229,16 @@ const FollowChunk = 2 << 10
 // stderr and then what they gain, redacted with the secret values of its
 // environment, both streams in the order they were written, until the
 // sandbox is no longer running (after its last output), ctx ends or emit
-// fails. It follows the logs across rotation. It returns the sandbox as
-// it was when the following ended.
+// fails; with q.Once, until the logs' present end; with q.Until, until
+// then. It follows the logs
+// across rotation. It returns the sandbox as it was when it ended.
 //
 // Whole lines are redacted at once (a secret is never cut in two), then
 // passed on a line at a time, in chunks of at most FollowChunk bytes. A
 // follower holds at most logcap.MaxFollowLine bytes of a line not yet
-// ended per stream.
+// ended per stream, and reads at most followPass bytes of each stream
+// before it passes lines on: q.All reads the whole of a log in as many
+// passes as it takes.
 func (s *Supervisor) FollowLogs(ctx context.Context, id string, q LogQuery, emit func(LogChunk) error) (Sandbox, error) {
 	e, err := s.lookup(id)
 	if err != nil {
@@ -229,6 +247,9 @@ func (s *Supervisor) FollowLogs(ctx context.Context, id string, q LogQuery, emit
 	r := redact.New(s.secretsOf(e))
 	send := func(lines []LogLine) error {
 		for _, l := range lines {
+			if !q.keeps(l) {
+				continue
+			}
 			for red := l.Text; red != ""; {
 				n := min(len(red), FollowChunk)
 				for n < len(red) && !utf8.RuneStart(red[n]) {
@@ -242,18 +263,19 @@ func (s *Supervisor) FollowLogs(ctx context.Context, id string, q LogQuery, emit
 		}
 		return nil
 	}
-	backlog, next, err := s.backlog(ctx, e, r, q)
+	followers, err := s.followers(ctx, e, r, q, send)
 	if err != nil {
-		return Sandbox{}, err
-	}
-	if err := send(backlog); err != nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return e.info, err
 	}
-	var followers []*logcap.Follower
-	for i, st := range q.streams(e.id) {
-		followers = append(followers, &logcap.Follower{Name: st.name, Rel: st.rel, Pos: next[i]})
+	var held []LogLine // read, but a stream not read as far may precede them
+	once := q.Once || !q.Until.IsZero() && !time.Now().Before(q.Until)
+	var until <-chan time.Time // following ends at q.Until
+	if !q.Until.IsZero() && !once {
+		t := time.NewTimer(time.Until(q.Until))
+		defer t.Stop()
+		until = t.C
 	}
 	for {
 		// Waiters first, then the reads: a write or a change after
@@ -264,28 +286,25 @@ func (s *Supervisor) FollowLogs(ctx context.Context, id string, q LogQuery, emit
 		}
 		s.mu.Lock()
 		sb, changed := e.info, e.changesLocked()
-		live := sb.State.Live() && s.sandboxes[id] == e
+		live := sb.State.Live() && s.sandboxes[id] == e && !once
 		s.mu.Unlock()
-		var merged []LogLine
-		for _, f := range followers {
-			var raw []logcap.Line
-			if err := f.Drain(s.logs, !live, func(_, text string, end int64) error {
-				raw = append(raw, logcap.SplitLines([]byte(text), end-int64(len(text)))...)
-				return nil
-			}); err != nil {
-				return sb, err
-			}
-			s.logs.Date(f.Rel, raw)
-			lines, err := redactLines(ctx, r, f.Name, raw)
-			if err != nil {
-				return sb, err
-			}
-			merged = logcap.Merge(merged, lines, LogLine.at)
-		}
-		if err := send(merged); err != nil {
+		lines, more, horizon, err := s.drainPass(ctx, r, followers, !live)
+		if err != nil {
 			return sb, err
 		}
-		if !live {
+		held = logcap.Merge(held, lines, LogLine.at)
+		ready := len(held)
+		if more { // more to read at once: hold what it may precede
+			ready, _ = slices.BinarySearchFunc(held, horizon, func(l LogLine, t time.Time) int { return l.At.Compare(t) })
+		}
+		if err := send(held[:ready]); err != nil {
+			return sb, err
+		}
+		held = held[ready:]
+		switch {
+		case more:
+			continue
+		case !live:
 			return sb, nil
 		}
 		select {
@@ -294,6 +313,71 @@ func (s *Supervisor) FollowLogs(ctx context.Context, id string, q LogQuery, emit
 		case <-changed:
 		case <-written[0]:
 		case <-written[1]:
+		case <-until:
+			once = true
 		}
 	}
+}
+
+// followPass bounds what one pass of FollowLogs reads of each stream.
+const followPass = 1 << 20
+
+// followers start FollowLogs' readers: at the oldest byte kept with
+// q.All, else after the backlog q picks, which they pass to send first.
+func (s *Supervisor) followers(ctx context.Context, e *sandbox, r *redact.Redactor, q LogQuery, send func([]LogLine) error) ([]*logcap.Follower, error) {
+	var out []*logcap.Follower
+	if q.All {
+		for _, st := range q.streams(e.id) {
+			f, err := s.logs.Oldest(st.rel)
+			if err != nil {
+				return nil, err
+			}
+			f.Name = st.name
+			out = append(out, &f)
+		}
+		return out, nil
+	}
+	backlog, next, _, err := s.backlog(ctx, e, r, q)
+	if err != nil {
+		return nil, err
+	}
+	for i, st := range q.streams(e.id) {
+		out = append(out, &logcap.Follower{Name: st.name, Rel: st.rel, Pos: next[i]})
+	}
+	return out, send(backlog)
+}
+
+// drainPass reads at most followPass bytes of each follower's stream,
+// redacted and merged. more: a stream has more to read at once; horizon
+// is then the time of the last line read of such a stream (the
+// earliest; zero when one gave no whole line): lines from it on may yet
+// be preceded by that stream's next ones.
+func (s *Supervisor) drainPass(ctx context.Context, r *redact.Redactor, followers []*logcap.Follower, final bool) (merged []LogLine, more bool, horizon time.Time, err error) {
+	for _, f := range followers {
+		var raw []logcap.Line
+		atEnd, err := f.DrainAtMost(s.logs, final, followPass, func(_, text string, end int64) error {
+			raw = append(raw, logcap.SplitLines([]byte(text), end-int64(len(text)))...)
+			return nil
+		})
+		if err != nil {
+			return nil, false, time.Time{}, err
+		}
+		s.logs.Date(f.Rel, raw)
+		lines, err := redactLines(ctx, r, f.Name, raw)
+		if err != nil {
+			return nil, false, time.Time{}, err
+		}
+		if !atEnd {
+			last := time.Time{}
+			if len(lines) > 0 {
+				last = lines[len(lines)-1].At
+			}
+			if !more || last.Before(horizon) {
+				horizon = last
+			}
+			more = true
+		}
+		merged = logcap.Merge(merged, lines, LogLine.at)
+	}
+	return merged, more, horizon, nil
 }

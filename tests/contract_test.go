@@ -341,6 +341,10 @@ func runScenario(t *testing.T, cc *contractClient) {
 	cc.do("GET", "/v1/sandboxes/k1/entrypoint-logs?since=2026-01-01T00:00:00Z&stream=stderr", "")
 	cc.do("GET", "/v1/sandboxes/k1/entrypoint-logs?since=yesterday", "")
 	cc.do("GET", "/v1/sandboxes/k1/entrypoint-logs?tail=0", "")
+	cc.do("GET", "/v1/sandboxes/k1/entrypoint-logs?tailBytes=1&until=1s", "")
+	cc.do("GET", "/v1/sandboxes/k1/entrypoint-logs?all=true&since=1h&until=2026-01-01", "")
+	cc.do("GET", "/v1/sandboxes/k1/entrypoint-logs?all=true&tail=5", "")
+	cc.do("GET", "/v1/sandboxes/k1/entrypoint-logs?follow=true&until=1s", "")
 	// The toolbox.
 	cc.do("POST", "/v1/sandboxes/k1/exec", `{"argv":["sh","-c","echo $A; cat; echo e >&2; exit 2"],"stdin":"in\n","env":{"B":"2"},"timeoutMs":30000}`)
 	cc.do("POST", "/v1/sandboxes/k1/exec", `{"argv":["no-such-program-anywhere"]}`)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -197,5 +198,51 @@ func TestCLILogsFlags(t *testing.T) {
 	}
 	if code, _, errOut := cli(t, d, "logs", "clitick", "-n", "-1"); code != 2 || !strings.Contains(errOut, "0 or more") {
 		t.Fatalf("logs -n -1: %d %q", code, errOut)
+	}
+}
+
+// After 300,000 lines, logs prints every one kept (as docker's does),
+// and -n past what one answer holds says on stderr what it cut and how
+// to get it all: nothing stops short in silence.
+func TestCLILogsNotCutInSilence(t *testing.T) {
+	const perStream = 150000
+	lo, hi := portBlock.Next()
+	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi, Env: []string{"AGENT_CONTROL_PLANE_LOG_MAX_BYTES=" + strconv.Itoa(64<<20)}})
+	spam := perStream * len("stub-agent: spam line 000000000 ..............................................\n")
+	create(t, d, fmt.Sprintf(`{"name":"chatty","envVars":{"STUB_AGENT_SPAM_BYTES":"%d"}}`, spam))
+	waitState(t, d, "chatty", "started")
+	testenv.Eventually(t, "both streams spammed", func() bool {
+		_, out, _ := cli(t, d, "logs", "chatty", "--stdout", "-n", "3")
+		_, _, errOut := cli(t, d, "logs", "chatty", "--stderr", "-n", "3")
+		return strings.Contains(out, "last spam line") && strings.Contains(errOut, "last spam line")
+	})
+	count := func(s string) (lines, spam int) {
+		return strings.Count(s, "\n"), strings.Count(s, "spam line ")
+	}
+	for _, args := range [][]string{{}, {"--since", "10m"}} {
+		code, out, errOut := cli(t, d, append([]string{"logs", "chatty"}, args...)...)
+		if _, n := count(out); code != 0 || n != perStream || !strings.Contains(out, "spam line 000000000 ") {
+			t.Errorf("logs %q: exit %d, %d spam lines on stdout, want %d", args, code, n, perStream)
+		}
+		if _, n := count(errOut); n != perStream {
+			t.Errorf("logs %q: %d spam lines on stderr, want %d", args, n, perStream)
+		}
+	}
+	code, out, errOut := cli(t, d, "logs", "chatty", "-n", "100000")
+	note := errOut[strings.LastIndex(strings.TrimSuffix(errOut, "\n"), "\n")+1:]
+	if lines, _ := count(out + errOut); code != 0 || lines >= 100000 || !strings.Contains(note, "without -n, logs prints all of them") {
+		t.Errorf("logs -n 100000: exit %d, %d lines, last line of stderr %q", code, lines, note)
+	}
+	if code, out, errOut := cli(t, d, "logs", "chatty", "-n", "10"); code != 0 || strings.Count(out+errOut, "\n") != 10 {
+		t.Errorf("logs -n 10: exit %d, %q %q", code, out, errOut)
+	}
+	// --until: nothing was written before the sandbox was.
+	if code, out, errOut := cli(t, d, "logs", "chatty", "--until", "2026-01-01"); code != 0 || out != "" || errOut != "" {
+		t.Errorf("logs --until 2026-01-01: exit %d, %q %q", code, out, errOut)
+	}
+	// -f --until: following ends then, the sandbox still running.
+	until := time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339Nano)
+	if code, out, _ := cli(t, d, "logs", "-f", "--until", until, "--stdout", "chatty"); code != 0 || strings.Count(out, "spam line ") != perStream {
+		t.Errorf("logs -f --until: exit %d, %d spam lines", code, strings.Count(out, "spam line "))
 	}
 }

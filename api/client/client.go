@@ -472,8 +472,12 @@ type LogsOptions struct {
 	TailBytes  int    // of each stream, at most (1 to 1 MiB)
 	Lines      int    // the last this many lines of both streams
 	Since      string // a time or a duration before now (wire.ParseSince)
+	Until      string // only lines written before it (as Since)
 	Stream     string // "stdout" or "stderr" only
 	Timestamps bool   // Output's lines after their time
+	// All: FollowLogs from the oldest line kept on disk, with no byte
+	// bound (TailBytes and Lines are not used); ReadLogs always is.
+	All bool
 }
 
 // query is o as entrypoint-logs parameters.
@@ -488,8 +492,14 @@ func (o LogsOptions) query() url.Values {
 	if o.Since != "" {
 		v.Set("since", o.Since)
 	}
+	if o.Until != "" {
+		v.Set("until", o.Until)
+	}
 	if o.Stream != "" {
 		v.Set("stream", o.Stream)
+	}
+	if o.All {
+		v.Set("all", "true")
 	}
 	if o.Timestamps {
 		v.Set("timestamps", "true")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -187,8 +188,20 @@ func (c *Client) openStreamWith(ctx context.Context, method, path string, body a
 // o.Timestamps changes nothing: every chunk carries its time.
 func (c *Client) FollowLogs(ctx context.Context, id string, o LogsOptions, fn func(stream string, chunk wire.LogChunk) error) (wire.SandboxInfo, error) {
 	q := o.query()
-	q.Del("timestamps")
 	q.Set("follow", "true")
+	return c.streamLogs(ctx, id, q, fn)
+}
+
+// ReadLogs passes fn every line of the sandbox's logs kept on disk that o
+// picks (Since, Until, Stream), oldest first, both streams in write
+// order, with no byte bound, and returns the sandbox once they are read.
+func (c *Client) ReadLogs(ctx context.Context, id string, o LogsOptions, fn func(stream string, chunk wire.LogChunk) error) (wire.SandboxInfo, error) {
+	o.All, o.TailBytes, o.Lines = true, 0, 0
+	return c.streamLogs(ctx, id, o.query(), fn)
+}
+
+func (c *Client) streamLogs(ctx context.Context, id string, q url.Values, fn func(stream string, chunk wire.LogChunk) error) (wire.SandboxInfo, error) {
+	q.Del("timestamps")
 	path := "/v1/sandboxes/" + esc(id) + "/entrypoint-logs?" + q.Encode()
 	er, closeStream, err := c.openStream(ctx, path, "")
 	if err != nil {

@@ -378,6 +378,9 @@ type LogsResponse struct {
 	Stdout string    `json:"stdout"`
 	Stderr string    `json:"stderr"`
 	Lines  []LogLine `json:"lines"`
+	// Truncated: older lines the query picks are kept on disk but were
+	// left out by the byte bound (all=true streams every one).
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // LogLine is one line of a sandbox's output (its newline kept; the last

@@ -2,6 +2,7 @@ package logcap
 
 import (
 	"bytes"
+	"math"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -42,19 +43,26 @@ type Follower struct {
 // lines, with the position their text ends at; with final, the line not
 // yet ended too.
 func (f *Follower) Drain(lc *Cap, final bool, send func(stream, text string, end int64) error) error {
-	for {
+	_, err := f.DrainAtMost(lc, final, 0, send)
+	return err
+}
+
+// DrainAtMost is Drain that stops once it has read at least max bytes (0:
+// no bound), and says whether it read all there was.
+func (f *Follower) DrainAtMost(lc *Cap, final bool, max int64, send func(stream, text string, end int64) error) (atEnd bool, err error) {
+	for read := int64(0); max == 0 || read < max; {
 		b, next, skipped, err := lc.ReadFrom(f.Rel, f.Pos, 64<<10)
 		if err != nil {
-			return err
+			return false, err
 		}
-		f.Pos = next
+		f.Pos, read = next, read+int64(len(b))
 		end := len(b) == 0 // all read, for now
 		if skipped {
 			// Rotated away before it was read: say so, and go on from a
 			// line's start.
 			f.partial, f.SkipLine = nil, true
 			if err := send(f.Name, "[… older output rotated away before it could be followed …]\n", next-int64(len(b))); err != nil {
-				return err
+				return false, err
 			}
 		}
 		if f.SkipLine {
@@ -66,19 +74,27 @@ func (f *Follower) Drain(lc *Cap, final bool, send func(stream, text string, end
 		}
 		f.partial = append(f.partial, b...)
 		cut := bytes.LastIndexByte(f.partial, '\n') + 1
-		if final && end || len(f.partial) >= MaxFollowLine {
+		if final && end || len(f.partial)-cut >= MaxFollowLine {
 			cut = len(f.partial)
 		}
 		if cut > 0 {
 			if err := send(f.Name, string(f.partial[:cut]), f.Pos-int64(len(f.partial)-cut)); err != nil {
-				return err
+				return false, err
 			}
 			f.partial = append(f.partial[:0], f.partial[cut:]...)
 		}
 		if end {
-			return nil
+			return true, nil
 		}
 	}
+	return false, nil
+}
+
+// Oldest is where a reader of everything log rel keeps starts: its oldest
+// byte kept, and whether that is mid-line (older output rotated away).
+func (lc *Cap) Oldest(rel string) (Follower, error) {
+	pos, mid, err := lc.TailFrom(rel, math.MaxInt64)
+	return Follower{Rel: rel, Pos: pos, SkipLine: mid}, err
 }
 
 // Lines reads log rel in whole, dated lines: its last tail bytes or, when

@@ -583,6 +583,10 @@ type EntrypointLogs struct {
 	Output string `json:"output"`
 	Stderr string `json:"stderr"`
 	Stdout string `json:"stdout"`
+
+	// Truncated Present and true when older lines the query picks are kept on
+	// disk but were left out by tailBytes (all=true streams them).
+	Truncated *bool `json:"truncated,omitempty"`
 }
 
 // Error defines model for Error.
@@ -1076,6 +1080,15 @@ type GetEntrypointLogsParams struct {
 	// date and time (2026-12-01T15:04:05 or 2026-12-01), or a
 	// duration before now (90s, 10m, 1h30m).
 	Since *string `form:"since,omitempty" json:"since,omitempty"`
+
+	// Until Only lines written before it, as since; with follow, the
+	// stream ends then.
+	Until *string `form:"until,omitempty" json:"until,omitempty"`
+
+	// All true streams every line kept on disk (SSE, as follow), ending at
+	// the present end unless follow is true too; tail and tailBytes
+	// are not used then.
+	All *bool `form:"all,omitempty" json:"all,omitempty"`
 
 	// Stream One stream only; absent, both.
 	Stream *GetEntrypointLogsParamsStream `form:"stream,omitempty" json:"stream,omitempty"`
@@ -1585,6 +1598,13 @@ type ClientInterface interface {
 	// then one "end" event whose data is the SandboxInfo once the sandbox
 	// no longer runs. A stopped sandbox's stream is its picked lines and
 	// the end.
+	//
+	// With all=true, the same stream from the oldest line kept on disk
+	// (the rotated file, then the live one), with no byte bound; without
+	// follow it ends, with its "end" event, at the logs' present end.
+	// That is how everything kept is read: the JSON answer holds at most
+	// tailBytes of each stream, and says truncated when older lines it
+	// picks were left out.
 	//
 	// Corresponds with GET /v1/sandboxes/{id}/entrypoint-logs (the `GetEntrypointLogs` operationId).
 	GetEntrypointLogs(ctx context.Context, id Id, params *GetEntrypointLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2145,6 +2165,13 @@ func (c *Client) SetAutostopIntervalPath(ctx context.Context, id Id, interval fl
 // then one "end" event whose data is the SandboxInfo once the sandbox
 // no longer runs. A stopped sandbox's stream is its picked lines and
 // the end.
+//
+// With all=true, the same stream from the oldest line kept on disk
+// (the rotated file, then the live one), with no byte bound; without
+// follow it ends, with its "end" event, at the logs' present end.
+// That is how everything kept is read: the JSON answer holds at most
+// tailBytes of each stream, and says truncated when older lines it
+// picks were left out.
 //
 // Corresponds with GET /v1/sandboxes/{id}/entrypoint-logs (the `GetEntrypointLogs` operationId).
 func (c *Client) GetEntrypointLogs(ctx context.Context, id Id, params *GetEntrypointLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3279,6 +3306,30 @@ func NewGetEntrypointLogsRequest(server string, id Id, params *GetEntrypointLogs
 
 		}
 
+		if params.Until != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "until", *params.Until, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.All != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "all", *params.All, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Stream != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "stream", *params.Stream, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
@@ -4332,6 +4383,13 @@ type ClientWithResponsesInterface interface {
 	// then one "end" event whose data is the SandboxInfo once the sandbox
 	// no longer runs. A stopped sandbox's stream is its picked lines and
 	// the end.
+	//
+	// With all=true, the same stream from the oldest line kept on disk
+	// (the rotated file, then the live one), with no byte bound; without
+	// follow it ends, with its "end" event, at the logs' present end.
+	// That is how everything kept is read: the JSON answer holds at most
+	// tailBytes of each stream, and says truncated when older lines it
+	// picks were left out.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7196,6 +7254,13 @@ func (c *ClientWithResponses) SetAutostopIntervalPathWithResponse(ctx context.Co
 // then one "end" event whose data is the SandboxInfo once the sandbox
 // no longer runs. A stopped sandbox's stream is its picked lines and
 // the end.
+//
+// With all=true, the same stream from the oldest line kept on disk
+// (the rotated file, then the live one), with no byte bound; without
+// follow it ends, with its "end" event, at the logs' present end.
+// That is how everything kept is read: the JSON answer holds at most
+// tailBytes of each stream, and says truncated when older lines it
+// picks were left out.
 //
 // Returns a wrapper object for the known response body format(s).
 //
