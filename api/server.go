@@ -60,6 +60,7 @@ type Supervisor interface {
 	Run(ctx context.Context, id string, spec supervisor.RunSpec) (supervisor.RunResult, error)
 	RunStream(ctx context.Context, id string, spec supervisor.RunSpec, started func(), emit func(stderr bool, text string) error) (runtime.Exit, error)
 	Files(id string) (runtime.Files, error)
+	StoredFiles(id string) (runtime.Files, error)
 	CreateSession(id, sid string) (*shell.Session, error)
 	DeleteSession(id, sid string) error
 	OpenTerminal(id string, spec terminal.Spec, argv []string) (*terminal.Terminal, error)
@@ -208,6 +209,7 @@ const (
 
 	jsonBody = host.JSON
 	fileBody = host.Octet // a file's bytes, bounded by its handler
+	tarBody  = host.Tar   // a tar stream, bounded by its handler
 )
 
 // Route names one operation of the API.

@@ -118,7 +118,7 @@ func (s *Server) fileError(w http.ResponseWriter, err error) {
 }
 
 func (s *Server) sandboxFiles(w http.ResponseWriter, r *http.Request) (runtime.Files, string, bool) {
-	f, err := s.sup.Files(r.PathValue("id"))
+	f, err := s.sup.StoredFiles(r.PathValue("id"))
 	if err != nil {
 		s.writeSupervisorError(w, err, wire.CodeInternal)
 		return nil, "", false
@@ -142,10 +142,14 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 	}
 	out := wire.FileList{Items: make([]wire.FileEntry, 0, len(list))}
 	for _, fi := range list {
-		out.Items = append(out.Items, wire.FileEntry{Name: fi.Name, Size: fi.Size, Mode: fmt.Sprintf("%#o", fi.Mode.Perm()),
-			Type: fileType(fi.Mode), IsDir: fi.IsDir(), ModTime: wire.Time{Time: fi.ModTime}, Link: fi.Link})
+		out.Items = append(out.Items, toFileEntry(fi))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+func toFileEntry(fi runtime.FileInfo) wire.FileEntry {
+	return wire.FileEntry{Name: fi.Name, Size: fi.Size, Mode: fmt.Sprintf("%#o", fi.Mode.Perm()),
+		Type: fileType(fi.Mode), IsDir: fi.IsDir(), ModTime: wire.Time{Time: fi.ModTime}, Link: fi.Link}
 }
 
 // fileType names what a directory entry is, as it is: a FIFO or a device

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"path/filepath"
 	"slices"
 	"sync"
 
@@ -102,6 +103,31 @@ func (s *Supervisor) Files(id string) (runtime.Files, error) {
 		return nil, fmt.Errorf("%w: the %s runtime cannot reach its sandboxes' files", ErrUnsupportedRuntime, e.info.Runtime)
 	}
 	return &activeFiles{Files: f, touch: func() { _ = s.RefreshActivity(id) }}, nil
+}
+
+// StoredFiles are a sandbox's files whether it runs or not: a running
+// one's as Files gives them, else (stopped, or starting before its
+// workload exists) its workspace where its runtime keeps it on this
+// machine (runtime.AtRest), as docker cp reaches a stopped container's.
+// Changing the files of one that does not run is no activity.
+func (s *Supervisor) StoredFiles(id string) (runtime.Files, error) {
+	f, err := s.Files(id)
+	if !errors.Is(err, ErrNotRunning) {
+		return f, err
+	}
+	e, lerr := s.lookup(id)
+	if lerr != nil {
+		return nil, lerr
+	}
+	s.mu.Lock()
+	name := e.info.Runtime
+	s.mu.Unlock()
+	rt, _ := s.opts.Runtimes.Get(name)
+	ar, ok := rt.(runtime.AtRest)
+	if !ok {
+		return nil, err
+	}
+	return ar.FilesAtRest(filepath.Join(e.dir, WorkspaceDir)), nil
 }
 
 // activeFiles are a sandbox's files whose first change is activity.

@@ -4,6 +4,7 @@
 package tests
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -179,6 +180,32 @@ type exchange struct {
 	status  int
 	hdr     http.Header
 	body    []byte
+}
+
+// runArchives exercises the archive routes: a tar out and in, and each
+// way in is refused.
+func runArchives(cc *contractClient) {
+	tarType := []string{"Content-Type", "application/x-tar"}
+	cc.do("GET", "/v1/sandboxes/k1/archive?path=notes.txt", "")
+	cc.do("GET", "/v1/sandboxes/k1/archive?path=nope", "")
+	cc.do("GET", "/v1/sandboxes/k1/archive", "")
+	cc.do("GET", "/v1/sandboxes/missing/archive?path=x", "")
+	cc.do("PUT", "/v1/sandboxes/k1/archive?path=from-tar", tarFile("d/a.txt", "hello"), tarType...)
+	cc.do("PUT", "/v1/sandboxes/k1/archive?path=from-tar", tarFile("../escape", "x"), tarType...)
+	cc.do("PUT", "/v1/sandboxes/k1/archive?path=from-tar", tarFile("big", strings.Repeat("x", contractMaxUpload+1)), tarType...)
+	cc.do("PUT", "/v1/sandboxes/k1/archive?path=from-tar", "as JSON")
+	cc.do("PUT", "/v1/sandboxes/k1/archive?path=/etc", tarFile("a", "x"), tarType...)
+	cc.do("PUT", "/v1/sandboxes/missing/archive?path=x", tarFile("a", "x"), tarType...)
+}
+
+// tarFile is a tar holding one file.
+func tarFile(name, content string) string {
+	var b strings.Builder
+	tw := tar.NewWriter(&b)
+	tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(content)), Typeflag: tar.TypeReg})
+	tw.Write([]byte(content))
+	tw.Close()
+	return b.String()
 }
 
 func (cc *contractClient) do(method, target, body string, hdr ...string) exchange {
@@ -366,6 +393,11 @@ func runScenario(t *testing.T, cc *contractClient) {
 	cc.do("GET", "/v1/sandboxes/k1/files/content?path=/etc/passwd", "")
 	cc.do("GET", "/v1/sandboxes/k1/files/content?path=nope.txt", "")
 	cc.do("GET", "/v1/sandboxes/missing/files/content?path=x", "")
+	cc.do("GET", "/v1/sandboxes/k1/files/stat?path=notes.txt", "")
+	cc.do("GET", "/v1/sandboxes/k1/files/stat?path=nope", "")
+	cc.do("GET", "/v1/sandboxes/k1/files/stat", "")
+	cc.do("GET", "/v1/sandboxes/missing/files/stat?path=x", "")
+	runArchives(cc)
 	cc.do("POST", "/v1/sandboxes/k1/sessions", `{"name":"work"}`)
 	cc.do("POST", "/v1/sandboxes/k1/sessions", `{"name":"work"}`) // the name is in use
 	cc.do("POST", "/v1/sandboxes/k1/sessions", `{"name":"../x"}`)

@@ -121,6 +121,59 @@ func (c *Client) WriteFile(ctx context.Context, id, path string, r io.Reader, mo
 	return nil
 }
 
+// Stat describes what is at path in a sandbox, running or stopped (a
+// link described, not followed); nothing there is a not_found *Error.
+func (c *Client) Stat(ctx context.Context, id, path string) (wire.FileEntry, error) {
+	var out wire.FileEntry
+	err := c.do(ctx, c.timeout, "GET", "/v1/sandboxes/"+esc(id)+"/files/stat?path="+url.QueryEscape(path), nil, &out)
+	return out, err
+}
+
+// GetArchive streams path of a sandbox, running or stopped (a file, or a
+// directory with everything beneath it) to w as a tar, entries named
+// from path's last element on, as docker cp reads them.
+func (c *Client) GetArchive(ctx context.Context, id, path string, w io.Writer) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", c.base+"/v1/sandboxes/"+esc(id)+"/archive?path="+url.QueryEscape(path), nil)
+	if err != nil {
+		return err
+	}
+	c.authorize(req)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return c.transportError(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return c.answerError(resp, b)
+	}
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
+
+// PutArchive extracts the tar r gives beneath dir of a sandbox, running
+// or stopped (made with its parents when missing), and says what it
+// made.
+func (c *Client) PutArchive(ctx context.Context, id, dir string, r io.Reader) (wire.Extracted, error) {
+	var out wire.Extracted
+	req, err := http.NewRequestWithContext(ctx, "PUT", c.base+"/v1/sandboxes/"+esc(id)+"/archive?path="+url.QueryEscape(dir), r)
+	if err != nil {
+		return out, err
+	}
+	req.Header.Set("Content-Type", "application/x-tar")
+	c.authorize(req)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return out, c.transportError(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if resp.StatusCode != http.StatusOK {
+		return out, c.answerError(resp, b)
+	}
+	return out, json.Unmarshal(b, &out)
+}
+
 // CreateSession starts a shell session named name inside a running
 // sandbox: what one command changes of its state, the next one sees.
 func (c *Client) CreateSession(ctx context.Context, id, name string) (wire.Session, error) {

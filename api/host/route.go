@@ -33,12 +33,13 @@ const (
 	// JSON: application/json, at most wire.MaxBodyBytes, arriving within
 	// Options.BodyTimeout.
 	JSON Body = iota
-	// Multipart and Octet are uploads (multipart/form-data, or a file's
-	// bytes): their handler bounds them, and they get UploadDeadline to
-	// arrive. A form post from another site has no bearer token: it is
-	// refused before its body is looked at.
+	// Multipart, Octet and Tar are uploads (multipart/form-data, a
+	// file's bytes, a tar stream): their handler bounds them, and they
+	// get UploadDeadline to arrive. A form post from another site has no
+	// bearer token: it is refused before its body is looked at.
 	Multipart
 	Octet
+	Tar
 )
 
 // UploadDeadline is how long an upload's body may take to arrive.
@@ -50,6 +51,8 @@ func (b Body) mediaType() string {
 		return "multipart/form-data"
 	case Octet:
 		return "application/octet-stream"
+	case Tar:
+		return "application/x-tar"
 	}
 	return "application/json"
 }

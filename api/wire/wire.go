@@ -383,6 +383,16 @@ type LogsResponse struct {
 	Truncated bool `json:"truncated,omitempty"`
 }
 
+// Extracted is the answer of PUT .../archive: what the tar made.
+type Extracted struct {
+	Files int   `json:"files"`
+	Dirs  int   `json:"dirs"`
+	Bytes int64 `json:"bytes"`
+	// Skipped are the entries not made: links (the file API makes files
+	// and directories only) and other kinds.
+	Skipped []string `json:"skipped,omitempty"`
+}
+
 // LogLine is one line of a sandbox's output (its newline kept; the last
 // line, not yet ended, may have none) and when it was written, in
 // LogTimeFormat.

@@ -125,6 +125,14 @@ type Files interface {
 	Resolve(ctx context.Context, name string) (string, error)
 }
 
+// AtRest is a runtime whose sandboxes keep their workspace on this
+// machine while they are stopped: FilesAtRest are its files as the
+// workload would see them (for copies out of and into stopped sandboxes,
+// as docker cp does).
+type AtRest interface {
+	FilesAtRest(workspace string) Files
+}
+
 // FileInfo describes one file.
 type FileInfo struct {
 	Name    string      `json:"name"` // its last element

@@ -633,6 +633,16 @@ type ExecResponse struct {
 	Stdout string  `json:"stdout"`
 }
 
+// Extracted defines model for Extracted.
+type Extracted struct {
+	Bytes int64 `json:"bytes"`
+	Dirs  int   `json:"dirs"`
+	Files int   `json:"files"`
+
+	// Skipped The entries not made (links, other kinds).
+	Skipped *[]string `json:"skipped,omitempty"`
+}
+
 // FileEntry defines model for FileEntry.
 type FileEntry struct {
 	IsDir bool `json:"isDir"`
@@ -1067,6 +1077,18 @@ type ListSandboxesParams struct {
 // ListSandboxesParamsStates defines parameters for ListSandboxes.
 type ListSandboxesParamsStates string
 
+// GetSandboxArchiveParams defines parameters for GetSandboxArchive.
+type GetSandboxArchiveParams struct {
+	// Path A path as the workload sees it, absolute or relative to its workspace.
+	Path RequiredPath `form:"path" json:"path"`
+}
+
+// PutSandboxArchiveParams defines parameters for PutSandboxArchive.
+type PutSandboxArchiveParams struct {
+	// Path A path as the workload sees it, absolute or relative to its workspace.
+	Path RequiredPath `form:"path" json:"path"`
+}
+
 // GetEntrypointLogsParams defines parameters for GetEntrypointLogs.
 type GetEntrypointLogsParams struct {
 	// TailBytes Bytes per stream, at most, 1 to 1048576 (default 65536; with
@@ -1120,6 +1142,12 @@ type WriteSandboxFileParams struct {
 	// Path A path as the workload sees it, absolute or relative to its workspace.
 	Path RequiredPath `form:"path" json:"path"`
 	Mode *string      `form:"mode,omitempty" json:"mode,omitempty"`
+}
+
+// StatSandboxFileParams defines parameters for StatSandboxFile.
+type StatSandboxFileParams struct {
+	// Path A path as the workload sees it, absolute or relative to its workspace.
+	Path RequiredPath `form:"path" json:"path"`
 }
 
 // GetPreviewUrlParams defines parameters for GetPreviewUrl.
@@ -1563,6 +1591,34 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/sandboxes/{id} (the `GetSandbox` operationId).
 	GetSandbox(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetSandboxArchive A file or a directory of a sandbox, running or stopped, as a tar stream.
+	//
+	// As docker's GET /containers/{id}/archive: the entries are named
+	// from the path's last element on, with their permission bits and
+	// times; links are links, never followed; sockets and devices are
+	// left out. A stopped sandbox's workspace is read where it is kept.
+	// At most 100000 entries: past them the stream is cut (the tar ends
+	// unexpectedly), as on any error once it has begun.
+	//
+	// Corresponds with GET /v1/sandboxes/{id}/archive (the `GetSandboxArchive` operationId).
+	GetSandboxArchive(ctx context.Context, id Id, params *GetSandboxArchiveParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutSandboxArchiveWithBody Extract a tar stream beneath a directory of a sandbox, running or stopped.
+	//
+	// As docker's PUT /containers/{id}/archive: path is a directory,
+	// made with its parents when missing; directories and regular files
+	// are made with their permission bits, merged into what is there (a
+	// file replaced whole, atomically). Links and other kinds are not
+	// made: the answer names them (skipped). An entry whose name is not
+	// plainly beneath the directory, more than 100000 entries or more
+	// than max_upload_bytes of files fail it, and what it had added is
+	// removed. Counts as activity when the sandbox runs.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/sandboxes/{id}/archive (the `PutSandboxArchive` operationId).
+	PutSandboxArchiveWithBody(ctx context.Context, id Id, params *PutSandboxArchiveParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// SetAutostopIntervalWithBody Set the idle auto-stop interval (0 disables). Counts as activity.
 	//
 	// Takes any type of body and a specified content type.
@@ -1657,7 +1713,7 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/sandboxes/{id}/exec (the `ExecInSandbox` operationId).
 	ExecInSandbox(ctx context.Context, id Id, body ExecInSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListSandboxFiles The entries of a directory of a running sandbox.
+	// ListSandboxFiles The entries of a directory of a sandbox, running or stopped.
 	//
 	// path is as the workload sees it, absolute or relative to its
 	// workspace (default: the workspace). A path that leads out of the
@@ -1667,12 +1723,12 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/sandboxes/{id}/files (the `ListSandboxFiles` operationId).
 	ListSandboxFiles(ctx context.Context, id Id, params *ListSandboxFilesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ReadSandboxFile A file of a running sandbox, its bytes.
+	// ReadSandboxFile A file of a sandbox, running or stopped, its bytes.
 	//
 	// Corresponds with GET /v1/sandboxes/{id}/files/content (the `ReadSandboxFile` operationId).
 	ReadSandboxFile(ctx context.Context, id Id, params *ReadSandboxFileParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// WriteSandboxFileWithBody Replace (or create) a file of a running sandbox with the body.
+	// WriteSandboxFileWithBody Replace (or create) a file of a sandbox, running or stopped, with the body.
 	//
 	// Atomic: a reader sees the old file or the whole new one; a cut
 	// upload leaves nothing. A new file gets mode (octal, default 0644);
@@ -1683,6 +1739,11 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /v1/sandboxes/{id}/files/content (the `WriteSandboxFile` operationId).
 	WriteSandboxFileWithBody(ctx context.Context, id Id, params *WriteSandboxFileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StatSandboxFile What is at a path of a sandbox, running or stopped (a link described, not followed).
+	//
+	// Corresponds with GET /v1/sandboxes/{id}/files/stat (the `StatSandboxFile` operationId).
+	StatSandboxFile(ctx context.Context, id Id, params *StatSandboxFileParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetPreviewUrl The agent-server's URL. Only port 4000 is valid; ttl is ignored (unsigned).
 	//
@@ -2100,6 +2161,54 @@ func (c *Client) GetSandbox(ctx context.Context, id Id, reqEditors ...RequestEdi
 	return c.Client.Do(req)
 }
 
+// GetSandboxArchive A file or a directory of a sandbox, running or stopped, as a tar stream.
+//
+// As docker's GET /containers/{id}/archive: the entries are named
+// from the path's last element on, with their permission bits and
+// times; links are links, never followed; sockets and devices are
+// left out. A stopped sandbox's workspace is read where it is kept.
+// At most 100000 entries: past them the stream is cut (the tar ends
+// unexpectedly), as on any error once it has begun.
+//
+// Corresponds with GET /v1/sandboxes/{id}/archive (the `GetSandboxArchive` operationId).
+func (c *Client) GetSandboxArchive(ctx context.Context, id Id, params *GetSandboxArchiveParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSandboxArchiveRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutSandboxArchiveWithBody Extract a tar stream beneath a directory of a sandbox, running or stopped.
+//
+// As docker's PUT /containers/{id}/archive: path is a directory,
+// made with its parents when missing; directories and regular files
+// are made with their permission bits, merged into what is there (a
+// file replaced whole, atomically). Links and other kinds are not
+// made: the answer names them (skipped). An entry whose name is not
+// plainly beneath the directory, more than 100000 entries or more
+// than max_upload_bytes of files fail it, and what it had added is
+// removed. Counts as activity when the sandbox runs.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/sandboxes/{id}/archive (the `PutSandboxArchive` operationId).
+func (c *Client) PutSandboxArchiveWithBody(ctx context.Context, id Id, params *PutSandboxArchiveParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutSandboxArchiveRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // SetAutostopIntervalWithBody Set the idle auto-stop interval (0 disables). Counts as activity.
 //
 // Takes any type of body and a specified content type.
@@ -2254,7 +2363,7 @@ func (c *Client) ExecInSandbox(ctx context.Context, id Id, body ExecInSandboxJSO
 	return c.Client.Do(req)
 }
 
-// ListSandboxFiles The entries of a directory of a running sandbox.
+// ListSandboxFiles The entries of a directory of a sandbox, running or stopped.
 //
 // path is as the workload sees it, absolute or relative to its
 // workspace (default: the workspace). A path that leads out of the
@@ -2274,7 +2383,7 @@ func (c *Client) ListSandboxFiles(ctx context.Context, id Id, params *ListSandbo
 	return c.Client.Do(req)
 }
 
-// ReadSandboxFile A file of a running sandbox, its bytes.
+// ReadSandboxFile A file of a sandbox, running or stopped, its bytes.
 //
 // Corresponds with GET /v1/sandboxes/{id}/files/content (the `ReadSandboxFile` operationId).
 func (c *Client) ReadSandboxFile(ctx context.Context, id Id, params *ReadSandboxFileParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2289,7 +2398,7 @@ func (c *Client) ReadSandboxFile(ctx context.Context, id Id, params *ReadSandbox
 	return c.Client.Do(req)
 }
 
-// WriteSandboxFileWithBody Replace (or create) a file of a running sandbox with the body.
+// WriteSandboxFileWithBody Replace (or create) a file of a sandbox, running or stopped, with the body.
 //
 // Atomic: a reader sees the old file or the whole new one; a cut
 // upload leaves nothing. A new file gets mode (octal, default 0644);
@@ -2301,6 +2410,21 @@ func (c *Client) ReadSandboxFile(ctx context.Context, id Id, params *ReadSandbox
 // Corresponds with PUT /v1/sandboxes/{id}/files/content (the `WriteSandboxFile` operationId).
 func (c *Client) WriteSandboxFileWithBody(ctx context.Context, id Id, params *WriteSandboxFileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewWriteSandboxFileRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StatSandboxFile What is at a path of a sandbox, running or stopped (a link described, not followed).
+//
+// Corresponds with GET /v1/sandboxes/{id}/files/stat (the `StatSandboxFile` operationId).
+func (c *Client) StatSandboxFile(ctx context.Context, id Id, params *StatSandboxFileParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStatSandboxFileRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3147,6 +3271,122 @@ func NewGetSandboxRequest(server string, id Id) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetSandboxArchiveRequest constructs an http.Request for the GetSandboxArchive method
+func NewGetSandboxArchiveRequest(server string, id Id, params *GetSandboxArchiveParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/archive", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "path", params.Path, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutSandboxArchiveRequestWithBody constructs an http.Request for the PutSandboxArchive method, with any body, and a specified content type
+func NewPutSandboxArchiveRequestWithBody(server string, id Id, params *PutSandboxArchiveParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/archive", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "path", params.Path, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewSetAutostopIntervalRequest calls the generic SetAutostopInterval builder with application/json body
 func NewSetAutostopIntervalRequest(server string, id Id, body SetAutostopIntervalJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -3612,6 +3852,63 @@ func NewWriteSandboxFileRequestWithBody(server string, id Id, params *WriteSandb
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewStatSandboxFileRequest constructs an http.Request for the StatSandboxFile method
+func NewStatSandboxFileRequest(server string, id Id, params *StatSandboxFileParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/files/stat", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "path", params.Path, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -4346,6 +4643,36 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/sandboxes/{id} (the `GetSandbox` operationId).
 	GetSandboxWithResponse(ctx context.Context, id Id, reqEditors ...RequestEditorFn) (*GetSandboxResponse, error)
 
+	// GetSandboxArchiveWithResponse A file or a directory of a sandbox, running or stopped, as a tar stream.
+	//
+	// As docker's GET /containers/{id}/archive: the entries are named
+	// from the path's last element on, with their permission bits and
+	// times; links are links, never followed; sockets and devices are
+	// left out. A stopped sandbox's workspace is read where it is kept.
+	// At most 100000 entries: past them the stream is cut (the tar ends
+	// unexpectedly), as on any error once it has begun.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sandboxes/{id}/archive (the `GetSandboxArchive` operationId).
+	GetSandboxArchiveWithResponse(ctx context.Context, id Id, params *GetSandboxArchiveParams, reqEditors ...RequestEditorFn) (*GetSandboxArchiveResponse, error)
+
+	// PutSandboxArchiveWithBodyWithResponse Extract a tar stream beneath a directory of a sandbox, running or stopped.
+	//
+	// As docker's PUT /containers/{id}/archive: path is a directory,
+	// made with its parents when missing; directories and regular files
+	// are made with their permission bits, merged into what is there (a
+	// file replaced whole, atomically). Links and other kinds are not
+	// made: the answer names them (skipped). An entry whose name is not
+	// plainly beneath the directory, more than 100000 entries or more
+	// than max_upload_bytes of files fail it, and what it had added is
+	// removed. Counts as activity when the sandbox runs.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/sandboxes/{id}/archive (the `PutSandboxArchive` operationId).
+	PutSandboxArchiveWithBodyWithResponse(ctx context.Context, id Id, params *PutSandboxArchiveParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutSandboxArchiveResponse, error)
+
 	// SetAutostopIntervalWithBodyWithResponse Set the idle auto-stop interval (0 disables). Counts as activity.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -4444,7 +4771,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/sandboxes/{id}/exec (the `ExecInSandbox` operationId).
 	ExecInSandboxWithResponse(ctx context.Context, id Id, body ExecInSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*ExecInSandboxResponse, error)
 
-	// ListSandboxFilesWithResponse The entries of a directory of a running sandbox.
+	// ListSandboxFilesWithResponse The entries of a directory of a sandbox, running or stopped.
 	//
 	// path is as the workload sees it, absolute or relative to its
 	// workspace (default: the workspace). A path that leads out of the
@@ -4456,14 +4783,14 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/sandboxes/{id}/files (the `ListSandboxFiles` operationId).
 	ListSandboxFilesWithResponse(ctx context.Context, id Id, params *ListSandboxFilesParams, reqEditors ...RequestEditorFn) (*ListSandboxFilesResponse, error)
 
-	// ReadSandboxFileWithResponse A file of a running sandbox, its bytes.
+	// ReadSandboxFileWithResponse A file of a sandbox, running or stopped, its bytes.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/sandboxes/{id}/files/content (the `ReadSandboxFile` operationId).
 	ReadSandboxFileWithResponse(ctx context.Context, id Id, params *ReadSandboxFileParams, reqEditors ...RequestEditorFn) (*ReadSandboxFileResponse, error)
 
-	// WriteSandboxFileWithBodyWithResponse Replace (or create) a file of a running sandbox with the body.
+	// WriteSandboxFileWithBodyWithResponse Replace (or create) a file of a sandbox, running or stopped, with the body.
 	//
 	// Atomic: a reader sees the old file or the whole new one; a cut
 	// upload leaves nothing. A new file gets mode (octal, default 0644);
@@ -4474,6 +4801,13 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v1/sandboxes/{id}/files/content (the `WriteSandboxFile` operationId).
 	WriteSandboxFileWithBodyWithResponse(ctx context.Context, id Id, params *WriteSandboxFileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WriteSandboxFileResponse, error)
+
+	// StatSandboxFileWithResponse What is at a path of a sandbox, running or stopped (a link described, not followed).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sandboxes/{id}/files/stat (the `StatSandboxFile` operationId).
+	StatSandboxFileWithResponse(ctx context.Context, id Id, params *StatSandboxFileParams, reqEditors ...RequestEditorFn) (*StatSandboxFileResponse, error)
 
 	// GetPreviewUrlWithResponse The agent-server's URL. Only port 4000 is valid; ttl is ignored (unsigned).
 	//
@@ -5434,6 +5768,165 @@ func (r GetSandboxResponse) ContentType() string {
 	return ""
 }
 
+// GetSandboxArchiveResponse401Headers the declared response headers of an HTTP 401 response for GetSandboxArchive
+type GetSandboxArchiveResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type GetSandboxArchiveResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetSandboxArchiveResponse401Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetSandboxArchiveResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetSandboxArchiveResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetSandboxArchiveResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetSandboxArchiveResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSandboxArchiveResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSandboxArchiveResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSandboxArchiveResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSandboxArchiveResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutSandboxArchiveResponse401Headers the declared response headers of an HTTP 401 response for PutSandboxArchive
+type PutSandboxArchiveResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type PutSandboxArchiveResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Extracted
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *Error
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PutSandboxArchiveResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutSandboxArchiveResponse) GetJSON200() *Extracted {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PutSandboxArchiveResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PutSandboxArchiveResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PutSandboxArchiveResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PutSandboxArchiveResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r PutSandboxArchiveResponse) GetJSON413() *Error {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r PutSandboxArchiveResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetBody returns the raw response body bytes
+func (r PutSandboxArchiveResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutSandboxArchiveResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutSandboxArchiveResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutSandboxArchiveResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // SetAutostopIntervalResponse401Headers the declared response headers of an HTTP 401 response for SetAutostopInterval
 type SetAutostopIntervalResponse401Headers struct {
 	WWWAuthenticate *string
@@ -5791,8 +6284,6 @@ type ListSandboxFilesResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
-	// JSON409 the response for an HTTP 409 `application/json` response
-	JSON409 *Conflict
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListSandboxFilesResponse401Headers
 }
@@ -5820,11 +6311,6 @@ func (r ListSandboxFilesResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ListSandboxFilesResponse) GetJSON404() *NotFound {
 	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r ListSandboxFilesResponse) GetJSON409() *Conflict {
-	return r.JSON409
 }
 
 // GetBody returns the raw response body bytes
@@ -5877,8 +6363,6 @@ type ReadSandboxFileResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
-	// JSON409 the response for an HTTP 409 `application/json` response
-	JSON409 *Conflict
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ReadSandboxFileResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -5903,11 +6387,6 @@ func (r ReadSandboxFileResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ReadSandboxFileResponse) GetJSON404() *NotFound {
 	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r ReadSandboxFileResponse) GetJSON409() *Conflict {
-	return r.JSON409
 }
 
 // GetBody returns the raw response body bytes
@@ -5955,8 +6434,6 @@ type WriteSandboxFileResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
-	// JSON409 the response for an HTTP 409 `application/json` response
-	JSON409 *Conflict
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *Error
 	// JSON415 the response for an HTTP 415 `application/json` response
@@ -5983,11 +6460,6 @@ func (r WriteSandboxFileResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r WriteSandboxFileResponse) GetJSON404() *NotFound {
 	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r WriteSandboxFileResponse) GetJSON409() *Conflict {
-	return r.JSON409
 }
 
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
@@ -6023,6 +6495,82 @@ func (r WriteSandboxFileResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r WriteSandboxFileResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// StatSandboxFileResponse401Headers the declared response headers of an HTTP 401 response for StatSandboxFile
+type StatSandboxFileResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type StatSandboxFileResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FileEntry
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *StatSandboxFileResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r StatSandboxFileResponse) GetJSON200() *FileEntry {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r StatSandboxFileResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r StatSandboxFileResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r StatSandboxFileResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r StatSandboxFileResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r StatSandboxFileResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r StatSandboxFileResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StatSandboxFileResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StatSandboxFileResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -7199,6 +7747,48 @@ func (c *ClientWithResponses) GetSandboxWithResponse(ctx context.Context, id Id,
 	return ParseGetSandboxResponse(rsp)
 }
 
+// GetSandboxArchiveWithResponse A file or a directory of a sandbox, running or stopped, as a tar stream.
+//
+// As docker's GET /containers/{id}/archive: the entries are named
+// from the path's last element on, with their permission bits and
+// times; links are links, never followed; sockets and devices are
+// left out. A stopped sandbox's workspace is read where it is kept.
+// At most 100000 entries: past them the stream is cut (the tar ends
+// unexpectedly), as on any error once it has begun.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sandboxes/{id}/archive (the `GetSandboxArchive` operationId).
+func (c *ClientWithResponses) GetSandboxArchiveWithResponse(ctx context.Context, id Id, params *GetSandboxArchiveParams, reqEditors ...RequestEditorFn) (*GetSandboxArchiveResponse, error) {
+	rsp, err := c.GetSandboxArchive(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSandboxArchiveResponse(rsp)
+}
+
+// PutSandboxArchiveWithBodyWithResponse Extract a tar stream beneath a directory of a sandbox, running or stopped.
+//
+// As docker's PUT /containers/{id}/archive: path is a directory,
+// made with its parents when missing; directories and regular files
+// are made with their permission bits, merged into what is there (a
+// file replaced whole, atomically). Links and other kinds are not
+// made: the answer names them (skipped). An entry whose name is not
+// plainly beneath the directory, more than 100000 entries or more
+// than max_upload_bytes of files fail it, and what it had added is
+// removed. Counts as activity when the sandbox runs.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/sandboxes/{id}/archive (the `PutSandboxArchive` operationId).
+func (c *ClientWithResponses) PutSandboxArchiveWithBodyWithResponse(ctx context.Context, id Id, params *PutSandboxArchiveParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutSandboxArchiveResponse, error) {
+	rsp, err := c.PutSandboxArchiveWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutSandboxArchiveResponse(rsp)
+}
+
 // SetAutostopIntervalWithBodyWithResponse Set the idle auto-stop interval (0 disables). Counts as activity.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -7333,7 +7923,7 @@ func (c *ClientWithResponses) ExecInSandboxWithResponse(ctx context.Context, id 
 	return ParseExecInSandboxResponse(rsp)
 }
 
-// ListSandboxFilesWithResponse The entries of a directory of a running sandbox.
+// ListSandboxFilesWithResponse The entries of a directory of a sandbox, running or stopped.
 //
 // path is as the workload sees it, absolute or relative to its
 // workspace (default: the workspace). A path that leads out of the
@@ -7351,7 +7941,7 @@ func (c *ClientWithResponses) ListSandboxFilesWithResponse(ctx context.Context, 
 	return ParseListSandboxFilesResponse(rsp)
 }
 
-// ReadSandboxFileWithResponse A file of a running sandbox, its bytes.
+// ReadSandboxFileWithResponse A file of a sandbox, running or stopped, its bytes.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -7364,7 +7954,7 @@ func (c *ClientWithResponses) ReadSandboxFileWithResponse(ctx context.Context, i
 	return ParseReadSandboxFileResponse(rsp)
 }
 
-// WriteSandboxFileWithBodyWithResponse Replace (or create) a file of a running sandbox with the body.
+// WriteSandboxFileWithBodyWithResponse Replace (or create) a file of a sandbox, running or stopped, with the body.
 //
 // Atomic: a reader sees the old file or the whole new one; a cut
 // upload leaves nothing. A new file gets mode (octal, default 0644);
@@ -7380,6 +7970,19 @@ func (c *ClientWithResponses) WriteSandboxFileWithBodyWithResponse(ctx context.C
 		return nil, err
 	}
 	return ParseWriteSandboxFileResponse(rsp)
+}
+
+// StatSandboxFileWithResponse What is at a path of a sandbox, running or stopped (a link described, not followed).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sandboxes/{id}/files/stat (the `StatSandboxFile` operationId).
+func (c *ClientWithResponses) StatSandboxFileWithResponse(ctx context.Context, id Id, params *StatSandboxFileParams, reqEditors ...RequestEditorFn) (*StatSandboxFileResponse, error) {
+	rsp, err := c.StatSandboxFile(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStatSandboxFileResponse(rsp)
 }
 
 // GetPreviewUrlWithResponse The agent-server's URL. Only port 4000 is valid; ttl is ignored (unsigned).
@@ -8325,6 +8928,147 @@ func ParseGetSandboxResponse(rsp *http.Response) (*GetSandboxResponse, error) {
 	return response, nil
 }
 
+// ParseGetSandboxArchiveResponse parses an HTTP response from a GetSandboxArchiveWithResponse call
+func ParseGetSandboxArchiveResponse(rsp *http.Response) (*GetSandboxArchiveResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSandboxArchiveResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetSandboxArchiveResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutSandboxArchiveResponse parses an HTTP response from a PutSandboxArchiveWithResponse call
+func ParsePutSandboxArchiveResponse(rsp *http.Response) (*PutSandboxArchiveResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutSandboxArchiveResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Extracted
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PutSandboxArchiveResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseSetAutostopIntervalResponse parses an HTTP response from a SetAutostopIntervalWithResponse call
 func ParseSetAutostopIntervalResponse(rsp *http.Response) (*SetAutostopIntervalResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -8683,13 +9427,6 @@ func ParseListSandboxFilesResponse(rsp *http.Response) (*ListSandboxFilesRespons
 		}
 		response.JSON404 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Conflict
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON409 = &dest
-
 	}
 
 	switch {
@@ -8749,13 +9486,6 @@ func ParseReadSandboxFileResponse(rsp *http.Response) (*ReadSandboxFileResponse,
 			return nil, err
 		}
 		response.JSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Conflict
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON409 = &dest
 
 	}
 
@@ -8830,13 +9560,6 @@ func ParseWriteSandboxFileResponse(rsp *http.Response) (*WriteSandboxFileRespons
 		}
 		response.JSON404 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Conflict
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON409 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8856,6 +9579,73 @@ func ParseWriteSandboxFileResponse(rsp *http.Response) (*WriteSandboxFileRespons
 	switch {
 	case rsp.StatusCode == 401:
 		var headers WriteSandboxFileResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseStatSandboxFileResponse parses an HTTP response from a StatSandboxFileWithResponse call
+func ParseStatSandboxFileResponse(rsp *http.Response) (*StatSandboxFileResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StatSandboxFileResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FileEntry
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers StatSandboxFileResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

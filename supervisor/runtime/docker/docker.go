@@ -36,6 +36,7 @@ import (
 
 	"github.com/agent-control-plane/agent-control-plane/supervisor/limits"
 	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/workspace"
 )
 
 // Labels on every container this runtime makes.
@@ -119,6 +120,11 @@ var (
 // Capabilities: a container publishes its port on the host's loopback,
 // gets none of the host's base environment, runs images; exec through
 // the engine, files in its bind-mounted workspace; limits.
+// FilesAtRest are a stopped sandbox's workspace files (runtime.AtRest).
+func (r *Runtime) FilesAtRest(dir string) runtime.Files {
+	return workspace.Files{Host: dir, Seen: WorkspaceDir}
+}
+
 func (r *Runtime) Capabilities() runtime.Capabilities {
 	return runtime.Capabilities{LocalPort: true, Exec: true, Terminal: true, Mounts: true, Files: true, Limits: true, Isolation: true, Images: true}
 }

@@ -112,6 +112,11 @@ var (
 
 // Capabilities: everything but isolation and remoteness; images when
 // Images says so (the image is then only a name).
+// FilesAtRest are a stopped sandbox's workspace files (runtime.AtRest).
+func (r *Runtime) FilesAtRest(dir string) runtime.Files {
+	return workspace.Files{Host: dir, Seen: dir}
+}
+
 func (r *Runtime) Capabilities() runtime.Capabilities {
 	return runtime.Capabilities{LocalPort: r.LocalPort, Exec: true, Files: true, Limits: true, Images: r.Images}
 }

@@ -75,6 +75,11 @@ var (
 
 // Capabilities: a host port, exec and files in the workspace; limits
 // with cgroups; mounts (volumes) where sandboxes are isolated.
+// FilesAtRest are a stopped sandbox's workspace files (runtime.AtRest).
+func (n *Runtime) FilesAtRest(dir string) runtime.Files {
+	return workspace.Files{Host: dir, Seen: dir}
+}
+
 func (n *Runtime) Capabilities() runtime.Capabilities {
 	return runtime.Capabilities{LocalPort: true, Exec: true, Terminal: true, Files: true, Limits: n.Cgroups != nil,
 		Mounts: n.Isolation.Default == runtime.IsolationNamespaces}

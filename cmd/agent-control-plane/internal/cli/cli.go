@@ -187,6 +187,9 @@ func plural(n int64, word string) string {
 	if n == 1 {
 		return "1 " + word
 	}
+	if stem, ok := strings.CutSuffix(word, "y"); ok && !strings.ContainsAny(stem[len(stem)-1:], "aeiou") {
+		return strconv.FormatInt(n, 10) + " " + stem + "ies"
+	}
 	for _, end := range []string{"s", "x", "ch", "sh"} {
 		if strings.HasSuffix(word, end) {
 			return strconv.FormatInt(n, 10) + " " + word + "es"

@@ -62,7 +62,7 @@ func TestUnknownFlagSuggests(t *testing.T) {
 }
 
 func TestPlural(t *testing.T) {
-	if plural(1, "task") != "1 task" || plural(0, "task") != "0 tasks" || plural(64, "task") != "64 tasks" || plural(2, "sandbox") != "2 sandboxes" {
+	if plural(1, "task") != "1 task" || plural(0, "task") != "0 tasks" || plural(64, "task") != "64 tasks" || plural(2, "sandbox") != "2 sandboxes" || plural(2, "directory") != "2 directories" || plural(2, "key") != "2 keys" {
 		t.Error("plural")
 	}
 }

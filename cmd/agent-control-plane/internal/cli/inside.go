@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -107,66 +106,6 @@ func exitErrorOrNil(n int) error {
 		return nil
 	}
 	return exitError(n)
-}
-
-// cpCommand copies a file into or out of a sandbox.
-func cpCommand() command {
-	return command{
-		name: "cp", args: "NAME:PATH LOCAL | LOCAL NAME:PATH", summary: "copy a file out of a sandbox or into one", minArgs: 2, maxArgs: 2, client: true,
-		exec: func(ctx context.Context, c *cli, args []string) error {
-			src, dst := args[0], args[1]
-			sname, spath, fromSandbox := client.SplitSandboxPath(src)
-			dname, dpath, toSandbox := client.SplitSandboxPath(dst)
-			cl := c.client()
-			switch {
-			case fromSandbox && toSandbox:
-				return usageError{cmd: "cp", msg: "one side is a sandbox (NAME:PATH), the other a local path"}
-			case fromSandbox:
-				if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
-					dst = filepath.Join(dst, filepath.Base(spath))
-				}
-				tmp, err := os.CreateTemp(filepath.Dir(dst), ".acp-cp-*")
-				if err != nil {
-					return err
-				}
-				defer os.Remove(tmp.Name())
-				n, err := cl.ReadFile(ctx, sname, spath, tmp)
-				if cerr := tmp.Close(); err == nil {
-					err = cerr
-				}
-				if err != nil {
-					return err
-				}
-				if err := os.Rename(tmp.Name(), dst); err != nil {
-					return err
-				}
-				fmt.Fprintf(c.stderr, "Copied %s (%s) to %s\n", src, plural(n, "byte"), dst)
-			case toSandbox:
-				f, err := os.Open(src)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				fi, err := f.Stat()
-				if err != nil {
-					return err
-				}
-				if fi.IsDir() {
-					return errors.New("cp: " + src + " is a directory; cp copies one file")
-				}
-				if dpath == "" || strings.HasSuffix(dpath, "/") {
-					dpath += filepath.Base(src)
-				}
-				if err := cl.WriteFile(ctx, dname, dpath, f, uint32(fi.Mode().Perm())); err != nil {
-					return err
-				}
-				fmt.Fprintf(c.stderr, "Copied %s (%s) to %s:%s\n", src, plural(fi.Size(), "byte"), dname, dpath)
-			default:
-				return usageError{cmd: "cp", msg: "name the sandbox side as NAME:PATH"}
-			}
-			return nil
-		},
-	}
 }
 
 // shellCommand is a shell inside a sandbox without a terminal: a session

@@ -1,0 +1,233 @@
+package fileops
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"strings"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime"
+)
+
+// MaxArchiveEntries bounds the entries one archive holds, either way.
+const MaxArchiveEntries = 100000
+
+// ErrArchive: a tar stream to extract is not one, or holds an entry that
+// cannot be extracted as it is (a name leading out, too many entries).
+var ErrArchive = errors.New("bad archive")
+
+// Tar writes name, a file or a directory and everything beneath it, to w
+// as a tar stream, as docker cp does: each entry named from name's last
+// element on (src/a/b), with its permission bits and time; a link as a
+// link, never followed; other kinds (sockets, devices) left out. At
+// most MaxArchiveEntries entries; past them it fails, the stream cut.
+func Tar(ctx context.Context, f runtime.Files, name string, w io.Writer) error {
+	fi, err := f.Stat(ctx, name)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(w)
+	n := 0
+	var walk func(name, as string, fi runtime.FileInfo) error
+	walk = func(name, as string, fi runtime.FileInfo) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if n++; n > MaxArchiveEntries {
+			return fmt.Errorf("%w: more than %d entries", ErrArchive, MaxArchiveEntries)
+		}
+		hdr := &tar.Header{Name: as, Mode: int64(fi.Mode.Perm()), ModTime: fi.ModTime, Format: tar.FormatPAX}
+		switch {
+		case fi.IsDir():
+			hdr.Typeflag, hdr.Name = tar.TypeDir, as+"/"
+		case fi.Mode&fs.ModeSymlink != 0:
+			hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, fi.Link
+		case fi.Mode.IsRegular():
+			hdr.Typeflag, hdr.Size = tar.TypeReg, fi.Size
+		default:
+			return nil
+		}
+		if hdr.Typeflag == tar.TypeReg {
+			return tarFile(ctx, f, name, hdr, tw)
+		}
+		if err := tw.WriteHeader(hdr); err != nil || !fi.IsDir() {
+			return err
+		}
+		list, err := f.List(ctx, name)
+		if err != nil {
+			return err
+		}
+		for _, e := range list {
+			if err := walk(path.Join(name, e.Name), path.Join(as, e.Name), e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := walk(name, path.Base(name), fi); err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// tarFile writes one regular file: its size is what was read when the
+// header was written (a file that grew is cut there, one that shrank
+// padded with zeros, so the stream stays whole).
+func tarFile(ctx context.Context, f runtime.Files, name string, hdr *tar.Header, tw *tar.Writer) error {
+	rc, fi, err := f.Open(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	hdr.Size = fi.Size
+	if err := tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	n, err := io.Copy(tw, io.LimitReader(rc, hdr.Size))
+	if err != nil {
+		return err
+	}
+	_, err = io.CopyN(tw, zeros{}, hdr.Size-n)
+	return err
+}
+
+type zeros struct{}
+
+func (zeros) Read(b []byte) (int, error) {
+	clear(b)
+	return len(b), nil
+}
+
+// Extracted is what Untar made.
+type Extracted struct {
+	Files int   `json:"files"`
+	Dirs  int   `json:"dirs"`
+	Bytes int64 `json:"bytes"`
+	// Skipped are the entries not made: links (the file API makes files
+	// and directories only) and other kinds.
+	Skipped []string `json:"skipped,omitempty"`
+}
+
+// Untar extracts the tar stream r beneath dir, a directory made (with its
+// parents) when missing, as docker cp does: directories and regular
+// files with their permission bits, merged into what is there (a file
+// replaced whole, atomically). A name that would lead out of dir
+// (ErrArchive and runtime.ErrOutside), more than MaxArchiveEntries
+// entries (ErrArchive) or more than maxBytes of content (ErrTooLarge)
+// fail it; what it made that was not there before is then removed again
+// (a file it replaced keeps its new content).
+func Untar(ctx context.Context, f runtime.Files, dir string, r io.Reader, maxBytes int64) (Extracted, error) {
+	var out Extracted
+	var made []string // names this extraction created, in order
+	exists := func(name string) bool { _, err := f.Stat(ctx, name); return err == nil }
+	top := "" // the first of dir's names, upwards, that is not there
+	for p := dir; !exists(p) && p != path.Dir(p); p = path.Dir(p) {
+		top = p
+	}
+	if top != "" {
+		made = append(made, top)
+	}
+	if err := f.Mkdir(ctx, dir, 0o755); err != nil {
+		return out, err
+	}
+	err := func() error {
+		tr := tar.NewReader(r)
+		for n := 1; ; n++ {
+			hdr, err := tr.Next()
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("%w: %v", ErrArchive, err)
+			}
+			if n > MaxArchiveEntries {
+				return fmt.Errorf("%w: more than %d entries", ErrArchive, MaxArchiveEntries)
+			}
+			rel, err := entryName(hdr.Name)
+			if err != nil {
+				return err
+			}
+			name := path.Join(dir, rel)
+			if rel == "" || hdr.Typeflag != tar.TypeDir && hdr.Typeflag != tar.TypeReg {
+				if rel != "" {
+					out.Skipped = append(out.Skipped, rel)
+				}
+				continue // "./" is dir itself
+			}
+			if m := firstMissing(dir, rel, exists); m != "" && (len(made) == 0 || !within(m, made[len(made)-1])) {
+				made = append(made, m)
+			}
+			switch hdr.Typeflag {
+			case tar.TypeDir:
+				out.Dirs++
+				err = f.Mkdir(ctx, name, fs.FileMode(hdr.Mode).Perm())
+				if err == nil {
+					err = f.Chmod(ctx, name, fs.FileMode(hdr.Mode).Perm())
+				}
+			case tar.TypeReg:
+				if out.Bytes += hdr.Size; out.Bytes > maxBytes {
+					return fmt.Errorf("%w: more than %d bytes of files (config max_upload_bytes)", ErrTooLarge, maxBytes)
+				}
+				out.Files++
+				if err = f.Mkdir(ctx, path.Dir(name), 0o755); err == nil {
+					_, err = f.Write(ctx, name, tr, fs.FileMode(hdr.Mode).Perm())
+				}
+				if err == nil {
+					err = f.Chmod(ctx, name, fs.FileMode(hdr.Mode).Perm())
+				}
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}()
+	if err != nil {
+		for i := len(made) - 1; i >= 0; i-- {
+			f.Remove(context.WithoutCancel(ctx), made[i], true)
+		}
+	}
+	return out, err
+}
+
+// firstMissing is the first of rel's names, from dir down, that is not
+// there: what removing undoes an entry named rel.
+func firstMissing(dir, rel string, exists func(string) bool) string {
+	name := dir
+	for _, part := range strings.Split(rel, "/") {
+		if name = path.Join(name, part); !exists(name) {
+			return name
+		}
+	}
+	return ""
+}
+
+// within reports whether name is dir or beneath it.
+func within(name, dir string) bool {
+	return name == dir || strings.HasPrefix(name, dir+"/")
+}
+
+// entryName is a tar entry's name relative to where it is extracted:
+// "" for the directory itself; an error for one that is not plainly
+// beneath it (absolute, "..", or not in its clean form).
+func entryName(name string) (string, error) {
+	rel := strings.TrimSuffix(strings.TrimPrefix(name, "./"), "/")
+	if rel == "" || rel == "." {
+		return "", nil
+	}
+	if path.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, "../") || path.Clean(rel) != rel || strings.IndexByte(rel, 0) >= 0 {
+		return "", fmt.Errorf("%w: entry %q does not lie plainly beneath the directory it is extracted into (%w)", ErrArchive, clip(name), runtime.ErrOutside)
+	}
+	return rel, nil
+}
+
+// clip is at most 200 bytes of a name, for a message.
+func clip(name string) string {
+	if len(name) <= 200 {
+		return name
+	}
+	return strings.ToValidUTF8(name[:200], "") + "…"
+}

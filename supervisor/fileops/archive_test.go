@@ -1,0 +1,91 @@
+package fileops
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// tarOf is a tar of the given entries: a name ending in "/" a directory,
+// one with "->" a link, else a file whose content is its name.
+func tarOf(t *testing.T, names ...string) io.Reader {
+	t.Helper()
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, n := range names {
+		hdr := &tar.Header{Name: n, Mode: 0o640, Typeflag: tar.TypeReg, Size: int64(len(n))}
+		if strings.HasSuffix(n, "/") {
+			hdr.Typeflag, hdr.Size, hdr.Mode = tar.TypeDir, 0, 0o750
+		} else if name, target, ok := strings.Cut(n, "->"); ok {
+			hdr.Name, hdr.Linkname, hdr.Typeflag, hdr.Size = name, target, tar.TypeSymlink, 0
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			t.Fatal(err)
+		}
+		if hdr.Typeflag == tar.TypeReg {
+			tw.Write([]byte(n))
+		}
+	}
+	tw.Close()
+	return &b
+}
+
+// A tar round trip: what Tar writes of a directory, Untar makes again
+// elsewhere, modes kept, links named as skipped.
+func TestTarRoundTrip(t *testing.T) {
+	f, dir := files(t)
+	ctx := context.Background()
+	got, err := Untar(ctx, f, "in/here", tarOf(t, "p/", "p/a", "p/sub/b", "p/l->a"), 1<<20)
+	if err != nil || got.Files != 2 || got.Dirs != 1 || got.Bytes != int64(len("p/a")+len("p/sub/b")) || len(got.Skipped) != 1 {
+		t.Fatalf("untar: %+v %v", got, err)
+	}
+	for name, mode := range map[string]os.FileMode{"in/here/p": os.ModeDir | 0o750, "in/here/p/a": 0o640, "in/here/p/sub/b": 0o640} {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Mode() != mode {
+			t.Errorf("%s: %v %v, want %v", name, fi.Mode(), err, mode)
+		}
+	}
+	var out bytes.Buffer
+	if err := Tar(ctx, f, "in/here/p", &out); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Untar(ctx, f, "again", &out, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "again", "p", "sub", "b")); string(b) != "p/sub/b" {
+		t.Fatalf("again/p/sub/b: %q", b)
+	}
+}
+
+// A name not plainly beneath the directory, or content past the bound,
+// fails the extraction, and what it had added goes; what was there stays.
+func TestUntarRefusesAndRollsBack(t *testing.T) {
+	f, dir := files(t)
+	ctx := context.Background()
+	os.WriteFile(filepath.Join(dir, "kept"), []byte("mine"), 0o644)
+	for _, bad := range [][]string{{"new/", "new/a", "../escape"}, {"new/a", "/abs"}, {"new/a", "new/../../x"}, {"new/a", "new//b"}} {
+		if _, err := Untar(ctx, f, ".", tarOf(t, bad...), 1<<20); !errors.Is(err, ErrArchive) {
+			t.Errorf("%q: %v, want ErrArchive", bad, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "new")); !os.IsNotExist(err) {
+			t.Fatalf("%q left new behind: %v", bad, err)
+		}
+	}
+	if _, err := Untar(ctx, f, "made/dir", tarOf(t, "a", "b", "c"), 2); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("past the bound: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "made")); !os.IsNotExist(err) {
+		t.Errorf("the bound left made/ behind: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "kept")); string(b) != "mine" {
+		t.Errorf("a file that was there: %q", b)
+	}
+	if _, err := Untar(ctx, f, ".", strings.NewReader("not a tar at all, not at all, not at all"), 1<<20); !errors.Is(err, ErrArchive) {
+		t.Errorf("not a tar: %v", err)
+	}
+}
