@@ -131,9 +131,9 @@ func TestDashboardInABrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	until(t, ctx, "cli-3f2a stopped", rowState("cli-3f2a")+` === 'stopped'`)
-	until(t, ctx, "cli-3f2a's reason", `document.querySelector('tr[data-id="cli-3f2a"] td.reason-bad')?.textContent === 'killed by signal SIGKILL'`)
-	// A reason is never cut off: it wraps.
-	if !value(t, ctx, "read the reason's style", chromedp.Evaluate[bool](`(c => getComputedStyle(c).whiteSpace === 'normal' && c.scrollWidth <= c.clientWidth)(document.querySelector('tr[data-id="cli-3f2a"] td.col-reason'))`)) {
+	until(t, ctx, "cli-3f2a's reason", `document.querySelector('tr[data-id="cli-3f2a"] td.col-reason .reason-bad')?.textContent === 'killed by signal SIGKILL'`)
+	// A reason wraps, and says the whole of it on hover.
+	if !value(t, ctx, "read the reason's style", chromedp.Evaluate[bool](`(c => getComputedStyle(c).whiteSpace === 'normal' && c.scrollWidth <= c.clientWidth && c.firstChild.title === 'killed by signal SIGKILL')(document.querySelector('tr[data-id="cli-3f2a"] td.col-reason'))`)) {
 		t.Error("the reason cell does not wrap")
 	}
 	// Search by name hides the rows that do not match, and clearing it

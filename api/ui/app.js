@@ -238,11 +238,12 @@ function makeRow(sb) {
   cells.origin.className = 'badge';
   const name = td('name').appendChild(document.createElement('button'));
   name.type = 'button';
-  name.className = 'link name';
-  name.title = 'Show its details and logs';
+  name.className = 'link name clamp'; // two lines at most; the whole name on hover
+  name.title = sb.id + ': show its details and logs';
   name.addEventListener('click', () => openDrawer(sb.id, name));
   cells.name = name;
-  for (const key of ['snapshot', 'runtime', 'port', 'age', 'activity', 'autostop', 'usage', 'reason']) cells[key] = td(key);
+  for (const key of ['snapshot', 'runtime', 'port', 'age', 'activity', 'autostop', 'usage']) cells[key] = td(key);
+  cells.reason = td('reason').appendChild(document.createElement('span'));
   const actions = td('actions');
   actions.classList.add('actions');
   const button = (label, cls, fn) => {
@@ -323,10 +324,12 @@ function render(r, now) {
   set(r, 'activity', ago(sb.lastActivityAt, now));
   set(r, 'autostop', autostop(sb, now));
   set(r, 'usage', usage(r));
-  // A reason wraps: it is never cut off.
+  // A reason shows two lines at most; the whole of it on hover and in
+  // the drawer.
   const reason = sb.errorReason || '';
   set(r, 'reason', reason);
-  r.cells.reason.className = 'col-reason' + (reason && reason !== 'auto_stopped' ? ' reason-bad' : '');
+  r.cells.reason.title = reason;
+  r.cells.reason.className = 'clamp' + (reason && reason !== 'auto_stopped' ? ' reason-bad' : '');
   r.tr.hidden = !matches(sb);
   if (r.tr.hidden && selected.has(sb.id)) select(sb.id, false); // acts only on what is shown
   if (drawer && drawer.id === sb.id) renderDetails(now);

@@ -32,7 +32,11 @@ type Init struct {
 // init the daemon pinned (its pid, which cannot be reused while pinned).
 func (in Init) connect(ctx context.Context) (*conn, error) {
 	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", filepath.Join(in.Control, socketName))
+	var c net.Conn
+	err := withSocket(in.Control, func(sock string) (err error) {
+		c, err = d.DialContext(ctx, "unix", sock)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("reach the sandbox's init: %w", err)
 	}

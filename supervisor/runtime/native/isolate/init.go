@@ -90,9 +90,11 @@ func setUp(cfg Config) (*initState, error) {
 	if in.control, err = os.Open(cfg.Control); err != nil {
 		return nil, fmt.Errorf("open the control directory: %w", err)
 	}
-	sock := filepath.Join(cfg.Control, socketName)
-	_ = os.Remove(sock) // an earlier init's, of this sandbox
-	if in.ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"}); err != nil {
+	_ = os.Remove(filepath.Join(cfg.Control, socketName)) // an earlier init's, of this sandbox
+	if err := withSocket(cfg.Control, func(sock string) (err error) {
+		in.ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+		return err
+	}); err != nil {
 		return nil, fmt.Errorf("listen on the control socket: %w", err)
 	}
 	in.ln.SetUnlinkOnClose(false)

@@ -213,3 +213,44 @@ func TestForwardBound(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A control directory whose socket's path passes sun_path's 108 bytes (a
+// sandbox's long name beneath a deep root) still takes a listener and a
+// connection: through /proc/self/fd.
+func TestControlSocketPastSunPath(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), strings.Repeat("d", 60), strings.Repeat("e", 63), ".init")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(filepath.Join(dir, socketName)); n < 108 {
+		t.Fatalf("the path is %d bytes: it must pass 108 for this test", n)
+	}
+	var ln *net.UnixListener
+	if err := withSocket(dir, func(sock string) (err error) {
+		ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if _, err := os.Stat(filepath.Join(dir, socketName)); err != nil {
+		t.Fatalf("the socket is not in its directory: %v", err)
+	}
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Write([]byte("x"))
+			c.Close()
+		}
+	}()
+	var got []byte
+	if err := withSocket(dir, func(sock string) error {
+		c, err := net.Dial("unix", sock)
+		if err == nil {
+			got, err = io.ReadAll(c)
+			c.Close()
+		}
+		return err
+	}); err != nil || string(got) != "x" {
+		t.Fatalf("dial: %q %v", got, err)
+	}
+}

@@ -31,6 +31,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
+	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -243,4 +245,21 @@ func exitOf(ws syscall.WaitStatus) Exit {
 		return Exit{Code: 128 + int(ws.Signal()), Signal: int(ws.Signal())}
 	}
 	return Exit{Code: ws.ExitStatus()}
+}
+
+// withSocket calls f with a name of the control socket in directory dir
+// that bind and connect take: its path, or, where that passes the 108
+// bytes of sun_path (a sandbox's long name beneath a deep root), the
+// same file reached through /proc/self/fd and a descriptor of dir.
+func withSocket(dir string, f func(name string) error) error {
+	name := filepath.Join(dir, socketName)
+	if len(name) < len(unix.RawSockaddrUnix{}.Path) {
+		return f(name)
+	}
+	d, err := os.OpenFile(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return f("/proc/self/fd/" + strconv.Itoa(int(d.Fd())) + "/" + socketName)
 }
