@@ -377,6 +377,11 @@ func TestLimitsSetLaterMoveEveryProcess(t *testing.T) {
 	if l, err := g.Limits(); err != nil || l.MemoryBytes != 64<<20 || l.Pids != 64 {
 		t.Errorf("limits after the join: %+v %v", l, err)
 	}
+	// One memory figure, limit or none: the new v1 group, charged only
+	// what was faulted in since the move, is not what is read.
+	if after, err := g.Usage(); err != nil || after.MemoryBytes < u.MemoryBytes/2 {
+		t.Errorf("memory after the limit: %d bytes (%v), before it %d", after.MemoryBytes, err, u.MemoryBytes)
+	}
 	again, err := m.Open(ref, "sb-later")
 	if err != nil {
 		t.Fatal(err)
