@@ -311,6 +311,13 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		s.writeSupervisorError(w, err, wire.CodeInternal)
 		return
 	}
+	if sizes, err := s.sup.LogSizes(sb.ID); err == nil {
+		for _, l := range sizes {
+			info.Logs = append(info.Logs, wire.LogSize{Stream: l.Stream, LiveBytes: l.Live, RotatedBytes: l.Rotated, WrittenBytes: l.Written})
+		}
+	} else if !errors.Is(err, supervisor.ErrNotFound) {
+		s.log.Warn("read log sizes", "sandbox", sb.ID, "err", err)
+	}
 	writeJSON(w, http.StatusOK, info)
 }
 

@@ -45,6 +45,7 @@ type Supervisor interface {
 	EnvKeys(id string) ([]string, error)
 	EntrypointLogs(ctx context.Context, id string, q supervisor.LogQuery) (supervisor.Logs, error)
 	FollowLogs(ctx context.Context, id string, q supervisor.LogQuery, emit func(supervisor.LogChunk) error) (supervisor.Sandbox, error)
+	LogSizes(id string) ([]supervisor.LogSize, error)
 	Subscribe(f supervisor.Filter, after *uint64) (*supervisor.Subscription, []supervisor.Event)
 	Stats() supervisor.Stats
 	Meter(ctx context.Context, sbs []supervisor.Sandbox)

@@ -53,6 +53,31 @@ type LogQuery struct {
 	Once bool
 }
 
+// LogSize is how much of one stream's log is kept and was written.
+type LogSize struct {
+	Stream  string // "stdout" or "stderr"
+	Live    int64  // bytes in the live file
+	Rotated int64  // bytes in the rotated file (stdout.log.1), 0 when none
+	Written int64  // every byte written to it, what rotation dropped included
+}
+
+// LogSizes says each stream's LogSize.
+func (s *Supervisor) LogSizes(id string) ([]LogSize, error) {
+	e, err := s.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	var out []LogSize
+	for _, st := range (LogQuery{}).streams(e.id) {
+		live, rotated, written, err := s.logs.Size(st.rel)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, LogSize{Stream: st.name, Live: live, Rotated: rotated, Written: written})
+	}
+	return out, nil
+}
+
 // keeps reports whether l is within the query's times.
 func (q LogQuery) keeps(l LogLine) bool {
 	return !l.At.Before(q.Since) && (q.Until.IsZero() || l.At.Before(q.Until))

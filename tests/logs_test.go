@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -236,6 +237,10 @@ func TestCLILogsNotCutInSilence(t *testing.T) {
 	if code, out, errOut := cli(t, d, "logs", "chatty", "-n", "10"); code != 0 || strings.Count(out+errOut, "\n") != 10 {
 		t.Errorf("logs -n 10: exit %d, %q %q", code, out, errOut)
 	}
+	// get says how much is kept.
+	if _, out, _ := cli(t, d, "get", "chatty"); !regexp.MustCompile(`(?m)^Logs: +stdout 11\.\d MiB, stderr 11\.\d MiB$`).MatchString(out) {
+		t.Errorf("get: %q", out)
+	}
 	// --until: nothing was written before the sandbox was.
 	if code, out, errOut := cli(t, d, "logs", "chatty", "--until", "2026-01-01"); code != 0 || out != "" || errOut != "" {
 		t.Errorf("logs --until 2026-01-01: exit %d, %q %q", code, out, errOut)
@@ -244,5 +249,24 @@ func TestCLILogsNotCutInSilence(t *testing.T) {
 	until := time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339Nano)
 	if code, out, _ := cli(t, d, "logs", "-f", "--until", until, "--stdout", "chatty"); code != 0 || strings.Count(out, "spam line ") != perStream {
 		t.Errorf("logs -f --until: exit %d, %d spam lines", code, strings.Count(out, "spam line "))
+	}
+}
+
+// get says each log's size and its rotation: what the rotated file
+// holds and what rotation dropped.
+func TestCLIGetSaysLogSizes(t *testing.T) {
+	lo, hi := portBlock.Next()
+	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi, Env: []string{"AGENT_CONTROL_PLANE_LOG_MAX_BYTES=" + strconv.Itoa(64<<10)}})
+	create(t, d, `{"name":"rot","envVars":{"STUB_AGENT_SPAM_BYTES":"1000000"}}`)
+	waitState(t, d, "rot", "started")
+	want := regexp.MustCompile(`(?m)^Logs: +stdout \d+ KiB \(\d+ KiB of it in stdout\.log\.1, \d+ KiB older rotated away\), stderr `)
+	testenv.Eventually(t, "get shows the rotation", func() bool {
+		_, out, _ := cli(t, d, "get", "rot")
+		return want.MatchString(out)
+	})
+	var sb struct{ Logs []wire.LogSize }
+	_, b := call(t, d, "GET", "/v1/sandboxes/rot", "")
+	if json.Unmarshal(b, &sb) != nil || len(sb.Logs) != 2 || sb.Logs[0].WrittenBytes < 1000000 || sb.Logs[0].RotatedBytes == 0 {
+		t.Errorf("logs: %+v", sb.Logs)
 	}
 }

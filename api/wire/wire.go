@@ -83,6 +83,19 @@ type SandboxInfo struct {
 	// EnvKeys are the names of the variables the sandbox's workload was
 	// given, never their values (a read of one sandbox only).
 	EnvKeys []string `json:"envKeys,omitempty"`
+	// Logs are its logs' sizes on disk, stdout then stderr (a read of
+	// one sandbox only).
+	Logs []LogSize `json:"logs,omitempty"`
+}
+
+// LogSize is how much of one stream's log is on disk, and was written.
+type LogSize struct {
+	Stream       string `json:"stream"`       // "stdout" or "stderr"
+	LiveBytes    int64  `json:"liveBytes"`    // in the live file (stdout.log)
+	RotatedBytes int64  `json:"rotatedBytes"` // in the rotated one (stdout.log.1); 0: none
+	// WrittenBytes: every byte written to it, what rotation dropped
+	// included.
+	WrittenBytes int64 `json:"writtenBytes"`
 }
 
 // ExecRequest runs a command inside a sandbox (POST …/exec).

@@ -2,10 +2,14 @@ package logcap
 
 import (
 	"bytes"
+	"errors"
 	"math"
+	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 )
 
 // ClipStart keeps at most the last n bytes of s, starting at a line: the
@@ -122,4 +126,28 @@ func (lc *Cap) Lines(rel string, tail, margin int64, since time.Time) ([]Line, i
 	})
 	lc.Date(rel, lines)
 	return lines, f.Pos, err
+}
+
+// Size says how much of log rel is on disk, in its live file (the data
+// after a punched head) and in its rotated one, and where it ends: every
+// byte written to it, what rotation dropped included.
+func (lc *Cap) Size(rel string) (live, rotated, written int64, err error) {
+	mu := lc.rotatingOf(rel)
+	mu.RLock()
+	defer mu.RUnlock()
+	st := lc.state(rel)
+	f, fi, err := lc.fs.OpenRegular(rel, unix.O_RDONLY)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, 0, st.shift, nil
+	}
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer f.Close()
+	if k := st.kept; k.to > k.from {
+		if rfi, err := lc.fs.Lstat(rel + RotatedSuffix); err == nil {
+			rotated = rfi.Size()
+		}
+	}
+	return fi.Size() - dataStart(f, fi.Size()), rotated, fi.Size() + st.shift, nil
 }

@@ -274,6 +274,24 @@ func (e LogLineStream) Valid() bool {
 	}
 }
 
+// Defines values for LogSizeStream.
+const (
+	LogSizeStreamStderr LogSizeStream = "stderr"
+	LogSizeStreamStdout LogSizeStream = "stdout"
+)
+
+// Valid indicates whether the value is a known member of the LogSizeStream enum.
+func (e LogSizeStream) Valid() bool {
+	switch e {
+	case LogSizeStreamStderr:
+		return true
+	case LogSizeStreamStdout:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for NoDisk.
 const (
 	NoDiskN0 NoDisk = 0
@@ -752,6 +770,22 @@ type LogLine struct {
 // LogLineStream defines model for LogLine.Stream.
 type LogLineStream string
 
+// LogSize defines model for LogSize.
+type LogSize struct {
+	// LiveBytes In the live file (stdout.log).
+	LiveBytes int64 `json:"liveBytes"`
+
+	// RotatedBytes In the rotated file (stdout.log.1); 0 when there is none.
+	RotatedBytes int64         `json:"rotatedBytes"`
+	Stream       LogSizeStream `json:"stream"`
+
+	// WrittenBytes Every byte written to the log
+	WrittenBytes int64 `json:"writtenBytes"`
+}
+
+// LogSizeStream defines model for LogSize.Stream.
+type LogSizeStream string
+
 // LogTime When a log line was written: RFC 3339, UTC, always nine digits of
 // nanoseconds.
 type LogTime = time.Time
@@ -837,6 +871,9 @@ type SandboxInfo struct {
 
 	// LastActivityAt Examples: 2026-11-29T10:22:29.768Z
 	LastActivityAt Timestamp `json:"lastActivityAt"`
+
+	// Logs Its logs' sizes on disk, stdout then stderr (a read of one sandbox only).
+	Logs *[]LogSize `json:"logs,omitempty"`
 
 	// Memory Memory limit in force, in GiB (whole pages); absent, none.
 	Memory *float32 `json:"memory,omitempty"`

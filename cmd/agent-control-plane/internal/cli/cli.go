@@ -453,6 +453,9 @@ func (c *cli) describe(sb wire.SandboxInfo) {
 	if sb.Workspace != "" {
 		row("Workspace", inert(sb.Workspace))
 	}
+	if len(sb.Logs) > 0 {
+		row("Logs", logsString(sb.Logs))
+	}
 	row("Created", sb.CreatedAt.Local().Format(time.DateTime))
 	if sb.StartedAt != nil {
 		row("Started", sb.StartedAt.Local().Format(time.DateTime))
@@ -467,6 +470,24 @@ func (c *cli) describe(sb wire.SandboxInfo) {
 		row("Auto-stop", "off")
 	}
 	tw.Flush()
+}
+
+// logsString says each log's size on disk and its rotation: "stdout
+// 5.0 MiB (+ 4.9 MiB rotated, 31 MiB written), stderr 2 KiB".
+func logsString(logs []wire.LogSize) string {
+	var parts []string
+	for _, l := range logs {
+		s := l.Stream + " " + bytesString(l.LiveBytes+l.RotatedBytes)
+		if l.RotatedBytes > 0 {
+			s += " (" + bytesString(l.RotatedBytes) + " of it in " + l.Stream + ".log.1"
+			if dropped := l.WrittenBytes - l.LiveBytes - l.RotatedBytes; dropped > 0 {
+				s += ", " + bytesString(dropped) + " older rotated away"
+			}
+			s += ")"
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // commandContext ends on SIGINT or SIGTERM.

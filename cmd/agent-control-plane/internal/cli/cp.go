@@ -129,9 +129,9 @@ func (c *cli) sayCopied(src, name, dst string, got wire.Extracted) {
 	}
 }
 
-// copied says what a copy made: "3 files, 1 directory, 2.1 KiB".
+// copied says what a copy made: "3 files, 1 directory, 2 KiB".
 func copied(e wire.Extracted) string {
-	return plural(int64(e.Files), "file") + ", " + plural(int64(e.Dirs), "directory") + ", " + plural(e.Bytes, "byte")
+	return plural(int64(e.Files), "file") + ", " + plural(int64(e.Dirs), "directory") + ", " + bytesString(e.Bytes)
 }
 
 // tarLocal writes src (a file, or a directory with everything beneath

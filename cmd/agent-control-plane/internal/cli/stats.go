@@ -132,14 +132,17 @@ func (c *cli) printStats(rows []statRow) {
 	writeTable(c.stdout, table, nil)
 }
 
-// bytesString is n bytes as people read them: 512 KiB, 14.1 MiB, 2.0 GiB.
+// bytesString is n bytes as people read them: 300 B, 512 KiB, 14.1 MiB,
+// 2.0 GiB.
 func bytesString(n int64) string {
 	switch {
 	case n >= 1<<30:
 		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
 	case n >= 1<<20:
 		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	default:
+	case n >= 1<<10:
 		return fmt.Sprintf("%d KiB", n>>10)
+	default:
+		return fmt.Sprintf("%d B", n)
 	}
 }
