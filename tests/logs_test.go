@@ -172,6 +172,11 @@ func TestCLILogsFlags(t *testing.T) {
 			t.Fatalf("stamped line %q", line)
 		}
 	}
+	// Bundled, as docker users type them: -tn1 is -t -n 1.
+	code, out, errOut = cli(t, d, "logs", "clitick", "-tn1")
+	if at, _, _ := strings.Cut(strings.TrimSpace(out+errOut), " "); code != 0 || strings.Count(out+errOut, "\n") != 1 || !strings.HasPrefix(at, "20") {
+		t.Fatalf("logs -tn1: %d %q %q", code, out, errOut)
+	}
 	// --stdout: only the even ticks, nothing on stderr.
 	code, out, errOut = cli(t, d, "logs", "clitick", "--stdout", "--tail", "6")
 	if code != 0 || errOut != "" || strings.Count(out, "tick") != 6 {
