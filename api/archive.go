@@ -14,20 +14,13 @@ import (
 // /containers/{id}/archive: what cp copies, files and directories alike,
 // modes kept, running or stopped.
 
-// storedFiles resolves the sandbox's files, running or stopped, and the
-// path asked for (required).
+// storedFiles is sandboxFiles with the path required.
 func (s *Server) storedFiles(w http.ResponseWriter, r *http.Request) (runtime.Files, string, bool) {
-	p := r.URL.Query().Get("path")
-	if p == "" {
+	if r.URL.Query().Get("path") == "" {
 		writeError(w, wire.CodeInvalidRequest, "path is required")
 		return nil, "", false
 	}
-	f, err := s.sup.StoredFiles(r.PathValue("id"))
-	if err != nil {
-		s.writeSupervisorError(w, err, wire.CodeInternal)
-		return nil, "", false
-	}
-	return f, p, true
+	return s.sandboxFiles(w, r)
 }
 
 // statFile describes what is at path, running or stopped: a link is

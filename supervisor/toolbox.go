@@ -115,14 +115,10 @@ func (s *Supervisor) StoredFiles(id string) (runtime.Files, error) {
 	if !errors.Is(err, ErrNotRunning) {
 		return f, err
 	}
-	e, lerr := s.lookup(id)
+	e, rt, lerr := s.runtimeOf(id)
 	if lerr != nil {
 		return nil, lerr
 	}
-	s.mu.Lock()
-	name := e.info.Runtime
-	s.mu.Unlock()
-	rt, _ := s.opts.Runtimes.Get(name)
 	ar, ok := rt.(runtime.AtRest)
 	if !ok {
 		return nil, err
@@ -412,13 +408,20 @@ func (t *toolbox) forget(id string) {
 // runtime isolates it (a container). A native sandbox's processes run as
 // the daemon's user and can read all of them.
 func (s *Supervisor) Confined(id string) (bool, error) {
+	_, rt, err := s.runtimeOf(id)
+	return err == nil && rt != nil && rt.Capabilities().Isolation, err
+}
+
+// runtimeOf is sandbox id and its runtime (nil when this daemon has it
+// no more).
+func (s *Supervisor) runtimeOf(id string) (*sandbox, runtime.Runtime, error) {
 	e, err := s.lookup(id)
 	if err != nil {
-		return false, err
+		return nil, nil, err
 	}
 	s.mu.Lock()
 	name := e.info.Runtime
 	s.mu.Unlock()
-	rt, ok := s.opts.Runtimes.Get(name)
-	return ok && rt.Capabilities().Isolation, nil
+	rt, _ := s.opts.Runtimes.Get(name)
+	return e, rt, nil
 }
