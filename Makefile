@@ -75,7 +75,7 @@ chaos: build
 	ACP_CHAOS_ROUNDS=50 ACP_TEST_BINARY=$(abspath $(BIN)) $(GO) test -race -count=1 -run 'Chaos' -v ./tests
 	$(MAKE) fuzz FUZZTIME=300000x
 
-FUZZ_TARGETS := api:FuzzDecodeCreate api:FuzzLabelFilter api:FuzzParseLastEventID supervisor/redact:FuzzRedact supervisor:FuzzValidateCreate supervisor/redact:FuzzRedactMatchesReference supervisor/fileops:FuzzReplaceStream
+FUZZ_TARGETS := api:FuzzDecodeCreate api:FuzzLabelFilter api:FuzzParseLastEventID supervisor/redact:FuzzRedact supervisor:FuzzValidateCreate supervisor/redact:FuzzRedactMatchesReference supervisor/fileops:FuzzReplaceStream supervisor/fileops:FuzzUntar
 # A count, not a duration: with a duration, Go 1.26's fuzz coordinator can
 # report a spurious "context deadline exceeded" when its deadline races a
 # worker (golang/go#75804, fixed in Go 1.27); a count has no deadline.

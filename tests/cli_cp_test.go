@@ -61,6 +61,12 @@ func TestCLICopies(t *testing.T) {
 	}
 	checkTree(t, filepath.Join(into, "proj"))
 
+	// NAME:dir/. is dir's content, into an existing directory.
+	content := t.TempDir()
+	if code, _, errs := cli(t, d, "cp", "cp1:deep/new/proj/.", content); code != 0 {
+		t.Fatalf("cp dir/. out: %d %q", code, errs)
+	}
+	checkTree(t, content)
 	// "-": a tar on stdout, and one on stdin.
 	code, out, errs := cli(t, d, "cp", "cp1:deep/new/proj", "-")
 	names := tarNames(t, out)

@@ -62,7 +62,9 @@ func Tar(ctx context.Context, f runtime.Files, name string, w io.Writer) error {
 			return err
 		}
 		for _, e := range list {
-			if err := walk(path.Join(name, e.Name), path.Join(as, e.Name), e); err != nil {
+			// as+"/": "." stays "./a" (path.Join would make it "a",
+			// and the entries would not all begin with the first).
+			if err := walk(path.Join(name, e.Name), as+"/"+e.Name, e); err != nil {
 				return err
 			}
 		}

@@ -1,8 +1,15 @@
 package fileops
 
 import (
+	"archive/tar"
 	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/workspace"
 )
 
 // The streamed replacement is bytes.ReplaceAll, whatever the text and
@@ -25,6 +32,40 @@ func FuzzReplaceStream(f *testing.F) {
 		want := bytes.ReplaceAll(src, old, new)
 		if err != nil || !bytes.Equal(out.Bytes(), want) || written != int64(len(want)) || count != bytes.Count(src, old) {
 			t.Fatalf("replace %q with %q in %d bytes: %d replaced, %d written, %v; want %d, %d", old, new, len(src), count, written, err, bytes.Count(src, old), len(want))
+		}
+	})
+}
+
+// Whatever a tar holds, Untar writes nothing outside the directory it
+// extracts into, and a failed extraction leaves nothing of its own.
+func FuzzUntar(f *testing.F) {
+	for _, names := range [][]string{{"a", "d/", "d/b"}, {"../x"}, {"/abs"}, {"d/", "d/../../y"}, {"l->/etc", "l/x"}} {
+		var b bytes.Buffer
+		tw := tar.NewWriter(&b)
+		for _, n := range names {
+			hdr := &tar.Header{Name: n, Mode: 0o644, Typeflag: tar.TypeReg, Size: 1}
+			if strings.HasSuffix(n, "/") {
+				hdr.Typeflag, hdr.Size = tar.TypeDir, 0
+			} else if name, target, ok := strings.Cut(n, "->"); ok {
+				hdr.Name, hdr.Linkname, hdr.Typeflag, hdr.Size = name, target, tar.TypeSymlink, 0
+			}
+			tw.WriteHeader(hdr)
+			tw.Write([]byte("x")[:hdr.Size])
+		}
+		tw.Close()
+		f.Add(b.Bytes())
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		outer := t.TempDir()
+		ws := filepath.Join(outer, "ws")
+		os.Mkdir(ws, 0o755)
+		files := workspace.Files{Host: ws, Seen: ws}
+		_, err := Untar(context.Background(), files, "into", bytes.NewReader(b), 1<<20)
+		if entries, _ := os.ReadDir(outer); len(entries) != 1 {
+			t.Fatalf("something beside the workspace: %v", entries)
+		}
+		if entries, _ := os.ReadDir(ws); err != nil && len(entries) != 0 {
+			t.Fatalf("a failed extraction (%v) left %v", err, entries)
 		}
 	})
 }

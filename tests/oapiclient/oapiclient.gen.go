@@ -779,7 +779,7 @@ type LogSize struct {
 	RotatedBytes int64         `json:"rotatedBytes"`
 	Stream       LogSizeStream `json:"stream"`
 
-	// WrittenBytes Every byte written to the log
+	// WrittenBytes Every byte written to the log, what rotation dropped included.
 	WrittenBytes int64 `json:"writtenBytes"`
 }
 
