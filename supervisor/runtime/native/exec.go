@@ -73,6 +73,11 @@ func (h *handle) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Proce
 		return nil, fmt.Errorf("%w: %w: %v", runtime.ErrExecStart, runtime.ErrProgramNotFound, err)
 	}
 	dir := h.execDir(spec)
+	if !filepath.IsAbs(argv0) {
+		// ./run.sh, bin/run.sh: from where the command runs, as a
+		// shell and docker exec find it (not the daemon's directory).
+		argv0 = filepath.Join(dir, argv0)
+	}
 	pipes, err := newStdio(spec)
 	if err != nil {
 		return nil, err
