@@ -32,7 +32,7 @@ func TestCLICopies(t *testing.T) {
 
 	// In: a directory into a directory that does not exist, parents too.
 	code, _, errs := cli(t, d, "cp", src, "cp1:deep/new/")
-	if code != 0 || !strings.Contains(errs, "2 files, 2 directories") || !strings.Contains(errs, "1 link not copied") {
+	if code != 0 || !strings.Contains(errs, "2 files, 2 directories") || !strings.Contains(errs, "1 entry not copied") {
 		t.Fatalf("cp dir in: %d %q", code, errs)
 	}
 	checkTree(t, filepath.Join(ws, "deep", "new", "proj"))
@@ -67,6 +67,10 @@ func TestCLICopies(t *testing.T) {
 		t.Fatalf("cp dir/. out: %d %q", code, errs)
 	}
 	checkTree(t, content)
+	// --json: what it made, as one object.
+	if code, out, _ := cli(t, d, "--json", "cp", filepath.Join(src, "README"), "cp1:docs/"); code != 0 || !strings.Contains(out, `"destination": "cp1:docs/README"`) || !strings.Contains(out, `"files": 1`) {
+		t.Fatalf("cp --json: %d %q", code, out)
+	}
 	// "-": a tar on stdout, and one on stdin.
 	code, out, errs := cli(t, d, "cp", "cp1:deep/new/proj", "-")
 	names := tarNames(t, out)

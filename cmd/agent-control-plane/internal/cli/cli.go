@@ -46,9 +46,13 @@ type cli struct {
 // the defaults, so that flags given before the command survive the
 // command's own flag set.
 func (c *cli) bindGlobal(fs *pflag.FlagSet) {
+	c.bindRemote(fs)
+	c.bindJSON(fs)
+}
+
+func (c *cli) bindRemote(fs *pflag.FlagSet) {
 	fs.StringVar(&c.url, "url", c.url, "daemon `URL` (default $AGENT_CONTROL_PLANE_URL or "+client.DefaultURL+")")
 	fs.StringVar(&c.token, "token", c.token, "bearer `token` (default $AGENT_CONTROL_PLANE_TOKEN or the token file)")
-	c.bindJSON(fs)
 }
 
 func (c *cli) bindJSON(fs *pflag.FlagSet) {

@@ -133,9 +133,12 @@ func TestTopLevel(t *testing.T) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, out, errOut)
 		}
 	}
-	// Client flags belong to client commands only.
-	if code, _, errOut := runCLI("--json", "stub-agent"); code != exitUsage {
-		t.Errorf("--json stub-agent: exit %d, stderr %q", code, errOut)
+	// Client flags belong to client commands only; --json to those with
+	// something to print as JSON.
+	for _, args := range [][]string{{"--json", "stub-agent"}, {"--json", "shell", "x"}, {"shell", "--json", "x"}} {
+		if code, _, errOut := runCLI(args...); code != exitUsage || !strings.Contains(errOut, "json") {
+			t.Errorf("%q: exit %d, stderr %q", args, code, errOut)
+		}
 	}
 }
 

@@ -52,6 +52,9 @@ func orWorkspace(p string) string {
 func (c *cli) copyOut(ctx context.Context, name, src, dst string) error {
 	cl := c.client()
 	if dst == "-" {
+		if c.json {
+			return usagef("cp", "--json and - both write to stdout: the tar goes there")
+		}
 		return cl.GetArchive(ctx, name, src, c.stdout)
 	}
 	entry, err := cl.Stat(ctx, name, src)
@@ -80,7 +83,7 @@ func (c *cli) copyOut(ctx context.Context, name, src, dst string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stderr, "Copied %s:%s to %s (%s)\n", inert(name), inert(src), filepath.Join(dir, as), copied(got))
+	c.sayCopied(name+":"+src, filepath.Join(dir, as), got)
 	return nil
 }
 
@@ -90,7 +93,7 @@ func (c *cli) copyIn(ctx context.Context, src, name, dst string) error {
 	if src == "-" {
 		got, err := cl.PutArchive(ctx, name, dst, c.stdin)
 		if err == nil {
-			c.sayCopied("stdin", name, dst, got)
+			c.sayCopied("-", name+":"+dst, got)
 		}
 		return err
 	}
@@ -116,16 +119,27 @@ func (c *cli) copyIn(ctx context.Context, src, name, dst string) error {
 	got, err := cl.PutArchive(ctx, name, dir, pr)
 	pr.CloseWithError(err)
 	if err == nil {
-		c.sayCopied(src, name, path.Join(dir, as), got)
+		c.sayCopied(src, name+":"+path.Join(dir, as), got)
 	}
 	return err
 }
 
-func (c *cli) sayCopied(src, name, dst string, got wire.Extracted) {
-	fmt.Fprintf(c.stderr, "Copied %s to %s:%s (%s)\n", inert(src), inert(name), inert(dst), copied(got))
+// sayCopied says what a copy made: on stderr, or with --json as one
+// object on stdout ({"source", "destination", "files", "dirs",
+// "bytes", "skipped"}).
+func (c *cli) sayCopied(src, dst string, got wire.Extracted) {
+	if c.json {
+		c.printJSON(struct {
+			Source      string `json:"source"`
+			Destination string `json:"destination"`
+			wire.Extracted
+		}{src, dst, got})
+		return
+	}
+	fmt.Fprintf(c.stderr, "Copied %s to %s (%s)\n", inert(src), inert(dst), copied(got))
 	if n := len(got.Skipped); n > 0 {
-		fmt.Fprintf(c.stderr, "warning: %s not copied (the sandbox's file API makes files and directories only): %s\n",
-			plural(int64(n), "link"), inert(strings.Join(got.Skipped[:min(n, 5)], ", ")))
+		fmt.Fprintf(c.stderr, "warning: %s not copied (a link or a special file; cp makes files and directories in a sandbox): %s\n",
+			plural(int64(n), "entry"), inert(strings.Join(got.Skipped[:min(n, 5)], ", ")))
 	}
 }
 

@@ -46,6 +46,9 @@ type command struct {
 	// json: the command takes --json without being a client (it prints
 	// what it knows locally).
 	json bool
+	// noJSON: a client command with nothing to print as JSON (a shell):
+	// it takes --url and --token only.
+	noJSON bool
 	// flags binds the command's own flags; nil when it has none.
 	flags func(fs *pflag.FlagSet)
 	// hidden commands are for the daemon itself (the stub agent it
@@ -251,6 +254,8 @@ func (c *cli) cobra(cmd command) *cobra.Command {
 		cmd.flags(fs)
 	}
 	switch {
+	case cmd.client && cmd.noJSON:
+		c.bindRemote(fs)
 	case cmd.client:
 		c.bindGlobal(fs)
 	case cmd.json:
@@ -263,11 +268,14 @@ func (c *cli) cobra(cmd command) *cobra.Command {
 // onlyItsGlobals refuses the global flags given before a command that
 // does not take them (after it, they are unknown flags).
 func (c *cli) onlyItsGlobals(cmd command, global *pflag.FlagSet) error {
-	if cmd.client {
+	if cmd.client && !cmd.noJSON {
 		return nil
 	}
+	if cmd.client && global.Changed("json") {
+		return usagef(cmd.name, "%s takes no --json", cmd.name)
+	}
 	remote := global.Changed("url") || global.Changed("token")
-	if remote || global.Changed("json") && !cmd.json {
+	if !cmd.client && (remote || global.Changed("json") && !cmd.json) {
 		takes := "--url, --token or --json"
 		if cmd.json {
 			takes = "--url or --token"

@@ -112,7 +112,7 @@ func exitErrorOrNil(n int) error {
 // whose state (cd, export) persists from line to line, read until EOF.
 func shellCommand() command {
 	return command{
-		name: "shell", args: "NAME", summary: "a shell session inside a sandbox, a line at a time (cd and export persist), until EOF", minArgs: 1, maxArgs: 1, client: true, names: 1,
+		name: "shell", args: "NAME", summary: "a shell session inside a sandbox, a line at a time (cd and export persist), until EOF", minArgs: 1, maxArgs: 1, client: true, noJSON: true, names: 1,
 		exec: func(ctx context.Context, c *cli, args []string) error {
 			cl := c.client()
 			sb, err := cl.Get(ctx, args[0])
