@@ -60,7 +60,7 @@ func FuzzUntar(f *testing.F) {
 		ws := filepath.Join(outer, "ws")
 		os.Mkdir(ws, 0o755)
 		files := workspace.Files{Host: ws, Seen: ws}
-		_, err := Untar(context.Background(), files, "into", bytes.NewReader(b), 1<<20)
+		_, err := Untar(context.Background(), files, "into", bytes.NewReader(b), 64<<10)
 		if entries, _ := os.ReadDir(outer); len(entries) != 1 {
 			t.Fatalf("something beside the workspace: %v", entries)
 		}
