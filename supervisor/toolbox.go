@@ -157,6 +157,10 @@ func (f *activeFiles) Rename(ctx context.Context, from, to string) error {
 	return f.changed(f.Files.Rename(ctx, from, to))
 }
 
+func (f *activeFiles) Symlink(ctx context.Context, target, name string) error {
+	return f.changed(f.Files.Symlink(ctx, target, name))
+}
+
 func (f *activeFiles) Chmod(ctx context.Context, name string, perm fs.FileMode) error {
 	return f.changed(f.Files.Chmod(ctx, name, perm))
 }

@@ -32,10 +32,13 @@ func TestCLICopies(t *testing.T) {
 
 	// In: a directory into a directory that does not exist, parents too.
 	code, _, errs := cli(t, d, "cp", src, "cp1:deep/new/")
-	if code != 0 || !strings.Contains(errs, "2 files, 2 directories") || !strings.Contains(errs, "1 entry not copied") {
+	if code != 0 || !strings.Contains(errs, "2 files, 2 directories, 1 link") {
 		t.Fatalf("cp dir in: %d %q", code, errs)
 	}
 	checkTree(t, filepath.Join(ws, "deep", "new", "proj"))
+	if to, err := os.Readlink(filepath.Join(ws, "deep", "new", "proj", "link")); err != nil || to != "README" {
+		t.Fatalf("the link copied in: %q %v", to, err)
+	}
 	// A file into a missing directory named with a trailing slash.
 	if code, _, errs := cli(t, d, "cp", filepath.Join(src, "README"), "cp1:docs/"); code != 0 {
 		t.Fatalf("cp file into docs/: %d %q", code, errs)
@@ -54,6 +57,9 @@ func TestCLICopies(t *testing.T) {
 		t.Fatalf("cp dir out: %d %q", code, errs)
 	}
 	checkTree(t, back)
+	if to, err := os.Readlink(filepath.Join(back, "link")); err != nil || to != "README" {
+		t.Fatalf("the link copied out: %q %v", to, err)
+	}
 	// Into an existing directory: beneath it.
 	into := t.TempDir()
 	if code, _, errs := cli(t, d, "cp", "cp1:deep/new/proj", into); code != 0 {

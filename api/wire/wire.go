@@ -400,9 +400,9 @@ type LogsResponse struct {
 type Extracted struct {
 	Files int   `json:"files"`
 	Dirs  int   `json:"dirs"`
+	Links int   `json:"links"`
 	Bytes int64 `json:"bytes"`
-	// Skipped are the entries not made: links (the file API makes files
-	// and directories only) and other kinds.
+	// Skipped are the entries not made: hard links, devices, FIFOs.
 	Skipped []string `json:"skipped,omitempty"`
 }
 

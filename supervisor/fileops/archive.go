@@ -108,9 +108,9 @@ func (zeros) Read(b []byte) (int, error) {
 type Extracted struct {
 	Files int   `json:"files"`
 	Dirs  int   `json:"dirs"`
+	Links int   `json:"links"`
 	Bytes int64 `json:"bytes"`
-	// Skipped are the entries not made: links (the file API makes files
-	// and directories only) and other kinds.
+	// Skipped are the entries not made: hard links, devices, FIFOs.
 	Skipped []string `json:"skipped,omitempty"`
 }
 
@@ -154,7 +154,7 @@ func Untar(ctx context.Context, f runtime.Files, dir string, r io.Reader, maxByt
 				return err
 			}
 			name := path.Join(dir, rel)
-			if rel == "" || hdr.Typeflag != tar.TypeDir && hdr.Typeflag != tar.TypeReg {
+			if rel == "" || hdr.Typeflag != tar.TypeDir && hdr.Typeflag != tar.TypeReg && hdr.Typeflag != tar.TypeSymlink {
 				if rel != "" {
 					out.Skipped = append(out.Skipped, rel)
 				}
@@ -181,6 +181,9 @@ func Untar(ctx context.Context, f runtime.Files, dir string, r io.Reader, maxByt
 				if err == nil {
 					err = f.Chmod(ctx, name, fs.FileMode(hdr.Mode).Perm())
 				}
+			case tar.TypeSymlink:
+				out.Links++
+				err = untarLink(ctx, f, name, hdr.Linkname)
 			}
 			if err != nil {
 				return err
@@ -193,6 +196,23 @@ func Untar(ctx context.Context, f runtime.Files, dir string, r io.Reader, maxByt
 		}
 	}
 	return out, err
+}
+
+// untarLink makes name a link to target, replacing a file or a link
+// there (not a directory), its directory made when missing.
+func untarLink(ctx context.Context, f runtime.Files, name, target string) error {
+	if fi, err := f.Stat(ctx, name); err == nil {
+		if fi.IsDir() {
+			return fmt.Errorf("%w: %s is a directory; a link cannot replace it", ErrArchive, clip(name))
+		}
+		if err := f.Remove(ctx, name, false); err != nil {
+			return err
+		}
+	}
+	if err := f.Mkdir(ctx, path.Dir(name), 0o755); err != nil {
+		return err
+	}
+	return f.Symlink(ctx, target, name)
 }
 
 // firstMissing is the first of rel's names, from dir down, that is not

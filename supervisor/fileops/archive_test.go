@@ -41,14 +41,22 @@ func tarOf(t *testing.T, names ...string) io.Reader {
 func TestTarRoundTrip(t *testing.T) {
 	f, dir := files(t)
 	ctx := context.Background()
-	got, err := Untar(ctx, f, "in/here", tarOf(t, "p/", "p/a", "p/sub/b", "p/l->a"), 1<<20)
-	if err != nil || got.Files != 2 || got.Dirs != 1 || got.Bytes != int64(len("p/a")+len("p/sub/b")) || len(got.Skipped) != 1 {
+	got, err := Untar(ctx, f, "in/here", tarOf(t, "p/", "p/a", "p/sub/b", "p/l->a", "p/out->/etc/passwd"), 1<<20)
+	if err != nil || got.Files != 2 || got.Dirs != 1 || got.Links != 2 || got.Bytes != int64(len("p/a")+len("p/sub/b")) || len(got.Skipped) != 0 {
 		t.Fatalf("untar: %+v %v", got, err)
 	}
 	for name, mode := range map[string]os.FileMode{"in/here/p": os.ModeDir | 0o750, "in/here/p/a": 0o640, "in/here/p/sub/b": 0o640} {
 		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Mode() != mode {
 			t.Errorf("%s: %v %v, want %v", name, fi.Mode(), err, mode)
 		}
+	}
+	// A link is made as written, and never followed by what comes
+	// after it: a file beneath the link that leads out is refused.
+	if to, err := os.Readlink(filepath.Join(dir, "in/here/p/out")); err != nil || to != "/etc/passwd" {
+		t.Errorf("the link: %q %v", to, err)
+	}
+	if _, err := Untar(ctx, f, "in/here", tarOf(t, "p/out/shadow"), 1<<20); err == nil {
+		t.Error("a file beneath a link that leads out was written")
 	}
 	var out bytes.Buffer
 	if err := Tar(ctx, f, "in/here/p", &out); err != nil {

@@ -117,6 +117,9 @@ type Files interface {
 	Rename(ctx context.Context, from, to string) error
 	// Chmod sets name's permission bits.
 	Chmod(ctx context.Context, name string, perm fs.FileMode) error
+	// Symlink makes name a symbolic link to target, as written (the
+	// file API never follows it out of the workspace).
+	Symlink(ctx context.Context, target, name string) error
 	// Resolve is name with every link on its way followed, as the
 	// workload sees the result; a link whose target would lead out of
 	// the workspace is refused (ErrOutside), never followed. A part that

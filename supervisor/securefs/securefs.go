@@ -698,6 +698,20 @@ func (s statInfo) ModTime() time.Time { return s.mtime }
 func (s statInfo) IsDir() bool        { return s.mode.IsDir() }
 func (s statInfo) Sys() any           { return s.sys }
 
+// Symlink makes rel a symbolic link to target, as written; nothing is
+// followed, and what the link names is never reached through it here.
+func (d *Dir) Symlink(target, rel string) error {
+	p, name, err := d.parent(rel)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	if err := unix.Symlinkat(target, int(p.Fd()), name); err != nil {
+		return &fs.PathError{Op: "symlink", Path: rel, Err: err}
+	}
+	return nil
+}
+
 // Readlink returns the target of link rel, as written; nothing is
 // followed.
 func (d *Dir) Readlink(rel string) (string, error) {

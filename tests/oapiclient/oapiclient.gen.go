@@ -656,8 +656,9 @@ type Extracted struct {
 	Bytes int64 `json:"bytes"`
 	Dirs  int   `json:"dirs"`
 	Files int   `json:"files"`
+	Links int   `json:"links"`
 
-	// Skipped The entries not made (links, other kinds).
+	// Skipped The entries not made (hard links, devices, FIFOs).
 	Skipped *[]string `json:"skipped,omitempty"`
 }
 
@@ -1644,9 +1645,10 @@ type ClientInterface interface {
 	//
 	// As docker's PUT /containers/{id}/archive: path is a directory,
 	// made with its parents when missing; directories and regular files
-	// are made with their permission bits, merged into what is there (a
-	// file replaced whole, atomically). Links and other kinds are not
-	// made: the answer names them (skipped). An entry whose name is not
+	// are made with their permission bits and symbolic links as links
+	// (never followed), merged into what is there (a file replaced
+	// whole, atomically). Hard links, devices and FIFOs are not made:
+	// the answer names them (skipped). An entry whose name is not
 	// plainly beneath the directory, more than 100000 entries or more
 	// than max_upload_bytes of files fail it, and what it had added is
 	// removed. Counts as activity when the sandbox runs.
@@ -2224,9 +2226,10 @@ func (c *Client) GetSandboxArchive(ctx context.Context, id Id, params *GetSandbo
 //
 // As docker's PUT /containers/{id}/archive: path is a directory,
 // made with its parents when missing; directories and regular files
-// are made with their permission bits, merged into what is there (a
-// file replaced whole, atomically). Links and other kinds are not
-// made: the answer names them (skipped). An entry whose name is not
+// are made with their permission bits and symbolic links as links
+// (never followed), merged into what is there (a file replaced
+// whole, atomically). Hard links, devices and FIFOs are not made:
+// the answer names them (skipped). An entry whose name is not
 // plainly beneath the directory, more than 100000 entries or more
 // than max_upload_bytes of files fail it, and what it had added is
 // removed. Counts as activity when the sandbox runs.
@@ -4698,9 +4701,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// As docker's PUT /containers/{id}/archive: path is a directory,
 	// made with its parents when missing; directories and regular files
-	// are made with their permission bits, merged into what is there (a
-	// file replaced whole, atomically). Links and other kinds are not
-	// made: the answer names them (skipped). An entry whose name is not
+	// are made with their permission bits and symbolic links as links
+	// (never followed), merged into what is there (a file replaced
+	// whole, atomically). Hard links, devices and FIFOs are not made:
+	// the answer names them (skipped). An entry whose name is not
 	// plainly beneath the directory, more than 100000 entries or more
 	// than max_upload_bytes of files fail it, and what it had added is
 	// removed. Counts as activity when the sandbox runs.
@@ -7808,9 +7812,10 @@ func (c *ClientWithResponses) GetSandboxArchiveWithResponse(ctx context.Context,
 //
 // As docker's PUT /containers/{id}/archive: path is a directory,
 // made with its parents when missing; directories and regular files
-// are made with their permission bits, merged into what is there (a
-// file replaced whole, atomically). Links and other kinds are not
-// made: the answer names them (skipped). An entry whose name is not
+// are made with their permission bits and symbolic links as links
+// (never followed), merged into what is there (a file replaced
+// whole, atomically). Hard links, devices and FIFOs are not made:
+// the answer names them (skipped). An entry whose name is not
 // plainly beneath the directory, more than 100000 entries or more
 // than max_upload_bytes of files fail it, and what it had added is
 // removed. Counts as activity when the sandbox runs.

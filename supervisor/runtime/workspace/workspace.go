@@ -308,6 +308,21 @@ func (w Files) Rename(_ context.Context, from, to string) error {
 	return outside(d.Rename(rel, relTo))
 }
 
+// Symlink makes name a link to target, as written: the workload may
+// follow it anywhere it could go itself; the file API never follows one
+// out of the workspace.
+func (w Files) Symlink(_ context.Context, target, name string) error {
+	d, rel, err := w.open(name)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if rel == "" {
+		return fmt.Errorf("%w: the workspace itself cannot be replaced", runtime.ErrOutside)
+	}
+	return outside(d.Symlink(target, rel))
+}
+
 // Chmod sets name's permission bits: a regular file or a directory
 // beneath the workspace, not the workspace itself.
 func (w Files) Chmod(_ context.Context, name string, perm fs.FileMode) error {

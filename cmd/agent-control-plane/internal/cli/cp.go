@@ -138,14 +138,19 @@ func (c *cli) sayCopied(src, dst string, got wire.Extracted) {
 	}
 	fmt.Fprintf(c.stderr, "Copied %s to %s (%s)\n", inert(src), inert(dst), copied(got))
 	if n := len(got.Skipped); n > 0 {
-		fmt.Fprintf(c.stderr, "warning: %s not copied (a link or a special file; cp makes files and directories in a sandbox): %s\n",
+		fmt.Fprintf(c.stderr, "warning: %s not copied (a hard link, a device or a FIFO): %s\n",
 			plural(int64(n), "entry"), inert(strings.Join(got.Skipped[:min(n, 5)], ", ")))
 	}
 }
 
-// copied says what a copy made: "3 files, 1 directory, 2 KiB".
+// copied says what a copy made: "3 files, 1 directory, 2 KiB" (and
+// links when there were some).
 func copied(e wire.Extracted) string {
-	return plural(int64(e.Files), "file") + ", " + plural(int64(e.Dirs), "directory") + ", " + bytesString(e.Bytes)
+	s := plural(int64(e.Files), "file") + ", " + plural(int64(e.Dirs), "directory")
+	if e.Links > 0 {
+		s += ", " + plural(int64(e.Links), "link")
+	}
+	return s + ", " + bytesString(e.Bytes)
 }
 
 // tarLocal writes src (a file, or a directory with everything beneath
@@ -228,6 +233,7 @@ func untarLocal(r io.Reader, dir, from, as string) (wire.Extracted, error) {
 			got.Bytes += hdr.Size
 			err = writeLocal(root, name, tr, mode)
 		case tar.TypeSymlink:
+			got.Links++
 			root.Remove(name)
 			err = root.Symlink(hdr.Linkname, name)
 		default:
