@@ -132,8 +132,8 @@ func unknownCommand(root *cobra.Command, name string) string {
 	return fmt.Sprintf("unknown command %q", name)
 }
 
-// nearest is the one of names at most two edits from name, nearest
-// first; "" when none is.
+// nearest is the one of names fewest edits from name, if at most two
+// (as git's "did you mean"); "" when none is that near.
 func nearest(name string, names []string) string {
 	best, dist := "", 3
 	for _, n := range names {
