@@ -126,7 +126,7 @@ func (c *cli) copyIn(ctx context.Context, src, name, dst string) error {
 
 // sayCopied says what a copy made: on stderr, or with --json as one
 // object on stdout ({"source", "destination", "files", "dirs",
-// "bytes", "skipped"}).
+// "links", "bytes", "skipped"}).
 func (c *cli) sayCopied(src, dst string, got wire.Extracted) {
 	if c.json {
 		c.printJSON(struct {
