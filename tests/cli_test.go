@@ -664,6 +664,37 @@ func TestCLIFindsItsDaemon(t *testing.T) {
 	}
 }
 
+// With nothing else to go by (no flag, no variable, no address file in
+// the default place), the CLI reads the configuration serve would run
+// with: the address written beside the token file it names, else its
+// listen address, and that token file's token.
+func TestCLIFindsItsDaemonByItsConfig(t *testing.T) {
+	lo, hi := portBlock.Next()
+	d := testenv.StartDaemon(t, testenv.Options{PortLo: lo, PortHi: hi, TokenFile: true})
+	tokenFile := filepath.Join(d.State, "agent-control-plane", "token")
+	elsewhere := t.TempDir() // the CLI's own default places: empty
+	run := func(config string, env ...string) (int, string) {
+		t.Helper()
+		file := filepath.Join(t.TempDir(), "config.toml")
+		os.WriteFile(file, []byte(config), 0o600)
+		cmd := exec.Command(testenv.Binary(t), "ls", "-q")
+		cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+elsewhere, "XDG_CONFIG_HOME="+elsewhere, "HOME="+elsewhere,
+			"AGENT_CONTROL_PLANE_URL=", "AGENT_CONTROL_PLANE_TOKEN=", "AGENT_CONTROL_PLANE_CONFIG="+file)
+		cmd.Env = append(cmd.Env, env...)
+		code, _, errs := runCmd(t, cmd)
+		return code, errs
+	}
+	// The address beside the token file the config names.
+	if code, errs := run(fmt.Sprintf("token_file = %q\n", tokenFile)); code != 0 {
+		t.Errorf("by the config's token file: %d %q", code, errs)
+	}
+	// The config's listen address (the token given apart).
+	listen := strings.TrimPrefix(d.URL, "http://")
+	if code, errs := run(fmt.Sprintf("listen = %q\n", listen), "AGENT_CONTROL_PLANE_TOKEN="+d.Token); code != 0 {
+		t.Errorf("by the config's listen address: %d %q", code, errs)
+	}
+}
+
 // What the CLI says is true: an opener's failure is reported, more CPUs
 // than the machine has are refused naming the range, a stop of a stopped
 // sandbox says it was stopped already, one is one, and a name taken by a

@@ -272,7 +272,13 @@ const maxAddressLen = 512
 // FindAddress is the URL in the address file beside the token file
 // clients find (DefaultFile), "" when there is none or it is not one.
 func FindAddress(getenv func(string) string) string {
-	f, err := os.Open(AddressFile(DefaultFile(getenv)))
+	return ReadAddress(DefaultFile(getenv))
+}
+
+// ReadAddress is the URL a running daemon whose token file is tokenFile
+// wrote beside it, or "".
+func ReadAddress(tokenFile string) string {
+	f, err := os.Open(AddressFile(tokenFile))
 	if err != nil {
 		return ""
 	}

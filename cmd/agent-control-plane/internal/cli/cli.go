@@ -51,22 +51,12 @@ func (c *cli) bindGlobal(fs *pflag.FlagSet) {
 }
 
 func (c *cli) bindRemote(fs *pflag.FlagSet) {
-	fs.StringVar(&c.url, "url", c.url, "daemon `URL` (default $AGENT_CONTROL_PLANE_URL or "+client.DefaultURL+")")
-	fs.StringVar(&c.token, "token", c.token, "bearer `token` (default $AGENT_CONTROL_PLANE_TOKEN or the token file)")
+	fs.StringVar(&c.url, "url", c.url, "daemon `URL` (default $AGENT_CONTROL_PLANE_URL, the running daemon's address file, the config's listen, or "+client.DefaultURL+")")
+	fs.StringVar(&c.token, "token", c.token, "bearer `token` (default $AGENT_CONTROL_PLANE_TOKEN or the token file, the config's too)")
 }
 
 func (c *cli) bindJSON(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.json, "json", c.json, "print JSON instead of text")
-}
-
-func (c *cli) client() *client.Client {
-	var opts []client.Option
-	if c.token != "" {
-		opts = append(opts, client.WithToken(c.token))
-	}
-	cl := client.New(c.url, opts...)
-	cl.Warn = func(s string) { fmt.Fprintln(c.stderr, "warning:", inert(s)) }
-	return cl
 }
 
 // fail prints err as one line and returns the exit code for it.
