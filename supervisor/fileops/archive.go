@@ -116,90 +116,142 @@ type Extracted struct {
 
 // Untar extracts the tar stream r beneath dir, a directory made (with its
 // parents) when missing, as docker cp does: directories and regular
-// files with their permission bits, merged into what is there (a file
-// replaced whole, atomically). A name that would lead out of dir
-// (ErrArchive and runtime.ErrOutside), more than MaxArchiveEntries
-// entries (ErrArchive) or more than maxBytes of content (ErrTooLarge)
-// fail it; what it made that was not there before is then removed again
-// (a file it replaced keeps its new content).
+// files with their permission bits, links as links, merged into what is
+// there (a file replaced whole, atomically). A directory's mode is set
+// once everything beneath it is written, so a read-only one still takes
+// its files. A name that would lead out of dir (ErrArchive and
+// runtime.ErrOutside), more than MaxArchiveEntries entries (ErrArchive)
+// or more than maxBytes of content (ErrTooLarge) fail it; what it made
+// that was not there before is then removed again (a file it replaced
+// keeps its new content).
 func Untar(ctx context.Context, f runtime.Files, dir string, r io.Reader, maxBytes int64) (Extracted, error) {
-	var out Extracted
-	var made []string // names this extraction created, in order
-	exists := func(name string) bool { _, err := f.Stat(ctx, name); return err == nil }
+	u := untar{ctx: ctx, f: f, dir: dir, max: maxBytes, there: map[string]bool{}}
 	top := "" // the first of dir's names, upwards, that is not there
-	for p := dir; !exists(p) && p != path.Dir(p); p = path.Dir(p) {
+	for p := dir; !u.exists(p) && p != path.Dir(p); p = path.Dir(p) {
 		top = p
 	}
 	if top != "" {
-		made = append(made, top)
+		u.made = append(u.made, top)
 	}
-	if err := f.Mkdir(ctx, dir, 0o755); err != nil {
-		return out, err
-	}
-	err := func() error {
-		tr := tar.NewReader(r)
-		for n := 1; ; n++ {
-			hdr, err := tr.Next()
-			if err == io.EOF {
-				return nil
-			}
-			if err != nil {
-				return fmt.Errorf("%w: %v", ErrArchive, err)
-			}
-			if n > MaxArchiveEntries {
-				return fmt.Errorf("%w: more than %d entries", ErrArchive, MaxArchiveEntries)
-			}
-			rel, err := entryName(hdr.Name)
-			if err != nil {
-				return err
-			}
-			name := path.Join(dir, rel)
-			if rel == "" || hdr.Typeflag != tar.TypeDir && hdr.Typeflag != tar.TypeReg && hdr.Typeflag != tar.TypeSymlink {
-				if rel != "" {
-					out.Skipped = append(out.Skipped, rel)
-				}
-				continue // "./" is dir itself
-			}
-			if m := firstMissing(dir, rel, exists); m != "" && (len(made) == 0 || !within(m, made[len(made)-1])) {
-				made = append(made, m)
-			}
-			switch hdr.Typeflag {
-			case tar.TypeDir:
-				out.Dirs++
-				err = f.Mkdir(ctx, name, fs.FileMode(hdr.Mode).Perm())
-				if err == nil {
-					err = f.Chmod(ctx, name, fs.FileMode(hdr.Mode).Perm())
-				}
-			case tar.TypeReg:
-				if out.Bytes += hdr.Size; out.Bytes > maxBytes {
-					return fmt.Errorf("%w: more than %d bytes of files (config max_upload_bytes)", ErrTooLarge, maxBytes)
-				}
-				out.Files++
-				if err = f.Mkdir(ctx, path.Dir(name), 0o755); err == nil {
-					_, err = f.Write(ctx, name, tr, fs.FileMode(hdr.Mode).Perm())
-				}
-				if err == nil {
-					err = f.Chmod(ctx, name, fs.FileMode(hdr.Mode).Perm())
-				}
-			case tar.TypeSymlink:
-				out.Links++
-				err = untarLink(ctx, f, name, hdr.Linkname)
-			}
-			if err != nil {
-				return err
-			}
+	err := u.mkdir(dir)
+	tr := tar.NewReader(r)
+	for n := 1; err == nil; n++ {
+		var hdr *tar.Header
+		switch hdr, err = tr.Next(); {
+		case err == io.EOF:
+			err = u.setModes()
+			return u.out, err
+		case err != nil:
+			err = fmt.Errorf("%w: %v", ErrArchive, err)
+		case n > MaxArchiveEntries:
+			err = fmt.Errorf("%w: more than %d entries", ErrArchive, MaxArchiveEntries)
+		default:
+			err = u.entry(hdr, tr)
 		}
-	}()
+	}
+	for i := len(u.made) - 1; i >= 0; i-- {
+		f.Remove(context.WithoutCancel(ctx), u.made[i], true)
+	}
+	return u.out, err
+}
+
+// untar is one extraction under way.
+type untar struct {
+	ctx   context.Context
+	f     runtime.Files
+	dir   string
+	max   int64
+	out   Extracted
+	made  []string        // names it created, in order: what a failure removes
+	there map[string]bool // names known to be there (a Stat saved)
+	modes []dirMode       // directories' modes, set at the end
+}
+
+type dirMode struct {
+	name string
+	mode fs.FileMode
+}
+
+// exists reports whether name is there, remembering the names that are.
+func (u *untar) exists(name string) bool {
+	if !u.there[name] {
+		_, err := u.f.Stat(u.ctx, name)
+		u.there[name] = err == nil
+	}
+	return u.there[name]
+}
+
+// mkdir makes directory name and its parents, once.
+func (u *untar) mkdir(name string) error {
+	if u.there[name] {
+		return nil
+	}
+	if err := u.f.Mkdir(u.ctx, name, 0o755); err != nil {
+		return err
+	}
+	for p := name; p != u.dir && p != path.Dir(p); p = path.Dir(p) {
+		u.there[p] = true
+	}
+	u.there[u.dir] = true
+	return nil
+}
+
+// entry extracts one entry of the tar.
+func (u *untar) entry(hdr *tar.Header, tr io.Reader) error {
+	rel, err := entryName(hdr.Name)
 	if err != nil {
-		for i := len(made) - 1; i >= 0; i-- {
-			f.Remove(context.WithoutCancel(ctx), made[i], true)
+		return err
+	}
+	name, perm := path.Join(u.dir, rel), fs.FileMode(hdr.Mode).Perm()
+	if rel == "" || hdr.Typeflag != tar.TypeDir && hdr.Typeflag != tar.TypeReg && hdr.Typeflag != tar.TypeSymlink {
+		if rel != "" {
+			u.out.Skipped = append(u.out.Skipped, rel)
+		}
+		return nil // "./" is dir itself
+	}
+	if len(u.made) == 0 || !within(name, u.made[len(u.made)-1]) {
+		if m := firstMissing(u.dir, rel, u.exists); m != "" {
+			u.made = append(u.made, m)
 		}
 	}
-	return out, err
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		u.out.Dirs++
+		u.modes = append(u.modes, dirMode{name, perm})
+		return u.mkdir(name)
+	case tar.TypeReg:
+		if u.out.Bytes += hdr.Size; u.out.Bytes > u.max {
+			return fmt.Errorf("%w: more than %d bytes of files (config max_upload_bytes)", ErrTooLarge, u.max)
+		}
+		u.out.Files++
+		if err := u.mkdir(path.Dir(name)); err != nil {
+			return err
+		}
+		if _, err := u.f.Write(u.ctx, name, tr, perm); err != nil {
+			return err
+		}
+		u.there[name] = true
+		return u.f.Chmod(u.ctx, name, perm)
+	}
+	u.out.Links++
+	if err := u.mkdir(path.Dir(name)); err != nil {
+		return err
+	}
+	return untarLink(u.ctx, u.f, name, hdr.Linkname)
+}
+
+// setModes gives the directories their modes, deepest last made first.
+func (u *untar) setModes() error {
+	for i := len(u.modes) - 1; i >= 0; i-- {
+		if err := u.f.Chmod(u.ctx, u.modes[i].name, u.modes[i].mode); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // untarLink makes name a link to target, replacing a file or a link
-// there (not a directory), its directory made when missing.
+// there (not a directory).
 func untarLink(ctx context.Context, f runtime.Files, name, target string) error {
 	if fi, err := f.Stat(ctx, name); err == nil {
 		if fi.IsDir() {
@@ -208,9 +260,6 @@ func untarLink(ctx context.Context, f runtime.Files, name, target string) error 
 		if err := f.Remove(ctx, name, false); err != nil {
 			return err
 		}
-	}
-	if err := f.Mkdir(ctx, path.Dir(name), 0o755); err != nil {
-		return err
 	}
 	return f.Symlink(ctx, target, name)
 }

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agent-control-plane/agent-control-plane/supervisor/runtime/workspace"
 )
 
 // tarOf is a tar of the given entries: a name ending in "/" a directory,
@@ -95,5 +97,47 @@ func TestUntarRefusesAndRollsBack(t *testing.T) {
 	}
 	if _, err := Untar(ctx, f, ".", strings.NewReader("not a tar at all, not at all, not at all"), 1<<20); !errors.Is(err, ErrArchive) {
 		t.Errorf("not a tar: %v", err)
+	}
+}
+
+// readOnlyDirs is a workspace whose directories refuse new files once
+// their mode lacks the owner's write bit, as they do for a daemon that is
+// not root (the tests run as root, which the kernel lets write anyway).
+type readOnlyDirs struct {
+	workspace.Files
+	modes map[string]os.FileMode
+}
+
+func (r readOnlyDirs) Chmod(ctx context.Context, name string, perm os.FileMode) error {
+	r.modes[name] = perm
+	return r.Files.Chmod(ctx, name, perm)
+}
+
+func (r readOnlyDirs) Write(ctx context.Context, name string, rd io.Reader, perm os.FileMode) (int64, error) {
+	if m, ok := r.modes[filepath.Dir(name)]; ok && m&0o200 == 0 {
+		return 0, os.ErrPermission
+	}
+	return r.Files.Write(ctx, name, rd, perm)
+}
+
+// A read-only directory of the tar still takes its files: its mode is set
+// once they are written.
+func TestUntarReadOnlyDirectory(t *testing.T) {
+	f, dir := files(t)
+	ro := readOnlyDirs{Files: f, modes: map[string]os.FileMode{}}
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	tw.WriteHeader(&tar.Header{Name: "ro/", Typeflag: tar.TypeDir, Mode: 0o555})
+	tw.WriteHeader(&tar.Header{Name: "ro/a", Typeflag: tar.TypeReg, Mode: 0o444, Size: 1})
+	tw.Write([]byte("a"))
+	tw.Close()
+	if _, err := Untar(context.Background(), ro, "x", &b, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "x", "ro")); err != nil || fi.Mode().Perm() != 0o555 {
+		t.Fatalf("ro: %v %v", fi.Mode(), err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "x", "ro", "a")); err != nil || string(b) != "a" {
+		t.Fatalf("ro/a: %q %v", b, err)
 	}
 }
