@@ -208,10 +208,20 @@ func untarLocal(r io.Reader, dir, from, as string) (wire.Extracted, error) {
 		return got, err
 	}
 	defer root.Close()
+	type dirMode struct {
+		name string
+		mode fs.FileMode
+	}
+	var modes []dirMode // set once their content is in: a read-only one still takes it
 	tr := tar.NewReader(r)
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
+			for i := len(modes) - 1; i >= 0; i-- {
+				if err := root.Chmod(modes[i].name, modes[i].mode); err != nil {
+					return got, err
+				}
+			}
 			return got, nil
 		}
 		if err != nil {
@@ -225,9 +235,8 @@ func untarLocal(r io.Reader, dir, from, as string) (wire.Extracted, error) {
 		switch hdr.Typeflag {
 		case tar.TypeDir:
 			got.Dirs++
-			if err = root.MkdirAll(name, 0o755); err == nil {
-				err = root.Chmod(name, mode)
-			}
+			modes = append(modes, dirMode{name, mode})
+			err = root.MkdirAll(name, 0o755)
 		case tar.TypeReg:
 			got.Files++
 			got.Bytes += hdr.Size
